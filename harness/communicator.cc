@@ -1,0 +1,187 @@
+#include "harness/communicator.h"
+
+#include <fmt/format.h>
+
+#include <condition_variable>
+#include <deque>
+#include <stdexcept>
+#include <thread>
+
+namespace collcheck {
+
+std::string CallFingerprint::describe() const {
+  return fmt::format("all_reduce{} #{} count={} dtype={} op={} algo={}", async ? "_async" : "", seq, count,
+                     dtype_name(dtype), op_name(op), algorithm);
+}
+
+struct Work::State {
+  std::mutex mu;
+  std::condition_variable cv;
+  bool done = false;
+  std::exception_ptr error;
+  Deadline deadline;
+  CallFingerprint call;
+};
+
+struct Work::Log {
+  mutable std::mutex mu;
+  std::vector<UnwaitedWork> unwaited;
+};
+
+Work::Work(std::shared_ptr<State> state, std::shared_ptr<Log> log)
+    : state_(std::move(state)), log_(std::move(log)) {}
+
+Work::~Work() {
+  if (waited_) return;
+  bool completed;
+  {
+    std::lock_guard<std::mutex> g(state_->mu);
+    completed = state_->done;
+  }
+  std::lock_guard<std::mutex> g(log_->mu);
+  log_->unwaited.push_back(UnwaitedWork{state_->call, completed});
+}
+
+bool Work::test() {
+  std::lock_guard<std::mutex> g(state_->mu);
+  if (state_->done && state_->error) std::rethrow_exception(state_->error);
+  return state_->done;
+}
+
+void Work::wait() {
+  std::unique_lock<std::mutex> lk(state_->mu);
+  // The worker's own link waits end by the same deadline, so a short grace is
+  // enough for it to report its error rather than ours.
+  if (!state_->cv.wait_until(lk, state_->deadline + std::chrono::seconds(1), [&] { return state_->done; })) {
+    throw std::runtime_error(fmt::format("{}: wait() deadline expired before the call completed",
+                                         state_->call.describe()));
+  }
+  if (state_->error) std::rethrow_exception(state_->error);
+  waited_ = true;
+}
+
+const CallFingerprint& Work::call() const { return state_->call; }
+
+namespace {
+struct Task {
+  const void* send;
+  void* recv;
+  size_t count;
+  Reduction red;
+  Links* links;
+  const AlgorithmInfo* algo;
+  std::shared_ptr<Work::State> state;
+};
+}  // namespace
+
+// The worker that executes async calls in issue order.
+struct Communicator::Engine {
+  std::mutex mu;
+  std::condition_variable cv;
+  std::deque<std::unique_ptr<Task>> queue;
+  size_t in_flight = 0;  // queued + running
+  bool stopping = false;
+  std::thread thread;
+
+  static void execute(Task& t) {
+    std::exception_ptr err;
+    try {
+      t.algo->run(AllReduceArgs{t.send, t.recv, t.count, t.red, *t.links, t.state->call.seq << 8,
+                                t.state->deadline});
+    } catch (...) {
+      err = std::current_exception();
+    }
+    std::lock_guard<std::mutex> g(t.state->mu);
+    t.state->error = err;
+    t.state->done = true;
+    t.state->cv.notify_all();
+  }
+
+  void loop() {
+    for (;;) {
+      std::unique_ptr<Task> t;
+      {
+        std::unique_lock<std::mutex> lk(mu);
+        cv.wait(lk, [&] { return stopping || !queue.empty(); });
+        if (queue.empty()) return;  // stopping and drained
+        t = std::move(queue.front());
+        queue.pop_front();
+      }
+      execute(*t);
+      std::lock_guard<std::mutex> g(mu);
+      --in_flight;
+      cv.notify_all();
+    }
+  }
+
+  void submit(std::unique_ptr<Task> t) {
+    std::lock_guard<std::mutex> g(mu);
+    if (!thread.joinable()) thread = std::thread([this] { loop(); });
+    queue.push_back(std::move(t));
+    ++in_flight;
+    cv.notify_all();
+  }
+
+  // Waits until every earlier async call has finished; false on deadline.
+  bool drain(Deadline deadline) {
+    std::unique_lock<std::mutex> lk(mu);
+    return cv.wait_until(lk, deadline, [&] { return in_flight == 0; });
+  }
+
+  ~Engine() {
+    {
+      std::lock_guard<std::mutex> g(mu);
+      stopping = true;
+      cv.notify_all();
+    }
+    // Queued calls still run (their deadlines bound them), as a stream would.
+    if (thread.joinable()) thread.join();
+  }
+};
+
+Communicator::Communicator(Links& links, CommOptions options)
+    : links_(links), options_(std::move(options)), log_(std::make_shared<Work::Log>()),
+      engine_(std::make_unique<Engine>()) {
+  algo_ = find_algorithm(options_.algorithm);
+  if (!algo_) {
+    throw std::invalid_argument(
+        fmt::format("unknown algorithm '{}'; allowed: {}", options_.algorithm, algorithm_choices()));
+  }
+}
+
+Communicator::~Communicator() = default;
+
+int Communicator::rank() const { return links_.rank(); }
+int Communicator::size() const { return links_.size(); }
+
+void Communicator::all_reduce(const void* send, void* recv, size_t count, DType dtype, RedOp op, double scalar) {
+  const Deadline deadline = Clock::now() + options_.timeout;
+  const uint64_t seq = ++seq_;
+  if (!engine_->drain(deadline)) {
+    throw std::runtime_error(fmt::format("rank {}: all_reduce #{} could not start: earlier async calls did not "
+                                         "finish by its deadline",
+                                         rank(), seq));
+  }
+  const Reduction red = resolve_reduction(dtype, op, size(), scalar);
+  algo_->run(AllReduceArgs{send, recv, count, red, links_, seq << 8, deadline});
+}
+
+std::unique_ptr<Work> Communicator::all_reduce_async(const void* send, void* recv, size_t count, DType dtype,
+                                                     RedOp op, double scalar) {
+  auto state = std::make_shared<Work::State>();
+  state->deadline = Clock::now() + options_.timeout;
+  state->call = CallFingerprint{++seq_, count, dtype, op, std::string(algo_->name), true};
+  auto task = std::make_unique<Task>(
+      Task{send, recv, count, resolve_reduction(dtype, op, size(), scalar), &links_, algo_, state});
+  engine_->submit(std::move(task));
+  return std::make_unique<Work>(state, log_);
+}
+
+std::vector<UnwaitedWork> Communicator::unwaited() const {
+  std::lock_guard<std::mutex> g(log_->mu);
+  return log_->unwaited;
+}
+
+uint64_t Communicator::calls_issued() const { return seq_; }
+
+}  // namespace collcheck

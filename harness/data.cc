@@ -1,0 +1,98 @@
+#include "harness/data.h"
+
+#include <cmath>
+
+#include "harness/oracle.h"
+
+namespace collcheck {
+
+std::string_view data_class_name(DataClass c) {
+  switch (c) {
+    case DataClass::Exact: return "exact";
+    case DataClass::Random: return "random";
+    case DataClass::Mixed: return "mixed";
+  }
+  return "?";
+}
+
+std::optional<DataClass> parse_data_class(std::string_view s) {
+  if (s == "exact") return DataClass::Exact;
+  if (s == "random") return DataClass::Random;
+  if (s == "mixed") return DataClass::Mixed;
+  return std::nullopt;
+}
+
+uint64_t splitmix64(uint64_t x) {
+  x += 0x9e3779b97f4a7c15ull;
+  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
+  x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
+  return x ^ (x >> 31);
+}
+
+namespace {
+
+double unit(uint64_t r) { return static_cast<double>(r >> 11) * 0x1.0p-53; }  // [0, 1)
+
+int precision_bits(DType t) {
+  switch (t) {
+    case DType::Float16: return 11;
+    case DType::BFloat16: return 8;
+    case DType::Float32: return 24;
+    case DType::Float64: return 53;
+    case DType::Fp8E4M3: return 4;
+    case DType::Fp8E5M2: return 3;
+    default: return 0;
+  }
+}
+
+uint64_t exact_float(DType t, RedOp op, int nranks, int rank, size_t index, uint64_t r) {
+  if (op == RedOp::Prod) {
+    // One rank per element contributes 2^-1, 1 or 2; the rest contribute +-1.
+    // The product is then a power of two in [1/2, 2]: exact in every dtype.
+    const bool special = static_cast<size_t>(rank) == index % static_cast<size_t>(nranks);
+    const double mag = special ? std::ldexp(1.0, static_cast<int>(r % 3) - 1) : 1.0;
+    return to_element_bits(t, (r >> 8) & 1 ? -mag : mag);
+  }
+  // Integers k with p * K < 2^precision, so any partial sum of p of them is an
+  // exact integer; premulsum's scalar (3 by default) and avg's 1/p then scale
+  // them, and the oracle detects whether the products stayed exact.
+  const int prec = precision_bits(t);
+  int k_bits = prec - static_cast<int>(std::ceil(std::log2(static_cast<double>(nranks) + 1))) - 2;
+  if (k_bits < 1) k_bits = 1;
+  const int64_t k_max = (int64_t{1} << k_bits) - 1;
+  const int64_t k = static_cast<int64_t>(r % static_cast<uint64_t>(2 * k_max + 1)) - k_max;
+  return to_element_bits(t, std::ldexp(static_cast<double>(k), -2));
+}
+
+uint64_t random_float(DType t, RedOp op, uint64_t r) {
+  const double x = unit(r);
+  const double sign = (r & 1) ? -1.0 : 1.0;
+  switch (op) {
+    case RedOp::Prod:
+      // Near 1, so that the product of 16 ranks stays far from overflow and
+      // underflow even in fp8 e4m3.
+      return to_element_bits(t, sign * (0.8 + 0.45 * x));
+    case RedOp::Max:
+    case RedOp::Min:
+      return to_element_bits(t, sign * std::ldexp(0.5 + x, static_cast<int>((r >> 1) % 9) - 4));
+    default:
+      return to_element_bits(t, sign * (0.5 + x) * (t == DType::Fp8E4M3 || t == DType::Fp8E5M2 ? 4.0 : 100.0));
+  }
+}
+
+}  // namespace
+
+uint64_t input_element(DType t, RedOp op, int nranks, int rank, size_t index, uint64_t seed, DataClass cls) {
+  const uint64_t r = splitmix64(seed ^ splitmix64(static_cast<uint64_t>(rank) * 0x100000001b3ull ^
+                                                  splitmix64(static_cast<uint64_t>(index))));
+  if (!dtype_is_float(t)) return r;  // every integer pattern; results are bitwise anyway
+  DataClass c = cls;
+  if (c == DataClass::Mixed) c = (index % 2 == 0) ? DataClass::Exact : DataClass::Random;
+  return c == DataClass::Exact ? exact_float(t, op, nranks, rank, index, r) : random_float(t, op, r);
+}
+
+void fill_input(void* out, size_t count, DType t, RedOp op, int nranks, int rank, uint64_t seed, DataClass cls) {
+  for (size_t i = 0; i < count; ++i) store_element(t, out, i, input_element(t, op, nranks, rank, i, seed, cls));
+}
+
+}  // namespace collcheck

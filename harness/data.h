@@ -1,0 +1,39 @@
+// Deterministic input data: every element is a pure function of (seed, rank,
+// element index), so any case can be rebuilt from its seed alone, on any rank,
+// in any process.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+
+#include "impl/semantics.h"
+
+namespace collcheck {
+
+enum class DataClass : uint8_t {
+  // Small integers scaled by a power of two (sum-like ops), or powers of two
+  // (prod): every partial result is exact in any order, so any correct
+  // implementation matches bit for bit.
+  Exact,
+  // Random finite values in a range where nothing overflows: compared within
+  // the oracle's bound.
+  Random,
+  // Element i alternates between Exact and Random.
+  Mixed,
+};
+
+std::string_view data_class_name(DataClass c);
+std::optional<DataClass> parse_data_class(std::string_view s);
+
+uint64_t splitmix64(uint64_t x);
+
+// The bits of element `index` of rank `rank`'s input.
+uint64_t input_element(DType t, RedOp op, int nranks, int rank, size_t index, uint64_t seed, DataClass cls);
+
+// Fills `count` elements of `out` (dtype t).
+void fill_input(void* out, size_t count, DType t, RedOp op, int nranks, int rank, uint64_t seed, DataClass cls);
+
+}  // namespace collcheck

@@ -1,0 +1,79 @@
+// The oracle: for every element of an all-reduce it says what the correct
+// result is and which comparison applies.
+//
+//   Bitwise  the result is independent of the reduction order (integers, max,
+//            min, and "exactly representable" float data where every partial
+//            sum or product in any order is exact): it must match bit for bit.
+//            A NaN matches any NaN (GPUs return a canonical NaN, CPUs propagate
+//            a payload).
+//   Bound    float sum/prod/avg/premulsum whose result depends on the order:
+//            |result - exact| <= bound, with the bound derived in oracle.cc.
+//   OneOf    the order can change *which* special value comes out (a partial
+//            sum that overflows in some orders only, +Inf and -Inf, ...): the
+//            oracle enumerates every binary reduction tree (p <= 8) and accepts
+//            exactly the set of outcomes some order gives.
+//   Coarse   the same situation with p > 8, where enumeration is too costly: a
+//            result within the bound, a non-finite value, or (fp8) a saturated
+//            value is accepted. Reports count these separately; they are never
+//            silently skipped.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "impl/semantics.h"
+
+namespace collcheck {
+
+enum class CheckKind : uint8_t { Bitwise, Bound, OneOf, Coarse };
+std::string_view check_kind_name(CheckKind k);
+
+struct Expectation {
+  CheckKind kind = CheckKind::Bitwise;
+  uint64_t bits = 0;                 // Bitwise
+  double exact_hi = 0, exact_lo = 0; // Bound/Coarse: exact (ideal) value as a double-double
+  double bound = 0;                  // Bound/Coarse: allowed |result - exact|
+  std::vector<uint64_t> allowed;     // OneOf (NaNs canonicalised)
+  std::string describe(DType t) const;
+};
+
+struct Verdict {
+  bool ok = true;
+  double err_units = 0;  // |result - exact| / bound for Bound; 0 or +inf otherwise
+};
+
+// values: the p ranks' inputs for one element, as element bits.
+Expectation expect_element(const Reduction& red, std::span<const uint64_t> values);
+Verdict judge(const Reduction& red, const Expectation& e, uint64_t result_bits);
+
+// Worst-case relative error of one rounded step of the dtype (fp8 rounds twice:
+// to float16, then to fp8).
+double step_roundoff(DType t);
+// (1+u)^n - 1: the bound on the relative error of n rounded steps. This is what
+// gamma(n) = n u / (1 - n u) bounds from above, and unlike gamma it stays finite
+// when n u >= 1, as it does for fp8 with many ranks.
+double steps_error(DType t, int n);
+
+uint64_t load_element(DType t, const void* base, size_t i);
+void store_element(DType t, void* base, size_t i, uint64_t bits);
+std::string format_element(DType t, uint64_t bits);  // "0x3c00 (1)"
+
+struct CheckSummary {
+  size_t checked = 0;
+  size_t wrong = 0;
+  double max_err_units = 0;  // largest err_units over Bound/Coarse elements that passed or failed
+  size_t by_kind[4] = {0, 0, 0, 0};
+  std::optional<size_t> first_wrong;
+  std::string first_wrong_detail;
+};
+
+// Checks `result` (count elements) against the inputs of every rank.
+CheckSummary check_all_reduce(const Reduction& red, std::span<const void* const> inputs, const void* result,
+                              size_t count);
+
+}  // namespace collcheck

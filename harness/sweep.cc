@@ -1,0 +1,223 @@
+#include "harness/sweep.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <memory>
+
+#include "harness/communicator.h"
+#include "harness/oracle.h"
+#include "harness/thread_world.h"
+
+namespace collcheck {
+
+namespace {
+
+constexpr size_t kCanary = 64;  // bytes of guard pattern on each side of an output buffer
+constexpr std::byte kCanaryByte{0xA5};
+
+// Output buffer with canaries on both sides.
+struct Guarded {
+  std::vector<std::byte> mem;
+  size_t bytes = 0;
+  explicit Guarded(size_t b) : mem(b + 2 * kCanary, kCanaryByte), bytes(b) {}
+  std::byte* data() { return mem.data() + kCanary; }
+  bool canaries_intact() const {
+    for (size_t i = 0; i < kCanary; ++i)
+      if (mem[i] != kCanaryByte || mem[kCanary + bytes + i] != kCanaryByte) return false;
+    return true;
+  }
+};
+
+double busbw_factor(int p) { return p > 1 ? 2.0 * (p - 1) / p : 1.0; }
+
+double memcpy_bandwidth(size_t bytes, int iters) {
+  std::vector<std::byte> a(bytes, std::byte{1}), b(bytes);
+  std::memcpy(b.data(), a.data(), bytes);  // warm up (page faults)
+  const auto t0 = Clock::now();
+  for (int i = 0; i < iters; ++i) {
+    std::memcpy(i % 2 ? a.data() : b.data(), i % 2 ? b.data() : a.data(), bytes);
+  }
+  const double s = std::chrono::duration<double>(Clock::now() - t0).count() / iters;
+  return s > 0 ? static_cast<double>(bytes) / s / 1e9 : 0;
+}
+
+SweepRow run_row(ThreadWorld& world, const SweepOptions& o, size_t count, DType t, RedOp op,
+                 const std::string& algo) {
+  const int p = world.size();
+  const size_t es = dtype_size(t);
+  const size_t bytes = count * es;
+  SweepRow row;
+  row.bytes = bytes;
+  row.count = count;
+  row.dtype = t;
+  row.op = op;
+  row.algo = algo;
+  std::vector<std::vector<std::byte>> inputs(static_cast<size_t>(p));
+  std::vector<std::unique_ptr<Guarded>> outputs;
+  for (int r = 0; r < p; ++r) {
+    inputs[static_cast<size_t>(r)].resize(bytes);
+    outputs.push_back(std::make_unique<Guarded>(bytes));
+  }
+  auto fill_all = [&] {
+    for (int r = 0; r < p; ++r) {
+      fill_input(inputs[static_cast<size_t>(r)].data(), count, t, op, p, r, o.seed, o.data);
+      if (o.inplace) std::memcpy(outputs[static_cast<size_t>(r)]->data(), inputs[static_cast<size_t>(r)].data(), bytes);
+    }
+  };
+  auto send_of = [&](int r) -> const void* {
+    return o.inplace ? static_cast<const void*>(outputs[static_cast<size_t>(r)]->data())
+                     : static_cast<const void*>(inputs[static_cast<size_t>(r)].data());
+  };
+  const CommOptions copts{algo, o.timeout};
+  const auto limit = o.timeout * (o.iters + o.warmup + 2) + std::chrono::seconds(5);
+
+  // Timed iterations.
+  fill_all();
+  std::vector<double> seconds(static_cast<size_t>(p), 0);
+  WorldRun timed = world.run(
+      [&](RankContext& ctx) {
+        Communicator comm(ctx.links(), copts);
+        const size_t r = static_cast<size_t>(ctx.rank());
+        for (int i = 0; i < o.warmup; ++i)
+          comm.all_reduce(send_of(ctx.rank()), outputs[r]->data(), count, t, op, o.scalar);
+        ctx.barrier(Clock::now() + o.timeout);
+        const auto t0 = Clock::now();
+        for (int i = 0; i < o.iters; ++i)
+          comm.all_reduce(send_of(ctx.rank()), outputs[r]->data(), count, t, op, o.scalar);
+        seconds[r] = std::chrono::duration<double>(Clock::now() - t0).count();
+      },
+      limit);
+  if (!timed.ok()) {
+    row.wrong = std::max<size_t>(count, 1);
+    row.error = timed.failures();
+    return row;
+  }
+  const double sec = *std::max_element(seconds.begin(), seconds.end()) / std::max(o.iters, 1);
+  row.time_us = sec * 1e6;
+  row.algbw = sec > 0 ? static_cast<double>(bytes) / sec / 1e9 : 0;
+  row.busbw = row.algbw * busbw_factor(p);
+  if (!o.check) return row;
+
+  // One checked call on fresh inputs.
+  fill_all();
+  WorldRun checked = world.run(
+      [&](RankContext& ctx) {
+        Communicator comm(ctx.links(), copts);
+        comm.all_reduce(send_of(ctx.rank()), outputs[static_cast<size_t>(ctx.rank())]->data(), count, t, op,
+                        o.scalar);
+      },
+      o.timeout + std::chrono::seconds(5));
+  if (!checked.ok()) {
+    row.wrong = std::max<size_t>(count, 1);
+    row.error = checked.failures();
+    return row;
+  }
+  // Pristine inputs for the oracle (in-place runs overwrote theirs).
+  std::vector<std::vector<std::byte>> pristine(static_cast<size_t>(p));
+  std::vector<const void*> in_ptrs;
+  for (int r = 0; r < p; ++r) {
+    pristine[static_cast<size_t>(r)].resize(bytes);
+    fill_input(pristine[static_cast<size_t>(r)].data(), count, t, op, p, r, o.seed, o.data);
+    in_ptrs.push_back(pristine[static_cast<size_t>(r)].data());
+  }
+  const Reduction red = resolve_reduction(t, op, p, o.scalar);
+  const CheckSummary cs = check_all_reduce(red, in_ptrs, outputs[0]->data(), count);
+  row.wrong = cs.wrong;
+  row.max_err_units = cs.max_err_units;
+  if (cs.first_wrong) row.error = cs.first_wrong_detail;
+  for (int r = 0; r < p; ++r) {
+    const auto& out = *outputs[static_cast<size_t>(r)];
+    if (!out.canaries_intact()) {
+      row.wrong += 1;
+      if (row.error.empty()) row.error = fmt::format("rank {} wrote outside its output buffer", r);
+    }
+    if (r > 0) {
+      size_t differ = 0;
+      const std::byte* a = outputs[0]->data();
+      const std::byte* b = outputs[static_cast<size_t>(r)]->data();
+      for (size_t i = 0; i < count; ++i)
+        if (std::memcmp(a + i * es, b + i * es, es) != 0) ++differ;
+      if (differ) {
+        row.wrong += differ;
+        if (row.error.empty()) row.error = fmt::format("rank {} differs from rank 0 in {} elements", r, differ);
+      }
+    }
+    if (!o.inplace &&
+        std::memcmp(inputs[static_cast<size_t>(r)].data(), pristine[static_cast<size_t>(r)].data(), bytes) != 0) {
+      row.wrong += 1;
+      if (row.error.empty()) row.error = fmt::format("rank {}'s input buffer was modified", r);
+    }
+  }
+  return row;
+}
+
+std::string format_size(size_t bytes) { return fmt::format("{}", bytes); }
+
+}  // namespace
+
+std::vector<size_t> sweep_counts(const SweepOptions& o, DType t) {
+  const size_t es = dtype_size(t);
+  if (o.count) return {*o.count};
+  std::vector<size_t> counts;
+  double b = static_cast<double>(o.min_bytes);
+  for (;;) {
+    const size_t bytes = static_cast<size_t>(b);
+    counts.push_back(bytes / es);
+    if (bytes >= o.max_bytes) break;
+    b = std::min(b * o.factor, static_cast<double>(o.max_bytes));
+  }
+  counts.erase(std::unique(counts.begin(), counts.end()), counts.end());
+  return counts;
+}
+
+SweepResult run_sweep(const SweepOptions& o, std::FILE* out) {
+  SweepResult result;
+  ThreadWorld world(o.ranks);
+  fmt::print(out, "# collcheck sweep: {} ranks as threads (in-process links), {}, data {}, seed {}, {} iters, {} warmup, check {}\n",
+             o.ranks, o.inplace ? "in-place" : "out-of-place", data_class_name(o.data), o.seed, o.iters, o.warmup,
+             o.check ? 1 : 0);
+  fmt::print(out, "# busbw = algbw * 2(p-1)/p; maxerr is the largest |result - exact| in units of the oracle's bound\n");
+  fmt::print(out, "#\n# {:>12} {:>12} {:>9} {:>9} {:>6} {:>10} {:>11} {:>11} {:>8} {:>9}\n", "size(B)", "count", "type",
+             "redop", "algo", "time(us)", "algbw(GB/s)", "busbw(GB/s)", "#wrong", "maxerr");
+  std::fflush(out);
+  for (const auto& algo : o.algos)
+    for (DType t : o.dtypes)
+      for (RedOp op : o.ops)
+        for (size_t count : sweep_counts(o, t)) {
+          SweepRow row = run_row(world, o, count, t, op, algo);
+          const std::string err = o.check ? fmt::format("{:.3g}", row.max_err_units) : "N/A";
+          fmt::print(out, "  {:>12} {:>12} {:>9} {:>9} {:>6} {:>10.1f} {:>11.3f} {:>11.3f} {:>8} {:>9}\n",
+                     format_size(row.bytes), row.count, dtype_name(t), op_name(op), algo, row.time_us, row.algbw,
+                     row.busbw, o.check ? fmt::format("{}", row.wrong) : "N/A", err);
+          if (!row.error.empty()) fmt::print(out, "#   ^ {}\n", row.error);
+          std::fflush(out);
+          result.total_wrong += row.wrong;
+          result.rows.push_back(std::move(row));
+        }
+  if (o.memcpy_peer && !result.rows.empty()) {
+    size_t largest = 0;
+    for (const auto& r : result.rows) largest = std::max(largest, r.bytes);
+    if (largest > 0) {
+      const double mbw = memcpy_bandwidth(largest, std::max(o.iters, 3));
+      fmt::print(out, "#\n# peer: memcpy of {} B in this process: {:.3f} GB/s (single thread, same run)\n", largest,
+                 mbw);
+      // One ratio per algorithm: float32 sum if swept, else the first dtype and op.
+      const bool has_f32_sum = std::count(o.dtypes.begin(), o.dtypes.end(), DType::Float32) &&
+                               std::count(o.ops.begin(), o.ops.end(), RedOp::Sum);
+      const DType rt = has_f32_sum ? DType::Float32 : o.dtypes.front();
+      const RedOp rop = has_f32_sum ? RedOp::Sum : o.ops.front();
+      for (const auto& r : result.rows)
+        if (r.bytes == largest && r.dtype == rt && r.op == rop && mbw > 0)
+          fmt::print(out, "#   {:>6} {:>9} {:>9}: busbw/memcpy = {:.3f}\n", r.algo, dtype_name(r.dtype),
+                     op_name(r.op), r.busbw / mbw);
+    }
+  }
+  fmt::print(out, "#\n# Out of bounds values : {} {}\n", result.total_wrong, result.total_wrong ? "FAILED" : "OK");
+  fmt::print(out, "# {} rows, {} wrong elements\n", result.rows.size(), result.total_wrong);
+  return result;
+}
+
+}  // namespace collcheck

@@ -1,0 +1,64 @@
+// `collcheck sweep`: the nccl-tests style table over sizes x dtypes x ops x
+// algorithms, each row timed and (with -c 1) checked against the oracle.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <cstdio>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "harness/data.h"
+#include "impl/dtype.h"
+#include "impl/semantics.h"
+
+namespace collcheck {
+
+struct SweepOptions {
+  size_t min_bytes = 32 << 20;
+  size_t max_bytes = 32 << 20;
+  double factor = 2;
+  std::optional<size_t> count;  // elements; overrides -b/-e when set
+  std::vector<DType> dtypes = {DType::Float32};
+  std::vector<RedOp> ops = {RedOp::Sum};
+  std::vector<std::string> algos = {"ring"};
+  int iters = 20;
+  int warmup = 5;
+  bool check = true;
+  int ranks = 4;
+  bool inplace = false;
+  uint64_t seed = 1;
+  DataClass data = DataClass::Mixed;
+  double scalar = 3;
+  std::chrono::milliseconds timeout{60000};
+  bool memcpy_peer = true;
+};
+
+struct SweepRow {
+  size_t bytes = 0;
+  size_t count = 0;
+  DType dtype{};
+  RedOp op{};
+  std::string algo;
+  double time_us = 0;
+  double algbw = 0;
+  double busbw = 0;
+  size_t wrong = 0;
+  double max_err_units = 0;
+  std::string error;  // first problem found, if any
+};
+
+struct SweepResult {
+  std::vector<SweepRow> rows;
+  size_t total_wrong = 0;
+  int exit_code() const { return total_wrong == 0 ? 0 : 1; }
+};
+
+// Runs the sweep, printing the table to `out` as rows complete.
+SweepResult run_sweep(const SweepOptions& o, std::FILE* out);
+
+// Element counts nccl-tests would use for [min_bytes, max_bytes] by `factor`.
+std::vector<size_t> sweep_counts(const SweepOptions& o, DType t);
+
+}  // namespace collcheck

@@ -1,0 +1,187 @@
+#include "harness/thread_world.h"
+
+#include <fmt/format.h>
+
+#include <condition_variable>
+#include <mutex>
+#include <stdexcept>
+#include <thread>
+
+#include "impl/inproc_links.h"
+
+namespace collcheck {
+
+bool WorldRun::ok() const {
+  if (hung) return false;
+  for (const auto& r : ranks)
+    if (!r.ok) return false;
+  return true;
+}
+
+std::string WorldRun::failures() const {
+  std::string s;
+  for (size_t i = 0; i < ranks.size(); ++i) {
+    const auto& r = ranks[i];
+    if (!r.returned) {
+      s += fmt::format("rank {}: did not return before the run's limit\n", i);
+    } else if (!r.ok) {
+      s += fmt::format("rank {}: {}\n", i, r.error);
+    }
+  }
+  return s;
+}
+
+struct ThreadWorld::State {
+  explicit State(int n) : fabric(n) {
+    for (int r = 0; r < n; ++r) links.push_back(fabric.links(r));
+  }
+  InProcFabric fabric;
+  std::vector<std::unique_ptr<Links>> links;
+  std::vector<std::thread> threads;
+
+  std::mutex mu;
+  std::condition_variable start_cv;
+  std::condition_variable done_cv;
+  uint64_t generation = 0;
+  bool stopping = false;
+  bool broken = false;
+  const RankFn* fn = nullptr;
+  std::vector<RankOutcome> outcomes;
+  int done = 0;
+
+  // Barrier state.
+  std::mutex bar_mu;
+  std::condition_variable bar_cv;
+  uint64_t bar_generation = 0;
+  int bar_arrived = 0;
+  std::vector<bool> bar_present;
+};
+
+namespace {
+
+class ThreadRankContext final : public RankContext {
+ public:
+  ThreadRankContext(ThreadWorld::State& s, int rank) : s_(s), rank_(rank) {}
+  int rank() const override { return rank_; }
+  int size() const override { return static_cast<int>(s_.links.size()); }
+  Links& links() override { return *s_.links[static_cast<size_t>(rank_)]; }
+
+  void barrier(Deadline deadline) override {
+    std::unique_lock<std::mutex> lk(s_.bar_mu);
+    const uint64_t gen = s_.bar_generation;
+    s_.bar_present[static_cast<size_t>(rank_)] = true;
+    if (++s_.bar_arrived == size()) {
+      s_.bar_arrived = 0;
+      std::fill(s_.bar_present.begin(), s_.bar_present.end(), false);
+      ++s_.bar_generation;
+      s_.bar_cv.notify_all();
+      return;
+    }
+    if (!s_.bar_cv.wait_until(lk, deadline, [&] { return s_.bar_generation != gen; })) {
+      std::string missing;
+      for (size_t r = 0; r < s_.bar_present.size(); ++r)
+        if (!s_.bar_present[r]) missing += fmt::format("{}{}", missing.empty() ? "" : ", ", r);
+      throw std::runtime_error(
+          fmt::format("rank {}: barrier deadline expired; ranks not arrived: {}", rank_, missing));
+    }
+  }
+
+ private:
+  ThreadWorld::State& s_;
+  int rank_;
+};
+
+void rank_main(std::shared_ptr<ThreadWorld::State> s, int rank) {
+  uint64_t seen = 0;
+  for (;;) {
+    const ThreadWorld::RankFn* fn;
+    {
+      std::unique_lock<std::mutex> lk(s->mu);
+      s->start_cv.wait(lk, [&] { return s->stopping || s->generation != seen; });
+      if (s->stopping) return;
+      seen = s->generation;
+      fn = s->fn;
+    }
+    RankOutcome out;
+    try {
+      ThreadRankContext ctx(*s, rank);
+      (*fn)(ctx);
+      out.ok = true;
+    } catch (const std::exception& e) {
+      out.error = e.what();
+      s->fabric.abort(fmt::format("rank {} failed: {}", rank, e.what()));
+    } catch (...) {
+      out.error = "unknown exception";
+      s->fabric.abort(fmt::format("rank {} failed with an unknown exception", rank));
+    }
+    out.returned = true;
+    std::lock_guard<std::mutex> g(s->mu);
+    s->outcomes[static_cast<size_t>(rank)] = std::move(out);
+    ++s->done;
+    s->done_cv.notify_all();
+  }
+}
+
+}  // namespace
+
+ThreadWorld::ThreadWorld(int nranks) {
+  if (nranks < 1) throw std::invalid_argument(fmt::format("world size must be >= 1, got {}", nranks));
+  state_ = std::make_shared<State>(nranks);
+  state_->bar_present.assign(static_cast<size_t>(nranks), false);
+  state_->outcomes.resize(static_cast<size_t>(nranks));
+  for (int r = 0; r < nranks; ++r) state_->threads.emplace_back(rank_main, state_, r);
+}
+
+ThreadWorld::~ThreadWorld() {
+  {
+    std::lock_guard<std::mutex> g(state_->mu);
+    state_->stopping = true;
+    state_->start_cv.notify_all();
+  }
+  for (auto& t : state_->threads) {
+    // A rank that hung in user code cannot be joined; it keeps the shared state
+    // alive and is abandoned (reported as hung when it happened).
+    if (state_->broken) {
+      t.detach();
+    } else {
+      t.join();
+    }
+  }
+}
+
+int ThreadWorld::size() const { return static_cast<int>(state_->links.size()); }
+
+WorldRun ThreadWorld::run(const RankFn& fn, std::chrono::milliseconds limit) {
+  State& s = *state_;
+  std::unique_lock<std::mutex> lk(s.mu);
+  if (s.broken) throw std::logic_error("ThreadWorld::run: a previous run hung; this world cannot be reused");
+  s.fn = &fn;
+  s.done = 0;
+  for (auto& o : s.outcomes) o = RankOutcome{};
+  ++s.generation;
+  s.start_cv.notify_all();
+  const int n = size();
+  WorldRun result;
+  if (!s.done_cv.wait_until(lk, Clock::now() + limit, [&] { return s.done == n; })) {
+    result.hung = true;
+    // Abort every transfer so ranks blocked in links return, then give them a
+    // short grace period; a rank stuck elsewhere is abandoned.
+    lk.unlock();
+    s.fabric.abort("the world's run limit expired");
+    lk.lock();
+    if (!s.done_cv.wait_until(lk, Clock::now() + std::chrono::seconds(2), [&] { return s.done == n; })) {
+      s.broken = true;
+    }
+  }
+  result.ranks = s.outcomes;
+  lk.unlock();
+  if (!s.broken) {
+    s.fabric.reset();
+    std::lock_guard<std::mutex> g(s.bar_mu);
+    s.bar_arrived = 0;
+    std::fill(s.bar_present.begin(), s.bar_present.end(), false);
+  }
+  return result;
+}
+
+}  // namespace collcheck

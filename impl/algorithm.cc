@@ -1,0 +1,85 @@
+#include "impl/algorithm.h"
+
+#include <array>
+#include <vector>
+
+#include "impl/kernels.h"
+
+namespace collcheck {
+
+namespace {
+// The registry: one line per algorithm.
+constexpr std::array<AlgorithmInfo, 3> kAlgorithms = {{
+    {"ring", "reduce-scatter then all-gather around a ring, 2(p-1) steps of ~N/p bytes", ring_all_reduce},
+    {"tree", "reduce to rank 0 along a binary heap tree, then broadcast down it", tree_all_reduce},
+    {"dbtree", "NCCL's double binary tree: two complementary trees, each carrying half the data",
+     dbtree_all_reduce},
+}};
+}  // namespace
+
+std::span<const AlgorithmInfo> algorithms() { return kAlgorithms; }
+
+const AlgorithmInfo* find_algorithm(std::string_view name) {
+  for (const auto& a : kAlgorithms)
+    if (a.name == name) return &a;
+  return nullptr;
+}
+
+std::string algorithm_choices() {
+  std::string s;
+  for (const auto& a : kAlgorithms) {
+    if (!s.empty()) s += ", ";
+    s += a.name;
+  }
+  return s;
+}
+
+Chunk balanced_chunk(size_t count, int parts, int i) {
+  const size_t p = static_cast<size_t>(parts);
+  const size_t idx = static_cast<size_t>(i);
+  const size_t base = count / p;
+  const size_t extra = count % p;
+  const size_t offset = idx * base + (idx < extra ? idx : extra);
+  return Chunk{offset, base + (idx < extra ? 1 : 0)};
+}
+
+std::span<std::byte> elem_span(void* base, DType t, size_t offset, size_t count) {
+  const size_t es = dtype_size(t);
+  return {static_cast<std::byte*>(base) + offset * es, count * es};
+}
+std::span<const std::byte> elem_span(const void* base, DType t, size_t offset, size_t count) {
+  const size_t es = dtype_size(t);
+  return {static_cast<const std::byte*>(base) + offset * es, count * es};
+}
+
+void send_recv(Links& links, int to, std::span<const std::byte> out, int from, std::span<std::byte> in, Tag tag,
+               Deadline deadline) {
+  auto r = links.irecv(from, tag, in);
+  auto s = links.isend(to, tag, out);
+  r->wait(deadline);
+  s->wait(deadline);
+}
+
+void tree_reduce_broadcast(const AllReduceArgs& a, const TreeNode& node, std::byte* buf, size_t offset,
+                           size_t count, Tag tag) {
+  const DType t = a.red.dtype;
+  auto mine = elem_span(buf, t, offset, count);
+  std::vector<std::byte> incoming(mine.size());
+  for (int child : node.children) {
+    if (child < 0) continue;
+    a.links.irecv(child, tag, incoming)->wait(a.deadline);
+    reduce(mine.data(), incoming.data(), count, t, a.red.combine);
+  }
+  if (node.parent >= 0) {
+    a.links.isend(node.parent, tag, mine)->wait(a.deadline);
+    a.links.irecv(node.parent, tag, mine)->wait(a.deadline);
+  } else {
+    apply_post(a.red, mine.data(), count);
+  }
+  std::vector<RequestPtr> down;
+  for (int child : node.children)
+    if (child >= 0) down.push_back(a.links.isend(child, tag, mine));
+  wait_all(down, a.deadline);
+}
+
+}  // namespace collcheck

@@ -1,0 +1,78 @@
+// The reference all-reduce algorithms and what they share. Each algorithm lives
+// in its own file under impl/algorithms/ and is registered by one line in
+// impl/algorithm.cc.
+#pragma once
+
+#include <cstddef>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "impl/links.h"
+#include "impl/semantics.h"
+
+namespace collcheck {
+
+struct AllReduceArgs {
+  const void* send;  // may equal recv (in-place)
+  void* recv;
+  size_t count;      // elements
+  const Reduction& red;
+  Links& links;
+  Tag tag;           // base tag of this call; algorithms add a channel in the low 8 bits
+  Deadline deadline; // every wait of the call ends by then
+};
+
+using AllReduceFn = void (*)(const AllReduceArgs&);
+
+struct AlgorithmInfo {
+  std::string_view name;
+  std::string_view summary;
+  AllReduceFn run;
+};
+
+std::span<const AlgorithmInfo> algorithms();
+const AlgorithmInfo* find_algorithm(std::string_view name);
+std::string algorithm_choices();
+
+// The algorithms (one file each).
+void ring_all_reduce(const AllReduceArgs& a);
+void tree_all_reduce(const AllReduceArgs& a);
+void dbtree_all_reduce(const AllReduceArgs& a);
+
+// ---- shared building blocks ----
+
+// Part i of `count` elements split into `parts` nearly equal, contiguous parts:
+// the first count % parts parts get one extra element.
+struct Chunk {
+  size_t offset;
+  size_t count;
+};
+Chunk balanced_chunk(size_t count, int parts, int i);
+
+// Bytes of `count` elements of the call's dtype starting at element `offset`.
+std::span<std::byte> elem_span(void* base, DType t, size_t offset, size_t count);
+std::span<const std::byte> elem_span(const void* base, DType t, size_t offset, size_t count);
+
+// Posts a send and a recv together, then waits for both (no ordering deadlock).
+void send_recv(Links& links, int to, std::span<const std::byte> out, int from, std::span<std::byte> in,
+               Tag tag, Deadline deadline);
+
+// A binary tree over some ranks: parent (-1 at the root) and up to two children.
+struct TreeNode {
+  int parent = -1;
+  int children[2] = {-1, -1};
+};
+
+// Reduce elements [offset, offset+count) of `buf` (already holding this rank's
+// pre-multiplied contribution) up the tree to its root, apply the post step at
+// the root, then broadcast the result back down. Each node combines its own
+// partial with child 0's and then child 1's, so the order is fixed by the tree.
+// The node of rank r in tree 0 or 1 of NCCL's double binary tree (dbtree.cc).
+TreeNode dbtree_node(int p, int r, int tree);
+
+void tree_reduce_broadcast(const AllReduceArgs& a, const TreeNode& node, std::byte* buf, size_t offset,
+                           size_t count, Tag tag);
+
+}  // namespace collcheck

@@ -1,0 +1,48 @@
+// Ring all-reduce: reduce-scatter, then all-gather, 2(p-1) steps.
+//
+// The buffer is cut into p balanced chunks (count % p != 0 and count < p give
+// some empty or one-larger chunks). In reduce-scatter step s, rank r sends chunk
+// (r - s) mod p to its right neighbour and folds chunk (r - s - 1) mod p, arriving
+// from the left, into its own copy. After p-1 steps rank r holds the full
+// reduction of chunk (r + 1) mod p; it applies the post step there, and the
+// all-gather passes the finished chunks around the ring for p-1 more steps.
+#include <vector>
+
+#include "impl/algorithm.h"
+#include "impl/kernels.h"
+
+namespace collcheck {
+
+void ring_all_reduce(const AllReduceArgs& a) {
+  const int p = a.links.size();
+  const int r = a.links.rank();
+  const DType t = a.red.dtype;
+  apply_pre(a.red, a.recv, a.send, a.count);
+  if (p == 1 || a.count == 0) {
+    apply_post(a.red, a.recv, a.count);
+    return;
+  }
+  const int right = (r + 1) % p;
+  const int left = (r + p - 1) % p;
+  auto chunk = [&](int i) { return balanced_chunk(a.count, p, ((i % p) + p) % p); };
+  std::vector<std::byte> incoming(chunk(0).count * dtype_size(t));  // chunk 0 is the largest
+
+  for (int s = 0; s < p - 1; ++s) {
+    const Chunk out = chunk(r - s);
+    const Chunk in = chunk(r - s - 1);
+    auto in_bytes = std::span<std::byte>(incoming).first(in.count * dtype_size(t));
+    send_recv(a.links, right, elem_span(a.recv, t, out.offset, out.count), left, in_bytes, a.tag, a.deadline);
+    reduce(elem_span(a.recv, t, in.offset, in.count).data(), in_bytes.data(), in.count, t, a.red.combine);
+  }
+  const Chunk owned = chunk(r + 1);
+  apply_post(a.red, elem_span(a.recv, t, owned.offset, owned.count).data(), owned.count);
+
+  for (int s = 0; s < p - 1; ++s) {
+    const Chunk out = chunk(r + 1 - s);
+    const Chunk in = chunk(r - s);
+    send_recv(a.links, right, elem_span(a.recv, t, out.offset, out.count), left,
+              elem_span(a.recv, t, in.offset, in.count), a.tag, a.deadline);
+  }
+}
+
+}  // namespace collcheck

@@ -1,0 +1,25 @@
+// Tree all-reduce: reduce to rank 0 along a binary heap tree (parent of r is
+// (r-1)/2, children 2r+1 and 2r+2), then broadcast the result down the same
+// tree. Depth is floor(log2 p); every element travels the whole tree, so this is
+// the latency-optimal, bandwidth-poor reference.
+#include "impl/algorithm.h"
+#include "impl/kernels.h"
+
+namespace collcheck {
+
+void tree_all_reduce(const AllReduceArgs& a) {
+  const int p = a.links.size();
+  const int r = a.links.rank();
+  apply_pre(a.red, a.recv, a.send, a.count);
+  if (p == 1 || a.count == 0) {
+    apply_post(a.red, a.recv, a.count);
+    return;
+  }
+  TreeNode node;
+  node.parent = r == 0 ? -1 : (r - 1) / 2;
+  node.children[0] = 2 * r + 1 < p ? 2 * r + 1 : -1;
+  node.children[1] = 2 * r + 2 < p ? 2 * r + 2 : -1;
+  tree_reduce_broadcast(a, node, static_cast<std::byte*>(a.recv), 0, a.count, a.tag);
+}
+
+}  // namespace collcheck

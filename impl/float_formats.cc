@@ -1,0 +1,148 @@
+#include "impl/float_formats.h"
+
+#include <bit>
+#include <cmath>
+#include <cstring>
+#include <memory>
+
+namespace collcheck {
+
+namespace {
+constexpr SmallFloatSpec make_spec(int exp_bits, int man_bits, bool has_inf, bool saturate,
+                                   double max_finite) {
+  const int bias = (1 << (exp_bits - 1)) - 1;
+  const int emin = 1 - bias;
+  double min_normal = 1.0;
+  for (int i = 0; i < -emin; ++i) min_normal /= 2;
+  double min_sub = min_normal;
+  for (int i = 0; i < man_bits; ++i) min_sub /= 2;
+  double u = 1.0;
+  for (int i = 0; i < man_bits + 1; ++i) u /= 2;
+  return SmallFloatSpec{exp_bits, man_bits, bias, has_inf, saturate, max_finite, min_normal, min_sub, u};
+}
+
+const SmallFloatSpec kSpecs[4] = {
+    make_spec(5, 10, true, false, 65504.0),
+    make_spec(8, 7, true, false, 3.3895313892515355e38),  // (2 - 2^-7) * 2^127
+    make_spec(4, 3, false, true, 448.0),
+    make_spec(5, 2, true, true, 57344.0),
+};
+
+uint32_t nan_bits(SmallFloat f, bool negative) {
+  switch (f) {
+    case SmallFloat::F16: return 0x7fff;
+    case SmallFloat::BF16: return 0x7fff;
+    case SmallFloat::E4M3: return negative ? 0xffu : 0x7fu;
+    case SmallFloat::E5M2: return negative ? 0xfeu : 0x7eu;
+  }
+  return 0;
+}
+}  // namespace
+
+const SmallFloatSpec& small_float_spec(SmallFloat f) { return kSpecs[static_cast<int>(f)]; }
+
+double small_float_decode(SmallFloat f, uint32_t bits) {
+  const auto& s = small_float_spec(f);
+  const int total = 1 + s.exp_bits + s.man_bits;
+  const bool negative = (bits >> (total - 1)) & 1u;
+  const uint32_t exp = (bits >> s.man_bits) & ((1u << s.exp_bits) - 1u);
+  const uint32_t man = bits & ((1u << s.man_bits) - 1u);
+  const uint32_t exp_all_ones = (1u << s.exp_bits) - 1u;
+  double v;
+  if (s.has_inf && exp == exp_all_ones) {
+    v = man == 0 ? INFINITY : NAN;
+  } else if (!s.has_inf && exp == exp_all_ones && man == (1u << s.man_bits) - 1u) {
+    v = NAN;  // e4m3: S.1111.111 is the only NaN; the rest of the top binade is finite
+  } else if (exp == 0) {
+    v = std::ldexp(static_cast<double>(man), 1 - s.bias - s.man_bits);
+  } else {
+    v = std::ldexp(static_cast<double>(man | (1u << s.man_bits)),
+                   static_cast<int>(exp) - s.bias - s.man_bits);
+  }
+  return negative ? -v : v;
+}
+
+uint32_t small_float_encode(SmallFloat f, double x) {
+  const auto& s = small_float_spec(f);
+  const int total = 1 + s.exp_bits + s.man_bits;
+  const uint32_t sign = std::signbit(x) ? (1u << (total - 1)) : 0u;
+  if (std::isnan(x)) return nan_bits(f, sign != 0);
+  double a = std::fabs(x);
+  const int emin = 1 - s.bias;
+  double r;
+  if (std::isinf(a)) {
+    r = INFINITY;
+  } else if (a == 0) {
+    return sign;
+  } else {
+    int e;
+    std::frexp(a, &e);  // a = m * 2^e, m in [0.5, 1)
+    e -= 1;             // a in [2^e, 2^(e+1))
+    if (e < emin) e = emin;
+    const int q = e - s.man_bits;  // quantum exponent
+    r = std::ldexp(std::nearbyint(std::ldexp(a, -q)), q);  // default mode: ties to even
+  }
+  if (r > s.max_finite) {
+    if (s.saturate) {
+      r = s.max_finite;
+    } else {
+      return sign | (((1u << s.exp_bits) - 1u) << s.man_bits);  // Inf
+    }
+  }
+  if (r == 0) return sign;
+  if (r < s.min_normal) {
+    return sign | static_cast<uint32_t>(std::ldexp(r, -(emin - s.man_bits)));
+  }
+  int e;
+  std::frexp(r, &e);
+  e -= 1;
+  const uint32_t man = static_cast<uint32_t>(std::ldexp(r, s.man_bits - e)) & ((1u << s.man_bits) - 1u);
+  const uint32_t exp = static_cast<uint32_t>(e + s.bias);
+  return sign | (exp << s.man_bits) | man;
+}
+
+namespace {
+struct Tables {
+  float f16[65536];
+  float e4m3[256];
+  float e5m2[256];
+  uint8_t f16_e4m3[65536];
+  uint8_t f16_e5m2[65536];
+  Tables() {
+    for (uint32_t i = 0; i < 65536; ++i) {
+      const double v = small_float_decode(SmallFloat::F16, i);
+      f16[i] = static_cast<float>(v);
+      f16_e4m3[i] = static_cast<uint8_t>(small_float_encode(SmallFloat::E4M3, v));
+      f16_e5m2[i] = static_cast<uint8_t>(small_float_encode(SmallFloat::E5M2, v));
+    }
+    for (uint32_t i = 0; i < 256; ++i) {
+      e4m3[i] = static_cast<float>(small_float_decode(SmallFloat::E4M3, i));
+      e5m2[i] = static_cast<float>(small_float_decode(SmallFloat::E5M2, i));
+    }
+  }
+};
+const Tables& tables() {
+  static const std::unique_ptr<Tables> t = std::make_unique<Tables>();
+  return *t;
+}
+}  // namespace
+
+const float* f16_decode_table() { return tables().f16; }
+const float* e4m3_decode_table() { return tables().e4m3; }
+const float* e5m2_decode_table() { return tables().e5m2; }
+const uint8_t* f16_to_e4m3_table() { return tables().f16_e4m3; }
+const uint8_t* f16_to_e5m2_table() { return tables().f16_e5m2; }
+
+float e4m3_to_float(uint8_t v) { return tables().e4m3[v]; }
+float e5m2_to_float(uint8_t v) { return tables().e5m2[v]; }
+uint8_t f16_to_e4m3(uint16_t h) { return tables().f16_e4m3[h]; }
+uint8_t f16_to_e5m2(uint16_t h) { return tables().f16_e5m2[h]; }
+
+uint8_t float_to_e4m3(float f) {
+  return static_cast<uint8_t>(small_float_encode(SmallFloat::E4M3, static_cast<double>(f)));
+}
+uint8_t float_to_e5m2(float f) {
+  return static_cast<uint8_t>(small_float_encode(SmallFloat::E5M2, static_cast<double>(f)));
+}
+
+}  // namespace collcheck

@@ -1,0 +1,100 @@
+// Host conversions between float/double and the narrow floating formats NCCL
+// reduces: float16 (IEEE binary16), bfloat16, fp8 e4m3 (OCP "FN": no Inf, one NaN
+// mantissa, max 448) and fp8 e5m2 (IEEE-like, max 57344).
+//
+// Every narrowing conversion rounds to nearest, ties to even. float16 and
+// bfloat16 overflow to Inf. fp8 saturates to the largest finite value, including
+// from +-Inf, exactly as CUDA's __NV_SATFINITE conversions that NCCL uses
+// (`__nv_fp8_e4m3(__half)`); NaN stays NaN. NaNs produced by narrowing are the
+// canonical patterns CUDA's host code produces: 0x7fff for float16 and bfloat16,
+// sign|0x7f for e4m3 and sign|0x7e for e5m2. Widening is always exact.
+#pragma once
+
+#include <bit>
+#include <cmath>
+#include <cstdint>
+
+namespace collcheck {
+
+enum class SmallFloat : uint8_t { F16, BF16, E4M3, E5M2 };
+
+struct SmallFloatSpec {
+  int exp_bits;
+  int man_bits;     // explicit mantissa bits
+  int bias;
+  bool has_inf;     // e4m3 has none
+  bool saturate;    // overflow (and Inf) saturates to max finite instead of Inf
+  double max_finite;
+  double min_normal;
+  double min_subnormal;
+  double unit_roundoff;  // 2^-(man_bits+1)
+};
+const SmallFloatSpec& small_float_spec(SmallFloat f);
+
+// Exact decode of any bit pattern.
+double small_float_decode(SmallFloat f, uint32_t bits);
+// Correctly rounded (RNE) encode of any double, with the format's overflow rule.
+uint32_t small_float_encode(SmallFloat f, double x);
+
+// Fast paths used by the reduce kernels. Each one is checked against the
+// generic encoder/decoder above in tests/float_formats_test.cc.
+inline float f16_to_float(uint16_t h);
+inline uint16_t float_to_f16(float f);
+inline float bf16_to_float(uint16_t b);
+inline uint16_t float_to_bf16(float f);
+float e4m3_to_float(uint8_t v);
+float e5m2_to_float(uint8_t v);
+// float16 -> fp8, RNE with saturation (table driven): the conversion NCCL applies
+// after every fp8 operation, which it performs in float16.
+uint8_t f16_to_e4m3(uint16_t h);
+uint8_t f16_to_e5m2(uint16_t h);
+// float -> fp8 directly (one rounding): used for scalars (avg's 1/p).
+uint8_t float_to_e4m3(float f);
+uint8_t float_to_e5m2(float f);
+
+// Lookup tables, exposed so that kernels can hoist them out of loops.
+const float* f16_decode_table();   // 65536 entries
+const float* e4m3_decode_table();  // 256 entries
+const float* e5m2_decode_table();  // 256 entries
+const uint8_t* f16_to_e4m3_table();  // 65536 entries
+const uint8_t* f16_to_e5m2_table();  // 65536 entries
+
+inline float f16_to_float(uint16_t h) {
+  const uint32_t sign = static_cast<uint32_t>(h & 0x8000u) << 16;
+  const uint32_t exp = (h >> 10) & 0x1fu;
+  const uint32_t man = h & 0x3ffu;
+  if (exp == 0) {  // zero or subnormal: man * 2^-24, exact in float
+    const float v = static_cast<float>(man) * 5.9604644775390625e-8f;
+    return sign ? -v : v;
+  }
+  if (exp == 0x1f) return std::bit_cast<float>(sign | 0x7f800000u | (man << 13));  // Inf, NaN
+  return std::bit_cast<float>(sign | ((exp + 112u) << 23) | (man << 13));
+}
+
+inline uint16_t float_to_f16(float f) {
+  const uint32_t x = std::bit_cast<uint32_t>(f);
+  const uint32_t sign = (x >> 16) & 0x8000u;
+  uint32_t a = x & 0x7fffffffu;
+  if (a > 0x7f800000u) return 0x7fff;                       // NaN
+  if (a >= 0x477ff000u) return static_cast<uint16_t>(sign | 0x7c00u);  // >= 65520 rounds to Inf
+  if (a >= 0x38800000u) {                                   // normal in float16 (>= 2^-14)
+    a += 0xfffu + ((a >> 13) & 1u);                         // round to nearest even on bit 13
+    a -= 0x38000000u;                                       // rebias 127 -> 15
+    return static_cast<uint16_t>(sign | (a >> 13));
+  }
+  // Subnormal (or zero): the float16 quantum is 2^-24, so scale and round to an
+  // integer; 1024 is the smallest normal, whose encoding is also 1024.
+  const float scaled = std::bit_cast<float>(a) * 16777216.0f;  // exact: power-of-two scale
+  return static_cast<uint16_t>(sign | static_cast<uint32_t>(std::nearbyint(scaled)));
+}
+
+inline float bf16_to_float(uint16_t b) { return std::bit_cast<float>(static_cast<uint32_t>(b) << 16); }
+
+inline uint16_t float_to_bf16(float f) {
+  uint32_t x = std::bit_cast<uint32_t>(f);
+  if ((x & 0x7fffffffu) > 0x7f800000u) return 0x7fff;  // NaN
+  x += 0x7fffu + ((x >> 16) & 1u);                     // ties to even; overflow carries into Inf
+  return static_cast<uint16_t>(x >> 16);
+}
+
+}  // namespace collcheck

@@ -1,0 +1,262 @@
+#include "impl/inproc_links.h"
+
+#include <fmt/format.h>
+
+#include <atomic>
+#include <condition_variable>
+#include <cstring>
+#include <deque>
+#include <map>
+#include <mutex>
+#include <utility>
+
+namespace collcheck {
+
+namespace {
+enum class OpState : uint8_t { Pending, Done, Failed, Cancelled };
+
+struct Op {
+  LinkDirection dir;
+  int rank;  // the rank that posted it
+  int peer;
+  Tag tag;
+  const std::byte* src = nullptr;  // send
+  std::byte* dst = nullptr;        // recv
+  size_t size = 0;
+  OpState state = OpState::Pending;
+  std::string error;
+};
+using Key = std::pair<int, Tag>;  // (source rank, tag) within a destination's mailbox
+
+struct Mailbox {
+  std::mutex mu;
+  std::condition_variable cv;
+  std::map<Key, std::deque<std::shared_ptr<Op>>> sends;
+  std::map<Key, std::deque<std::shared_ptr<Op>>> recvs;
+};
+
+const char* dir_name(LinkDirection d) { return d == LinkDirection::Send ? "send to" : "recv from"; }
+}  // namespace
+
+struct InProcFabric::Impl {
+  explicit Impl(int n) : boxes(static_cast<size_t>(n)) {
+    for (auto& b : boxes) b = std::make_unique<Mailbox>();
+  }
+  std::vector<std::unique_ptr<Mailbox>> boxes;  // indexed by destination rank
+  std::atomic<bool> aborted{false};
+  std::mutex abort_mu;
+  std::string abort_reason;
+
+  std::string reason() {
+    std::lock_guard<std::mutex> g(abort_mu);
+    return abort_reason;
+  }
+
+  // Matches `op` against the opposite queue or enqueues it. Called with box.mu held.
+  static void post(Mailbox& box, const std::shared_ptr<Op>& op, Key key) {
+    auto& opposite = op->dir == LinkDirection::Send ? box.recvs : box.sends;
+    auto& mine = op->dir == LinkDirection::Send ? box.sends : box.recvs;
+    auto it = opposite.find(key);
+    if (it == opposite.end() || it->second.empty()) {
+      mine[key].push_back(op);
+      return;
+    }
+    std::shared_ptr<Op> other = it->second.front();
+    it->second.pop_front();
+    if (it->second.empty()) opposite.erase(it);
+    Op& send = op->dir == LinkDirection::Send ? *op : *other;
+    Op& recv = op->dir == LinkDirection::Send ? *other : *op;
+    if (send.size != recv.size) {
+      const std::string msg = fmt::format(
+          "size mismatch on {}: rank {} sent {} bytes to rank {}, which expected {} bytes",
+          describe_tag(send.tag), send.rank, send.size, recv.rank, recv.size);
+      send.state = recv.state = OpState::Failed;
+      send.error = recv.error = msg;
+    } else {
+      if (send.size > 0) std::memcpy(recv.dst, send.src, send.size);
+      send.state = recv.state = OpState::Done;
+    }
+    box.cv.notify_all();
+  }
+
+  static void unlink(Mailbox& box, const std::shared_ptr<Op>& op, Key key) {
+    auto& mine = op->dir == LinkDirection::Send ? box.sends : box.recvs;
+    auto it = mine.find(key);
+    if (it == mine.end()) return;
+    auto& q = it->second;
+    for (auto qi = q.begin(); qi != q.end(); ++qi) {
+      if (*qi == op) {
+        q.erase(qi);
+        break;
+      }
+    }
+    if (q.empty()) mine.erase(it);
+  }
+};
+
+namespace {
+
+class InProcRequest final : public LinkRequest {
+ public:
+  InProcRequest(std::shared_ptr<InProcFabric::Impl> fabric, Mailbox* box, std::shared_ptr<Op> op, Key key)
+      : fabric_(std::move(fabric)), box_(box), op_(std::move(op)), key_(key) {}
+
+  ~InProcRequest() override {
+    std::lock_guard<std::mutex> g(box_->mu);
+    if (op_->state == OpState::Pending) {
+      InProcFabric::Impl::unlink(*box_, op_, key_);
+      op_->state = OpState::Cancelled;
+    }
+  }
+
+  bool test() override {
+    std::lock_guard<std::mutex> g(box_->mu);
+    return check_locked();
+  }
+
+  void wait(Deadline deadline) override {
+    const auto start = Clock::now();
+    std::unique_lock<std::mutex> lk(box_->mu);
+    box_->cv.wait_until(lk, deadline, [&] {
+      return op_->state != OpState::Pending || fabric_->aborted.load(std::memory_order_acquire);
+    });
+    if (check_locked()) return;
+    // Still pending: the deadline expired or the world was aborted. Cancel first
+    // so the peer can never write into (or read from) our buffer afterwards.
+    InProcFabric::Impl::unlink(*box_, op_, key_);
+    op_->state = OpState::Cancelled;
+    lk.unlock();
+    const auto waited = std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - start);
+    if (fabric_->aborted.load(std::memory_order_acquire)) {
+      throw LinkAborted(fmt::format("rank {}: {} rank {} on {} aborted: {}", op_->rank, dir_name(op_->dir),
+                                    op_->peer, describe_tag(op_->tag), fabric_->reason()),
+                        op_->rank, op_->peer, op_->tag, op_->dir);
+    }
+    throw LinkTimeout(fmt::format("rank {}: {} rank {} on {} ({} bytes) did not complete by its deadline "
+                                  "(waited {} ms); the peer never posted the matching transfer",
+                                  op_->rank, dir_name(op_->dir), op_->peer, describe_tag(op_->tag), op_->size,
+                                  waited.count()),
+                      op_->rank, op_->peer, op_->tag, op_->dir);
+  }
+
+ private:
+  bool check_locked() {
+    switch (op_->state) {
+      case OpState::Done: return true;
+      case OpState::Failed: throw LinkError(op_->error, op_->rank, op_->peer, op_->tag, op_->dir);
+      case OpState::Cancelled:
+        throw LinkError(fmt::format("rank {}: {} rank {} on {} was cancelled", op_->rank, dir_name(op_->dir),
+                                    op_->peer, describe_tag(op_->tag)),
+                        op_->rank, op_->peer, op_->tag, op_->dir);
+      case OpState::Pending: return false;
+    }
+    return false;
+  }
+
+  std::shared_ptr<InProcFabric::Impl> fabric_;
+  Mailbox* box_;
+  std::shared_ptr<Op> op_;
+  Key key_;
+};
+
+class InProcLinks final : public Links {
+ public:
+  InProcLinks(std::shared_ptr<InProcFabric::Impl> fabric, int rank) : fabric_(std::move(fabric)), rank_(rank) {}
+  int rank() const override { return rank_; }
+  int size() const override { return static_cast<int>(fabric_->boxes.size()); }
+
+  RequestPtr isend(int peer, Tag tag, std::span<const std::byte> data) override {
+    check_peer(peer, tag, LinkDirection::Send);
+    auto op = std::make_shared<Op>();
+    op->dir = LinkDirection::Send;
+    op->rank = rank_;
+    op->peer = peer;
+    op->tag = tag;
+    op->src = data.data();
+    op->size = data.size();
+    return post(*fabric_->boxes[static_cast<size_t>(peer)], op, Key{rank_, tag});
+  }
+
+  RequestPtr irecv(int peer, Tag tag, std::span<std::byte> data) override {
+    check_peer(peer, tag, LinkDirection::Recv);
+    auto op = std::make_shared<Op>();
+    op->dir = LinkDirection::Recv;
+    op->rank = rank_;
+    op->peer = peer;
+    op->tag = tag;
+    op->dst = data.data();
+    op->size = data.size();
+    return post(*fabric_->boxes[static_cast<size_t>(rank_)], op, Key{peer, tag});
+  }
+
+ private:
+  void check_peer(int peer, Tag tag, LinkDirection dir) const {
+    if (peer < 0 || peer >= size() || peer == rank_) {
+      throw LinkError(fmt::format("rank {}: invalid peer {} (world size {})", rank_, peer, size()), rank_, peer,
+                      tag, dir);
+    }
+  }
+  RequestPtr post(Mailbox& box, const std::shared_ptr<Op>& op, Key key) {
+    {
+      std::lock_guard<std::mutex> g(box.mu);
+      InProcFabric::Impl::post(box, op, key);
+    }
+    return std::make_unique<InProcRequest>(fabric_, &box, op, key);
+  }
+
+  std::shared_ptr<InProcFabric::Impl> fabric_;
+  int rank_;
+};
+
+}  // namespace
+
+InProcFabric::InProcFabric(int size) {
+  if (size < 1) throw std::invalid_argument("InProcFabric: size must be >= 1");
+  impl_ = std::make_shared<Impl>(size);
+}
+InProcFabric::~InProcFabric() = default;
+
+int InProcFabric::size() const { return static_cast<int>(impl_->boxes.size()); }
+
+std::unique_ptr<Links> InProcFabric::links(int rank) {
+  if (rank < 0 || rank >= size()) throw std::out_of_range("InProcFabric::links: rank out of range");
+  return std::make_unique<InProcLinks>(impl_, rank);
+}
+
+void InProcFabric::abort(const std::string& reason) {
+  {
+    std::lock_guard<std::mutex> g(impl_->abort_mu);
+    if (!impl_->aborted.load()) impl_->abort_reason = reason;
+  }
+  impl_->aborted.store(true, std::memory_order_release);
+  for (auto& b : impl_->boxes) {
+    std::lock_guard<std::mutex> g(b->mu);
+    b->cv.notify_all();
+  }
+}
+
+void InProcFabric::reset() {
+  for (auto& b : impl_->boxes) {
+    std::lock_guard<std::mutex> g(b->mu);
+    for (auto* queues : {&b->sends, &b->recvs})
+      for (auto& [key, q] : *queues)
+        for (auto& op : q) op->state = OpState::Cancelled;
+    b->sends.clear();
+    b->recvs.clear();
+  }
+  std::lock_guard<std::mutex> g(impl_->abort_mu);
+  impl_->abort_reason.clear();
+  impl_->aborted.store(false, std::memory_order_release);
+}
+
+size_t InProcFabric::pending() const {
+  size_t n = 0;
+  for (auto& b : impl_->boxes) {
+    std::lock_guard<std::mutex> g(b->mu);
+    for (auto& [k, q] : b->sends) n += q.size();
+    for (auto& [k, q] : b->recvs) n += q.size();
+  }
+  return n;
+}
+
+}  // namespace collcheck

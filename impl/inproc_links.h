@@ -1,0 +1,37 @@
+// The in-process transport: ranks are threads of one process. A transfer is a
+// zero-copy rendezvous: nothing is buffered, the bytes move with one memcpy from
+// the sender's span into the receiver's span when both are posted. Memory use is
+// therefore bounded by what the algorithms themselves allocate.
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include "impl/links.h"
+
+namespace collcheck {
+
+class InProcFabric {
+ public:
+  explicit InProcFabric(int size);
+  ~InProcFabric();
+  InProcFabric(const InProcFabric&) = delete;
+  InProcFabric& operator=(const InProcFabric&) = delete;
+
+  int size() const;
+  // The links of one rank. The fabric must outlive them.
+  std::unique_ptr<Links> links(int rank);
+  // Fails every pending and future wait with LinkAborted(reason) until reset().
+  void abort(const std::string& reason);
+  // Clears an abort and drops every unmatched transfer (between runs).
+  void reset();
+  // Number of posted transfers not yet matched, for diagnostics and tests.
+  size_t pending() const;
+
+  struct Impl;
+
+ private:
+  std::shared_ptr<Impl> impl_;
+};
+
+}  // namespace collcheck

@@ -1,0 +1,27 @@
+// CPU reduce kernels. Each is a plain loop over a compile-time (dtype, step)
+// pair, so that GCC vectorizes the common types (see impl/CMakeLists.txt for the
+// flags). All element semantics come from impl/element_ops.h.
+#pragma once
+
+#include <cstddef>
+
+#include "impl/dtype.h"
+#include "impl/semantics.h"
+
+namespace collcheck {
+
+// dst[i] = dst[i] (op) src[i] for i in [0, count).
+void reduce(void* dst, const void* src, size_t count, DType dtype, Combine op);
+
+// dst[i] = a[i] (op) b[i]. dst may be a or b; no other overlap is allowed.
+void combine(void* dst, const void* a, const void* b, size_t count, DType dtype, Combine op);
+
+// What a rank contributes: dst[i] = src[i] * scalar when the reduction
+// pre-multiplies (avg on floats, premulsum), else a copy. dst may equal src.
+void apply_pre(const Reduction& r, void* dst, const void* src, size_t count);
+
+// The final step on a fully reduced value: integer avg divides by p. A no-op
+// for every other reduction.
+void apply_post(const Reduction& r, void* buf, size_t count);
+
+}  // namespace collcheck

@@ -1,0 +1,83 @@
+// The links interface: tagged, non-blocking point-to-point transfers of byte
+// spans between the ranks of one world. Algorithms see nothing else of the
+// world, so the same algorithm runs over threads, MPI, or a fault-injecting
+// wrapper. Every wait takes a deadline; there is no unbounded wait.
+#pragma once
+
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+namespace collcheck {
+
+using Clock = std::chrono::steady_clock;
+using Deadline = Clock::time_point;
+using Tag = uint64_t;
+
+enum class LinkDirection : uint8_t { Send, Recv };
+
+// Any failure of a transfer. Names who was waiting, on whom, and for which tag.
+class LinkError : public std::runtime_error {
+ public:
+  LinkError(const std::string& what, int rank, int peer, Tag tag, LinkDirection dir)
+      : std::runtime_error(what), rank_(rank), peer_(peer), tag_(tag), dir_(dir) {}
+  int rank() const { return rank_; }
+  int peer() const { return peer_; }
+  Tag tag() const { return tag_; }
+  LinkDirection direction() const { return dir_; }
+
+ private:
+  int rank_;
+  int peer_;
+  Tag tag_;
+  LinkDirection dir_;
+};
+
+// The deadline of a wait expired before the peer matched the transfer.
+class LinkTimeout : public LinkError {
+ public:
+  using LinkError::LinkError;
+};
+
+// The world was aborted (another rank failed) while this transfer was pending.
+class LinkAborted : public LinkError {
+ public:
+  using LinkError::LinkError;
+};
+
+// One posted send or recv. Destroying a request that has not completed cancels
+// it, so the transport never touches its buffer afterwards.
+class LinkRequest {
+ public:
+  virtual ~LinkRequest() = default;
+  // True once the transfer completed. Throws the transfer's LinkError if it failed.
+  virtual bool test() = 0;
+  // Blocks until the transfer completes or `deadline` passes (LinkTimeout).
+  virtual void wait(Deadline deadline) = 0;
+};
+using RequestPtr = std::unique_ptr<LinkRequest>;
+
+class Links {
+ public:
+  virtual ~Links() = default;
+  virtual int rank() const = 0;
+  virtual int size() const = 0;
+  // The buffer must stay valid until the request completes or is destroyed.
+  // A send matches the oldest recv posted by `peer` with the same tag (FIFO per
+  // (source, destination, tag)); sizes must agree exactly.
+  virtual RequestPtr isend(int peer, Tag tag, std::span<const std::byte> data) = 0;
+  virtual RequestPtr irecv(int peer, Tag tag, std::span<std::byte> data) = 0;
+};
+
+std::string describe_tag(Tag tag);
+
+// Waits for every request in order; the first failure is thrown and the
+// remaining requests are cancelled when the caller drops them.
+void wait_all(std::vector<RequestPtr>& requests, Deadline deadline);
+
+}  // namespace collcheck
