@@ -1,5 +1,6 @@
 #include "harness/data.h"
 
+#include <algorithm>
 #include <cmath>
 
 #include "harness/oracle.h"
@@ -53,13 +54,20 @@ uint64_t exact_float(DType t, RedOp op, int nranks, int rank, size_t index, uint
     const double mag = special ? std::ldexp(1.0, static_cast<int>(r % 3) - 1) : 1.0;
     return to_element_bits(t, (r >> 8) & 1 ? -mag : mag);
   }
-  // Integers k with p * K < 2^precision, so any partial sum of p of them is an
-  // exact integer; premulsum's scalar (3 by default) and avg's 1/p then scale
-  // them, and the oracle detects whether the products stayed exact.
-  const int prec = precision_bits(t);
-  int k_bits = prec - static_cast<int>(std::ceil(std::log2(static_cast<double>(nranks) + 1))) - 2;
-  if (k_bits < 1) k_bits = 1;
+  // Integers k in [-K, K] scaled by 1/4, where m nonzero contributors times K
+  // (times 4 for premulsum's scalar, |scalar| <= 4) fit in the significand, so
+  // every partial sum in any order is an exact integer multiple of 1/4. With
+  // few significand bits (fp8) only m of the p ranks contribute a nonzero value
+  // to a given element, rotating with the index. avg's 1/p is not exact; the
+  // oracle detects whether its products stayed exact.
+  const int avail = precision_bits(t) - (op == RedOp::PreMulSum ? 2 : 0);
+  const int p_bits = static_cast<int>(std::ceil(std::log2(static_cast<double>(nranks))));
+  const int k_bits = std::max(1, avail - p_bits);
   const int64_t k_max = (int64_t{1} << k_bits) - 1;
+  const int64_t m = std::min<int64_t>(nranks, std::max<int64_t>(1, (int64_t{1} << avail) / k_max));
+  const size_t slot = (static_cast<size_t>(rank) + static_cast<size_t>(nranks) - index % static_cast<size_t>(nranks)) %
+                      static_cast<size_t>(nranks);
+  if (static_cast<int64_t>(slot) >= m) return to_element_bits(t, 0.0);
   const int64_t k = static_cast<int64_t>(r % static_cast<uint64_t>(2 * k_max + 1)) - k_max;
   return to_element_bits(t, std::ldexp(static_cast<double>(k), -2));
 }
@@ -70,7 +78,8 @@ uint64_t random_float(DType t, RedOp op, uint64_t r) {
   switch (op) {
     case RedOp::Prod:
       // Near 1, so that the product of 16 ranks stays far from overflow and
-      // underflow even in fp8 e4m3.
+      // underflow (fp8 e4m3's normal range is only [2^-6, 448]).
+      if (t == DType::Fp8E4M3 || t == DType::Fp8E5M2) return to_element_bits(t, sign * (0.9 + 0.2 * x));
       return to_element_bits(t, sign * (0.8 + 0.45 * x));
     case RedOp::Max:
     case RedOp::Min:

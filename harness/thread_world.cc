@@ -162,8 +162,10 @@ WorldRun ThreadWorld::run(const RankFn& fn, std::chrono::milliseconds limit) {
   s.start_cv.notify_all();
   const int n = size();
   WorldRun result;
+  std::vector<RankOutcome> at_limit;
   if (!s.done_cv.wait_until(lk, Clock::now() + limit, [&] { return s.done == n; })) {
     result.hung = true;
+    at_limit = s.outcomes;
     // Abort every transfer so ranks blocked in links return, then give them a
     // short grace period; a rank stuck elsewhere is abandoned.
     lk.unlock();
@@ -174,6 +176,9 @@ WorldRun ThreadWorld::run(const RankFn& fn, std::chrono::milliseconds limit) {
     }
   }
   result.ranks = s.outcomes;
+  for (size_t r = 0; r < at_limit.size(); ++r) {
+    if (!at_limit[r].returned) result.ranks[r] = RankOutcome{};  // late ranks count as not returned
+  }
   lk.unlock();
   if (!s.broken) {
     s.fabric.reset();

@@ -1,0 +1,180 @@
+// Exhaustive tests of the narrow float conversions: every bit pattern of every
+// format, every rounding boundary between adjacent values, and the special
+// values (NaN, +-Inf, +-0, subnormals, saturation).
+#include <gtest/gtest.h>
+
+#include <bit>
+#include <cmath>
+
+#include "impl/float_formats.h"
+
+using namespace collcheck;
+
+namespace {
+
+struct Fmt {
+  SmallFloat f;
+  const char* name;
+  uint32_t patterns;
+};
+const Fmt kFormats[] = {{SmallFloat::F16, "float16", 1u << 16},
+                        {SmallFloat::BF16, "bfloat16", 1u << 16},
+                        {SmallFloat::E4M3, "fp8_e4m3", 1u << 8},
+                        {SmallFloat::E5M2, "fp8_e5m2", 1u << 8}};
+
+bool same_value(double a, double b) {
+  if (std::isnan(a) || std::isnan(b)) return std::isnan(a) && std::isnan(b);
+  return a == b && std::signbit(a) == std::signbit(b);
+}
+
+}  // namespace
+
+TEST(FloatFormats, EveryPatternRoundTripsThroughTheGenericEncoder) {
+  for (const auto& fm : kFormats) {
+    size_t nans = 0, infs = 0;
+    for (uint32_t b = 0; b < fm.patterns; ++b) {
+      const double v = small_float_decode(fm.f, b);
+      if (std::isnan(v)) {
+        ++nans;
+        EXPECT_TRUE(std::isnan(small_float_decode(fm.f, small_float_encode(fm.f, v)))) << fm.name << " " << b;
+        continue;
+      }
+      if (std::isinf(v)) ++infs;
+      const uint32_t back = small_float_encode(fm.f, v);
+      if (std::isinf(v) && small_float_spec(fm.f).saturate) {
+        // e5m2 has Inf encodings, but NCCL's conversion saturates them.
+        EXPECT_EQ(back, (b & (fm.patterns >> 1)) | 0x7bu) << fm.name;
+        continue;
+      }
+      EXPECT_EQ(back, b) << fm.name << " pattern " << b << " value " << v;
+    }
+    // Format facts: how many NaN and Inf encodings exist.
+    if (fm.f == SmallFloat::F16) {
+      EXPECT_EQ(nans, 2u * 1023u);
+      EXPECT_EQ(infs, 2u);
+    } else if (fm.f == SmallFloat::BF16) {
+      EXPECT_EQ(nans, 2u * 127u);
+      EXPECT_EQ(infs, 2u);
+    } else if (fm.f == SmallFloat::E4M3) {
+      EXPECT_EQ(nans, 2u);  // S.1111.111 only
+      EXPECT_EQ(infs, 0u);
+    } else {
+      EXPECT_EQ(nans, 6u);  // S.11111.{01,10,11}
+      EXPECT_EQ(infs, 2u);
+    }
+  }
+}
+
+TEST(FloatFormats, FastDecodersMatchTheGenericDecoderOnEveryPattern) {
+  for (uint32_t b = 0; b < 65536; ++b) {
+    const uint16_t h = static_cast<uint16_t>(b);
+    ASSERT_TRUE(same_value(f16_to_float(h), small_float_decode(SmallFloat::F16, b))) << b;
+    ASSERT_TRUE(same_value(f16_decode_table()[b], small_float_decode(SmallFloat::F16, b))) << b;
+    ASSERT_TRUE(same_value(bf16_to_float(h), small_float_decode(SmallFloat::BF16, b))) << b;
+  }
+  for (uint32_t b = 0; b < 256; ++b) {
+    const uint8_t v = static_cast<uint8_t>(b);
+    ASSERT_TRUE(same_value(e4m3_to_float(v), small_float_decode(SmallFloat::E4M3, b))) << b;
+    ASSERT_TRUE(same_value(e5m2_to_float(v), small_float_decode(SmallFloat::E5M2, b))) << b;
+  }
+}
+
+TEST(FloatFormats, FastEncodersRoundTripEveryPattern) {
+  for (uint32_t b = 0; b < 65536; ++b) {
+    const uint16_t h = static_cast<uint16_t>(b);
+    const float fh = f16_to_float(h);
+    if (std::isnan(fh)) {
+      EXPECT_EQ(float_to_f16(fh), 0x7fff);  // canonical NaN, as CUDA's host code
+    } else {
+      EXPECT_EQ(float_to_f16(fh), h) << b;
+    }
+    const float fb = bf16_to_float(h);
+    if (std::isnan(fb)) {
+      EXPECT_EQ(float_to_bf16(fb), 0x7fff);
+    } else {
+      EXPECT_EQ(float_to_bf16(fb), h) << b;
+    }
+  }
+}
+
+// For every pair of adjacent finite values a < b of the format, the midpoint
+// rounds to the one with the even significand, and the doubles just below and
+// above the midpoint round to a and b. This pins round-to-nearest-even at every
+// boundary of every format, including the subnormal range and zero.
+TEST(FloatFormats, EveryRoundingBoundaryIsNearestEven) {
+  for (const auto& fm : kFormats) {
+    const auto& spec = small_float_spec(fm.f);
+    const uint32_t sign_bit = fm.patterns >> 1;
+    for (uint32_t lo = 0; lo + 1 < sign_bit; ++lo) {
+      const double a = small_float_decode(fm.f, lo);
+      const double b = small_float_decode(fm.f, lo + 1);
+      if (!std::isfinite(a) || !std::isfinite(b)) continue;
+      const double mid = (a + b) / 2;  // exact in double
+      const uint32_t even = (lo & 1u) ? lo + 1 : lo;
+      for (double s : {1.0, -1.0}) {
+        const uint32_t sb = s < 0 ? sign_bit : 0;
+        ASSERT_EQ(small_float_encode(fm.f, s * mid), even | sb) << fm.name << " mid " << mid;
+        ASSERT_EQ(small_float_encode(fm.f, s * std::nextafter(mid, 0.0)), lo | sb) << fm.name << " " << mid;
+        ASSERT_EQ(small_float_encode(fm.f, s * std::nextafter(mid, INFINITY)), (lo + 1) | sb) << fm.name << " " << mid;
+      }
+      // The fast float paths see the same boundaries (midpoints are exact in float).
+      if (fm.f == SmallFloat::F16 || fm.f == SmallFloat::BF16) {
+        const float fmid = static_cast<float>(mid);
+        ASSERT_EQ(static_cast<double>(fmid), mid);
+        auto enc = [&](float x) -> uint32_t { return fm.f == SmallFloat::F16 ? float_to_f16(x) : float_to_bf16(x); };
+        ASSERT_EQ(enc(fmid), even) << fm.name;
+        ASSERT_EQ(enc(std::nextafter(fmid, 0.0f)), lo) << fm.name;
+        ASSERT_EQ(enc(std::nextafter(fmid, INFINITY)), lo + 1) << fm.name;
+        ASSERT_EQ(enc(-fmid), even | sign_bit) << fm.name;
+      }
+    }
+    (void)spec;
+  }
+}
+
+TEST(FloatFormats, OverflowGoesToInfForHalfAndSaturatesForFp8) {
+  // float16: max 65504; 65520 (max + half an ulp) is the tie that rounds to Inf.
+  EXPECT_EQ(float_to_f16(65519.0f), 0x7bff);
+  EXPECT_EQ(float_to_f16(65520.0f), 0x7c00);
+  EXPECT_EQ(float_to_f16(-1e9f), 0xfc00);
+  EXPECT_EQ(float_to_f16(INFINITY), 0x7c00);
+  EXPECT_EQ(float_to_bf16(3.4e38f), 0x7f80);  // rounds past the largest bfloat16
+  EXPECT_EQ(float_to_bf16(-INFINITY), 0xff80);
+  // fp8 e4m3: max 448 (0x7e); everything larger, Inf included, saturates.
+  EXPECT_EQ(float_to_e4m3(448.0f), 0x7e);
+  EXPECT_EQ(float_to_e4m3(464.0f), 0x7e);  // tie between 448 and 480 (not representable): even = 448
+  EXPECT_EQ(float_to_e4m3(1e6f), 0x7e);
+  EXPECT_EQ(float_to_e4m3(INFINITY), 0x7e);
+  EXPECT_EQ(float_to_e4m3(-INFINITY), 0xfe);
+  EXPECT_EQ(float_to_e4m3(NAN), 0x7f);
+  // fp8 e5m2: max 57344 (0x7b); Inf saturates too (__NV_SATFINITE).
+  EXPECT_EQ(float_to_e5m2(57344.0f), 0x7b);
+  EXPECT_EQ(float_to_e5m2(1e6f), 0x7b);
+  EXPECT_EQ(float_to_e5m2(INFINITY), 0x7b);
+  EXPECT_EQ(float_to_e5m2(-INFINITY), 0xfb);
+  EXPECT_TRUE(std::isnan(e5m2_to_float(float_to_e5m2(NAN))));
+  // The float16 -> fp8 tables saturate float16 Inf as well.
+  EXPECT_EQ(f16_to_e4m3(0x7c00), 0x7e);
+  EXPECT_EQ(f16_to_e5m2(0xfc00), 0xfb);
+  EXPECT_EQ(f16_to_e4m3(0x7e00), 0x7f);
+}
+
+TEST(FloatFormats, SignedZerosAndSubnormals) {
+  EXPECT_EQ(float_to_f16(0.0f), 0x0000);
+  EXPECT_EQ(float_to_f16(-0.0f), 0x8000);
+  EXPECT_EQ(float_to_bf16(-0.0f), 0x8000);
+  EXPECT_EQ(float_to_e4m3(-0.0f), 0x80);
+  // Smallest subnormals: f16 2^-24, e4m3 2^-9, e5m2 2^-16.
+  EXPECT_EQ(float_to_f16(std::ldexp(1.0f, -24)), 0x0001);
+  EXPECT_EQ(float_to_f16(std::ldexp(1.0f, -25)), 0x0000);        // tie with 0: even
+  EXPECT_EQ(float_to_f16(std::ldexp(1.5f, -25)), 0x0001);
+  EXPECT_EQ(float_to_f16(std::ldexp(3.0f, -25)), 0x0002);        // tie 1.5 ulps: even = 2
+  EXPECT_EQ(float_to_e4m3(std::ldexp(1.0f, -9)), 0x01);
+  EXPECT_EQ(float_to_e4m3(std::ldexp(1.0f, -10)), 0x00);
+  EXPECT_EQ(float_to_e5m2(std::ldexp(1.0f, -16)), 0x01);
+  EXPECT_EQ(float_to_e5m2(-std::ldexp(1.0f, -17)), 0x80);
+  EXPECT_EQ(e4m3_to_float(0x01), std::ldexp(1.0f, -9));
+  EXPECT_EQ(f16_to_float(0x03ff), std::ldexp(1023.0f, -24));  // largest subnormal
+  EXPECT_EQ(f16_to_float(0x0400), std::ldexp(1.0f, -14));     // smallest normal
+  EXPECT_EQ(bf16_to_float(0x0001), std::ldexp(1.0f, -133));
+}

@@ -1,0 +1,250 @@
+// The oracle: which comparison applies, that its bounds are sound (no false
+// alarms for any reduction order) and tight (a dropped or doubled contribution
+// fails).
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <numeric>
+#include <random>
+
+#include "harness/data.h"
+#include "harness/oracle.h"
+#include "impl/element_ops.h"
+
+using namespace collcheck;
+
+namespace {
+const DType kFloats[] = {DType::Float16, DType::BFloat16, DType::Float32,
+                         DType::Float64, DType::Fp8E4M3,  DType::Fp8E5M2};
+
+// Reduces `ys` (already pre-multiplied) with the element semantics in a random
+// binary-tree order: what some correct algorithm could return.
+uint64_t random_order(const Reduction& red, std::vector<uint64_t> ys, std::mt19937& rng) {
+  while (ys.size() > 1) {
+    std::uniform_int_distribution<size_t> pick(0, ys.size() - 1);
+    const size_t i = pick(rng);
+    size_t j = pick(rng);
+    while (j == i) j = pick(rng);
+    const uint64_t r = visit_dtype(red.dtype, [&](auto tag) -> uint64_t {
+      using T = decltype(tag);
+      using Ops = ElementOps<T>;
+      return Ops::to_bits(combine_elements(red.combine, Ops::from_bits(ys[i]), Ops::from_bits(ys[j])));
+    });
+    ys[std::min(i, j)] = r;
+    ys.erase(ys.begin() + static_cast<long>(std::max(i, j)));
+  }
+  return ys[0];
+}
+
+std::vector<uint64_t> premul_all(const Reduction& red, const std::vector<uint64_t>& xs) {
+  std::vector<uint64_t> ys;
+  for (uint64_t x : xs) {
+    ys.push_back(!red.premul ? x : visit_dtype(red.dtype, [&](auto tag) -> uint64_t {
+      using T = decltype(tag);
+      using Ops = ElementOps<T>;
+      return Ops::to_bits(Ops::premul(Ops::from_bits(x), Ops::from_bits(red.scalar_bits)));
+    }));
+  }
+  return ys;
+}
+}  // namespace
+
+TEST(Oracle, IntegersMaxMinAndExactDataAreBitwise) {
+  const Reduction r = resolve_reduction(DType::Int32, RedOp::Sum, 3);
+  EXPECT_EQ(expect_element(r, std::vector<uint64_t>{1, 2, 3}).kind, CheckKind::Bitwise);
+  const Reduction m = resolve_reduction(DType::Float32, RedOp::Max, 3);
+  EXPECT_EQ(expect_element(m, std::vector<uint64_t>{to_element_bits(DType::Float32, 0.1), 0, 0}).kind,
+            CheckKind::Bitwise);
+  const Reduction s = resolve_reduction(DType::Float16, RedOp::Sum, 4);
+  std::vector<uint64_t> exact;
+  for (double v : {1.0, 2.5, -3.25, 100.0}) exact.push_back(to_element_bits(DType::Float16, v));
+  const Expectation e = expect_element(s, exact);
+  EXPECT_EQ(e.kind, CheckKind::Bitwise);
+  EXPECT_EQ(e.bits, to_element_bits(DType::Float16, 100.25));
+  std::vector<uint64_t> inexact;
+  for (double v : {1.0, 1e-3, 2048.0, 0.1}) inexact.push_back(to_element_bits(DType::Float16, v));
+  EXPECT_EQ(expect_element(s, inexact).kind, CheckKind::Bound);
+}
+
+// Soundness: for every float dtype and op, results of random reduction orders
+// on random data are always accepted. A false alarm here would make every
+// implementation that reduces in another order look broken.
+TEST(Oracle, BoundsAcceptEveryReductionOrder) {
+  std::mt19937 rng(2024);
+  size_t by_kind[4] = {0, 0, 0, 0};
+  for (DType t : kFloats) {
+    for (RedOp op : {RedOp::Sum, RedOp::Prod, RedOp::Avg, RedOp::PreMulSum}) {
+      for (int p : {2, 3, 5, 8, 16}) {
+        const Reduction red = resolve_reduction(t, op, p, 3.0);
+        for (int c = 0; c < 300; ++c) {
+          std::vector<uint64_t> xs;
+          for (int r = 0; r < p; ++r)
+            xs.push_back(input_element(t, op, p, r, static_cast<size_t>(c), 99, DataClass::Mixed));
+          const Expectation e = expect_element(red, xs);
+          ++by_kind[static_cast<size_t>(e.kind)];
+          const auto ys = premul_all(red, xs);
+          for (int k = 0; k < 4; ++k) {
+            const uint64_t got = random_order(red, ys, rng);
+            const Verdict v = judge(red, e, got);
+            ASSERT_TRUE(v.ok) << dtype_name(t) << " " << op_name(op) << " p=" << p << ": expected "
+                              << e.describe(t) << ", order gave " << format_element(t, got);
+          }
+        }
+      }
+    }
+  }
+  EXPECT_GT(by_kind[static_cast<size_t>(CheckKind::Bound)], 1000u);
+  EXPECT_GT(by_kind[static_cast<size_t>(CheckKind::Bitwise)], 1000u);
+}
+
+// The avg bound is against the ideal sum(x)/p, so an implementation that sums
+// first and divides last (as Open MPI user ops or newer NCCL might) passes too.
+TEST(Oracle, AvgBoundAcceptsSumThenDivide) {
+  std::mt19937 rng(7);
+  size_t bounded = 0;
+  for (DType t : {DType::Float32, DType::Float64, DType::Float16, DType::BFloat16}) {
+    for (int p : {2, 3, 7, 16}) {
+      const Reduction red = resolve_reduction(t, RedOp::Avg, p);
+      const Reduction sum = resolve_reduction(t, RedOp::Sum, p);
+      for (int c = 0; c < 500; ++c) {
+        std::vector<uint64_t> xs;
+        for (int r = 0; r < p; ++r) xs.push_back(input_element(t, RedOp::Sum, p, r, static_cast<size_t>(c), 5, DataClass::Random));
+        const uint64_t s = random_order(sum, xs, rng);
+        const uint64_t divided = to_element_bits(t, element_to_double(t, s) / p);
+        const Expectation e = expect_element(red, xs);
+        // Where the pre-multiplied values are exact, NCCL's result is one bit
+        // pattern and the oracle is bitwise: post-dividing is then a semantic
+        // difference that must be reported, not accepted.
+        if (e.kind != CheckKind::Bound) continue;
+        ++bounded;
+        ASSERT_TRUE(judge(red, e, divided).ok) << dtype_name(t) << " p=" << p << " " << e.describe(t);
+      }
+    }
+  }
+  EXPECT_GT(bounded, 4000u);
+}
+
+// Tightness: drop or double one rank's contribution. On exactly representable
+// data the oracle must choose the bitwise comparison, and then every mutation
+// that changes the value is caught.
+TEST(Oracle, DroppedOrDoubledContributionFailsBitwiseOnExactData) {
+  std::mt19937 rng(31);
+  for (DType t : kAllDTypes) {
+    for (RedOp op : {RedOp::Sum, RedOp::PreMulSum, RedOp::Prod}) {
+      for (int p : {2, 3, 4, 8, 16}) {
+        const Reduction red = resolve_reduction(t, op, p, 3.0);
+        size_t observable = 0, trials = 0;
+        for (size_t i = 0; i < 64; ++i) {
+          std::vector<uint64_t> xs;
+          for (int r = 0; r < p; ++r) xs.push_back(input_element(t, op, p, r, i, 11, DataClass::Exact));
+          const Expectation e = expect_element(red, xs);
+          ASSERT_EQ(e.kind, CheckKind::Bitwise) << dtype_name(t) << " " << op_name(op) << " p=" << p;
+          const std::vector<uint64_t> ys = premul_all(red, xs);
+          // Mutate the first rank whose contribution is not the identity.
+          size_t victim = 0;
+          while (victim + 1 < ys.size() && (op == RedOp::Prod ? element_to_double(t, ys[victim]) == 1.0
+                                                               : element_to_double(t, ys[victim]) == 0.0))
+            ++victim;
+          std::vector<uint64_t> dropped = ys, doubled = ys;
+          dropped.erase(dropped.begin() + static_cast<long>(victim));
+          doubled.push_back(ys[victim]);
+          for (const auto& bad : {dropped, doubled}) {
+            ++trials;
+            const uint64_t got = random_order(red, bad, rng);
+            if (got == e.bits) continue;  // x_1 was the identity: no oracle can see it
+            ++observable;
+            EXPECT_FALSE(judge(red, e, got).ok) << dtype_name(t) << " " << op_name(op) << " p=" << p;
+          }
+        }
+        // Integer products of random bytes are mostly 0 mod 2^bits, where no
+        // mutation is visible; every other case must mostly be observable.
+        if (dtype_is_float(t) || op != RedOp::Prod) {
+          EXPECT_GT(observable * 2, trials) << "too few observable mutations for " << dtype_name(t) << " "
+                                          << op_name(op) << " p=" << p;
+        }
+      }
+    }
+  }
+}
+
+// Even where the oracle falls back to a bound, the bound is tighter than one
+// contribution of exactly representable data for these (dtype, p): a dropped or
+// doubled rank always fails. The precondition (bound < smallest |x|) is checked,
+// not assumed.
+TEST(Oracle, BoundIsTighterThanOneContribution) {
+  struct Limit {
+    DType t;
+    int max_p;
+  };
+  const Limit limits[] = {{DType::Float64, 16}, {DType::Float32, 16}, {DType::Float16, 16},
+                          {DType::BFloat16, 8}, {DType::Fp8E4M3, 3},  {DType::Fp8E5M2, 2}};
+  for (const auto& lim : limits) {
+    for (int p = 2; p <= lim.max_p; ++p) {
+      // Contributions in [1, 2): sum |x| < 2p; the bound is E(p-1) * sum |x|.
+      const double bound = steps_error(lim.t, p - 1) * 2 * p;
+      ASSERT_LT(bound, 1.0) << dtype_name(lim.t) << " p=" << p;
+      Expectation e;
+      e.kind = CheckKind::Bound;
+      std::vector<double> xs;
+      for (int r = 0; r < p; ++r) xs.push_back(element_to_double(lim.t, to_element_bits(lim.t, 1.0 + 0.5 * (r % 2))));
+      const double exact = std::accumulate(xs.begin(), xs.end(), 0.0);
+      double sabs = 0;
+      for (double x : xs) sabs += std::fabs(x);
+      e.exact_hi = exact;
+      e.bound = steps_error(lim.t, p - 1) * sabs;
+      const Reduction red = resolve_reduction(lim.t, RedOp::Sum, p);
+      EXPECT_TRUE(judge(red, e, to_element_bits(lim.t, exact)).ok);
+      EXPECT_FALSE(judge(red, e, to_element_bits(lim.t, exact - xs[1])).ok) << dtype_name(lim.t) << " p=" << p;
+      EXPECT_FALSE(judge(red, e, to_element_bits(lim.t, exact + xs[1])).ok) << dtype_name(lim.t) << " p=" << p;
+    }
+  }
+}
+
+TEST(Oracle, OrderDependentOverflowAcceptsExactlyTheReachableOutcomes) {
+  // float16: max + max overflows to Inf, max + (-max) is 0. Orders give
+  // (max + max) + -max = Inf, (max + -max) + max = max.
+  const Reduction red = resolve_reduction(DType::Float16, RedOp::Sum, 3);
+  const uint64_t mx = 0x7bff, nmx = 0xfbff;
+  const Expectation e = expect_element(red, std::vector<uint64_t>{mx, mx, nmx});
+  ASSERT_EQ(e.kind, CheckKind::OneOf) << e.describe(DType::Float16);
+  EXPECT_TRUE(judge(red, e, 0x7c00).ok);
+  EXPECT_TRUE(judge(red, e, mx).ok);
+  EXPECT_FALSE(judge(red, e, 0).ok);
+  EXPECT_FALSE(judge(red, e, 0x7e00).ok);  // NaN is not reachable
+  EXPECT_EQ(e.allowed.size(), 2u);
+  // +Inf and -Inf: NaN in every order.
+  const Expectation n = expect_element(red, std::vector<uint64_t>{0x7c00, 0xfc00, 0x3c00});
+  EXPECT_EQ(n.kind, CheckKind::Bitwise);
+  EXPECT_TRUE(judge(red, n, 0x7e01).ok);  // any NaN
+  EXPECT_FALSE(judge(red, n, 0x7c00).ok);
+  // fp8 saturation: 448 + 448 - 448 is 448 in every order (saturates, never NaN).
+  const Reduction r8 = resolve_reduction(DType::Fp8E4M3, RedOp::Sum, 3);
+  const Expectation s8 = expect_element(r8, std::vector<uint64_t>{0x7e, 0x7e, 0xfe});
+  EXPECT_TRUE(judge(r8, s8, 0x7e).ok) << s8.describe(DType::Fp8E4M3);
+  EXPECT_FALSE(judge(r8, s8, 0x7f).ok);
+}
+
+TEST(Oracle, CheckAllReducePinpointsTheFirstWrongElement) {
+  const int p = 3;
+  const size_t n = 50;
+  const Reduction red = resolve_reduction(DType::Float32, RedOp::Sum, p);
+  std::vector<std::vector<float>> in(p, std::vector<float>(n));
+  std::vector<const void*> ptrs;
+  std::vector<float> out(n);
+  for (int r = 0; r < p; ++r) {
+    fill_input(in[static_cast<size_t>(r)].data(), n, DType::Float32, RedOp::Sum, p, r, 3, DataClass::Mixed);
+    ptrs.push_back(in[static_cast<size_t>(r)].data());
+  }
+  for (size_t i = 0; i < n; ++i) out[i] = (in[0][i] + in[1][i]) + in[2][i];
+  CheckSummary ok = check_all_reduce(red, ptrs, out.data(), n);
+  EXPECT_EQ(ok.wrong, 0u);
+  EXPECT_LE(ok.max_err_units, 1.0);
+  out[17] = in[0][17] + in[2][17];  // rank 1 dropped
+  CheckSummary bad = check_all_reduce(red, ptrs, out.data(), n);
+  EXPECT_EQ(bad.wrong, 1u);
+  ASSERT_TRUE(bad.first_wrong);
+  EXPECT_EQ(*bad.first_wrong, 17u);
+  EXPECT_NE(bad.first_wrong_detail.find("element 17"), std::string::npos) << bad.first_wrong_detail;
+  EXPECT_NE(bad.first_wrong_detail.find("rank 1:"), std::string::npos) << bad.first_wrong_detail;
+}
