@@ -124,31 +124,19 @@ SweepRow run_row(ThreadWorld& world, const SweepOptions& o, size_t count, DType 
     in_ptrs.push_back(pristine[static_cast<size_t>(r)].data());
   }
   const Reduction red = resolve_reduction(t, op, p, o.scalar);
-  const CheckSummary cs = check_all_reduce(red, in_ptrs, outputs[0]->data(), count);
-  row.wrong = cs.wrong;
-  row.max_err_units = cs.max_err_units;
-  if (cs.first_wrong) row.error = cs.first_wrong_detail;
+  std::vector<const void*> out_ptrs, after_ptrs;
   for (int r = 0; r < p; ++r) {
-    const auto& out = *outputs[static_cast<size_t>(r)];
-    if (!out.canaries_intact()) {
+    out_ptrs.push_back(outputs[static_cast<size_t>(r)]->data());
+    if (!o.inplace) after_ptrs.push_back(inputs[static_cast<size_t>(r)].data());
+  }
+  const OutputCheck oc = check_outputs(red, in_ptrs, out_ptrs, after_ptrs, count);
+  row.wrong = oc.wrong;
+  row.max_err_units = oc.max_err_units;
+  row.error = oc.first_problem;
+  for (int r = 0; r < p; ++r) {
+    if (!outputs[static_cast<size_t>(r)]->canaries_intact()) {
       row.wrong += 1;
       if (row.error.empty()) row.error = fmt::format("rank {} wrote outside its output buffer", r);
-    }
-    if (r > 0) {
-      size_t differ = 0;
-      const std::byte* a = outputs[0]->data();
-      const std::byte* b = outputs[static_cast<size_t>(r)]->data();
-      for (size_t i = 0; i < count; ++i)
-        if (std::memcmp(a + i * es, b + i * es, es) != 0) ++differ;
-      if (differ) {
-        row.wrong += differ;
-        if (row.error.empty()) row.error = fmt::format("rank {} differs from rank 0 in {} elements", r, differ);
-      }
-    }
-    if (!o.inplace &&
-        std::memcmp(inputs[static_cast<size_t>(r)].data(), pristine[static_cast<size_t>(r)].data(), bytes) != 0) {
-      row.wrong += 1;
-      if (row.error.empty()) row.error = fmt::format("rank {}'s input buffer was modified", r);
     }
   }
   return row;
@@ -157,6 +145,38 @@ SweepRow run_row(ThreadWorld& world, const SweepOptions& o, size_t count, DType 
 std::string format_size(size_t bytes) { return fmt::format("{}", bytes); }
 
 }  // namespace
+
+OutputCheck check_outputs(const Reduction& red, std::span<const void* const> pristine,
+                          std::span<const void* const> outputs, std::span<const void* const> inputs_after,
+                          size_t count) {
+  OutputCheck oc;
+  const size_t es = dtype_size(red.dtype);
+  const CheckSummary cs = check_all_reduce(red, pristine, outputs[0], count);
+  oc.wrong = cs.wrong;
+  oc.max_err_units = cs.max_err_units;
+  if (cs.first_wrong) oc.first_problem = "rank 0 " + cs.first_wrong_detail;
+  for (size_t r = 1; r < outputs.size(); ++r) {
+    size_t differ = 0, first = 0;
+    const auto* a = static_cast<const std::byte*>(outputs[0]);
+    const auto* b = static_cast<const std::byte*>(outputs[r]);
+    for (size_t i = 0; i < count; ++i)
+      if (std::memcmp(a + i * es, b + i * es, es) != 0 && differ++ == 0) first = i;
+    if (differ) {
+      oc.wrong += differ;
+      if (oc.first_problem.empty())
+        oc.first_problem = fmt::format("rank {} differs from rank 0 in {} elements, first at element {}: {} vs {}",
+                                       r, differ, first, format_element(red.dtype, load_element(red.dtype, b, first)),
+                                       format_element(red.dtype, load_element(red.dtype, a, first)));
+    }
+  }
+  for (size_t r = 0; r < inputs_after.size(); ++r) {
+    if (std::memcmp(inputs_after[r], pristine[r], count * es) != 0) {
+      oc.wrong += 1;
+      if (oc.first_problem.empty()) oc.first_problem = fmt::format("rank {}'s input buffer was modified", r);
+    }
+  }
+  return oc;
+}
 
 std::vector<size_t> sweep_counts(const SweepOptions& o, DType t) {
   const size_t es = dtype_size(t);

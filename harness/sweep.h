@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <optional>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -54,6 +55,20 @@ struct SweepResult {
   size_t total_wrong = 0;
   int exit_code() const { return total_wrong == 0 ? 0 : 1; }
 };
+
+struct OutputCheck {
+  size_t wrong = 0;           // wrong elements (oracle), differing elements, modified inputs
+  double max_err_units = 0;
+  std::string first_problem;  // "" when everything is right
+};
+
+// Checks the outputs of one all-reduce call: rank 0's result against the oracle
+// (built from `pristine`, the inputs as generated), every other rank bitwise
+// against rank 0, and, for out-of-place calls, that each rank's send buffer
+// (`inputs_after`, empty for in-place) still equals its pristine input.
+OutputCheck check_outputs(const Reduction& red, std::span<const void* const> pristine,
+                          std::span<const void* const> outputs, std::span<const void* const> inputs_after,
+                          size_t count);
 
 // Runs the sweep, printing the table to `out` as rows complete.
 SweepResult run_sweep(const SweepOptions& o, std::FILE* out);

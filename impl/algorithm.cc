@@ -1,6 +1,7 @@
 #include "impl/algorithm.h"
 
 #include <array>
+#include <memory>
 #include <vector>
 
 #include "impl/kernels.h"
@@ -52,6 +53,16 @@ std::span<const std::byte> elem_span(const void* base, DType t, size_t offset, s
   return {static_cast<const std::byte*>(base) + offset * es, count * es};
 }
 
+std::byte* scratch_buffer(size_t bytes) {
+  thread_local std::unique_ptr<std::byte[]> buf;
+  thread_local size_t capacity = 0;
+  if (bytes > capacity) {
+    buf.reset(new std::byte[bytes]);  // uninitialised: callers write before they read
+    capacity = bytes;
+  }
+  return buf.get();
+}
+
 void send_recv(Links& links, int to, std::span<const std::byte> out, int from, std::span<std::byte> in, Tag tag,
                Deadline deadline) {
   auto r = links.irecv(from, tag, in);
@@ -64,11 +75,11 @@ void tree_reduce_broadcast(const AllReduceArgs& a, const TreeNode& node, std::by
                            size_t count, Tag tag) {
   const DType t = a.red.dtype;
   auto mine = elem_span(buf, t, offset, count);
-  std::vector<std::byte> incoming(mine.size());
+  std::byte* incoming = scratch_buffer(mine.size());
   for (int child : node.children) {
     if (child < 0) continue;
-    a.links.irecv(child, tag, incoming)->wait(a.deadline);
-    reduce(mine.data(), incoming.data(), count, t, a.red.combine);
+    a.links.irecv(child, tag, {incoming, mine.size()})->wait(a.deadline);
+    reduce(mine.data(), incoming, count, t, a.red.combine);
   }
   if (node.parent >= 0) {
     a.links.isend(node.parent, tag, mine)->wait(a.deadline);

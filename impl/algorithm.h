@@ -55,6 +55,11 @@ Chunk balanced_chunk(size_t count, int parts, int i);
 std::span<std::byte> elem_span(void* base, DType t, size_t offset, size_t count);
 std::span<const std::byte> elem_span(const void* base, DType t, size_t offset, size_t count);
 
+// A per-thread scratch buffer of at least `bytes` bytes, reused across calls so
+// that large all-reduces do not page-fault a fresh allocation every time. Its
+// contents are unspecified; it stays valid until the next call on this thread.
+std::byte* scratch_buffer(size_t bytes);
+
 // Posts a send and a recv together, then waits for both (no ordering deadlock).
 void send_recv(Links& links, int to, std::span<const std::byte> out, int from, std::span<std::byte> in,
                Tag tag, Deadline deadline);

@@ -15,6 +15,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <memory>
+#include <ostream>
 
 #include "harness/communicator.h"
 #include "harness/data.h"
@@ -38,6 +39,7 @@ struct GridParam {
   std::string algo;
   int p;
 };
+void PrintTo(const GridParam& g, std::ostream* os) { *os << g.algo << " p=" << g.p; }
 
 class Grid : public ::testing::TestWithParam<GridParam> {};
 

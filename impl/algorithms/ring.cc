@@ -6,7 +6,6 @@
 // from the left, into its own copy. After p-1 steps rank r holds the full
 // reduction of chunk (r + 1) mod p; it applies the post step there, and the
 // all-gather passes the finished chunks around the ring for p-1 more steps.
-#include <vector>
 
 #include "impl/algorithm.h"
 #include "impl/kernels.h"
@@ -25,12 +24,12 @@ void ring_all_reduce(const AllReduceArgs& a) {
   const int right = (r + 1) % p;
   const int left = (r + p - 1) % p;
   auto chunk = [&](int i) { return balanced_chunk(a.count, p, ((i % p) + p) % p); };
-  std::vector<std::byte> incoming(chunk(0).count * dtype_size(t));  // chunk 0 is the largest
+  std::byte* incoming = scratch_buffer(chunk(0).count * dtype_size(t));  // chunk 0 is the largest
 
   for (int s = 0; s < p - 1; ++s) {
     const Chunk out = chunk(r - s);
     const Chunk in = chunk(r - s - 1);
-    auto in_bytes = std::span<std::byte>(incoming).first(in.count * dtype_size(t));
+    auto in_bytes = std::span<std::byte>(incoming, in.count * dtype_size(t));
     send_recv(a.links, right, elem_span(a.recv, t, out.offset, out.count), left, in_bytes, a.tag, a.deadline);
     reduce(elem_span(a.recv, t, in.offset, in.count).data(), in_bytes.data(), in.count, t, a.red.combine);
   }

@@ -1,0 +1,96 @@
+// The collcheck binary as a user runs it: exit codes and messages.
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+
+#include <algorithm>
+#include <array>
+#include <ostream>
+#include <cstdio>
+#include <string>
+
+namespace {
+struct Result {
+  int code;
+  std::string out;
+};
+Result run(const std::string& args) {
+  const std::string cmd = std::string(COLLCHECK_BIN) + " " + args + " 2>&1";
+  FILE* f = popen(cmd.c_str(), "r");
+  std::string out;
+  std::array<char, 4096> buf;
+  while (size_t n = fread(buf.data(), 1, buf.size(), f)) out.append(buf.data(), n);
+  const int status = pclose(f);
+  return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, out};
+}
+size_t lines(const std::string& s) { return static_cast<size_t>(std::count(s.begin(), s.end(), '\n')); }
+}  // namespace
+
+TEST(Cli, SmallSweepPassesWithZeroWrong) {
+  auto r = run("sweep --algo all -d float32,int8,fp8_e4m3 -o sum,avg --ranks 3 -b 64 -e 4K -f 8 -n 2 -w 1");
+  EXPECT_EQ(r.code, 0) << r.out;
+  EXPECT_NE(r.out.find("busbw(GB/s)"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("#wrong"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("Out of bounds values : 0 OK"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("fp8_e4m3"), std::string::npos);
+  EXPECT_NE(r.out.find("dbtree"), std::string::npos);
+  EXPECT_NE(r.out.find("peer: memcpy"), std::string::npos);
+}
+
+TEST(Cli, InPlaceAndCountAndNoCheck) {
+  auto r = run("sweep --inplace -N 1001 -d bfloat16 -o prod --ranks 5 -n 1 -w 0");
+  EXPECT_EQ(r.code, 0) << r.out;
+  EXPECT_NE(r.out.find("in-place"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("1001"), std::string::npos) << r.out;
+  auto nc = run("sweep -c 0 -b 1K -e 1K -n 1 -w 0");
+  EXPECT_EQ(nc.code, 0) << nc.out;
+  EXPECT_NE(nc.out.find("N/A"), std::string::npos) << nc.out;
+}
+
+struct BadInput {
+  const char* args;
+  const char* must_mention;
+};
+void PrintTo(const BadInput& b, std::ostream* os) { *os << "collcheck " << b.args; }
+
+class CliBadInput : public ::testing::TestWithParam<BadInput> {};
+
+TEST_P(CliBadInput, ExitsTwoWithOneLineNamingTheField) {
+  const auto& p = GetParam();
+  auto r = run(p.args);
+  EXPECT_EQ(r.code, 2) << p.args << "\n" << r.out;
+  EXPECT_EQ(lines(r.out), 1u) << r.out;
+  EXPECT_NE(r.out.find(p.must_mention), std::string::npos) << r.out;
+  EXPECT_EQ(r.out.find("Out of bounds"), std::string::npos) << "no table may be printed for bad input";
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    All, CliBadInput,
+    ::testing::Values(BadInput{"sweep -d float128", "unknown dtype 'float128' for -d/--datatype; allowed: int8,"},
+                      BadInput{"sweep -d float32,nope", "unknown dtype 'nope'"},
+                      BadInput{"sweep -o xor", "unknown op 'xor' for -o/--op; allowed: sum, prod, max, min, avg, premulsum"},
+                      BadInput{"sweep --algo butterfly", "unknown algorithm 'butterfly' for --algo; allowed: ring, tree, dbtree"},
+                      BadInput{"sweep -N -5", "-N/--count must be a non-negative integer, got '-5'"},
+                      BadInput{"sweep -b -1K", "-b/--minbytes must be a non-negative size"},
+                      BadInput{"sweep -e 12Q", "-e/--maxbytes must be a size"},
+                      BadInput{"sweep -b 2M -e 1M", "must not exceed"},
+                      BadInput{"sweep --ranks 0", "--ranks must be between 1 and"},
+                      BadInput{"sweep --ranks -3", "--ranks must be between 1 and"},
+                      BadInput{"sweep --ranks 100000", "--ranks must be between 1 and 512"},
+                      BadInput{"sweep -c 2", "-c/--check must be 0 or 1"},
+                      BadInput{"sweep -n 0", "-n/--iters must be >= 1"},
+                      BadInput{"sweep -f 1", "-f/--stepfactor must be > 1"},
+                      BadInput{"sweep --data weird", "unknown --data 'weird'"},
+                      BadInput{"sweep --ranks many", "--ranks"},
+                      BadInput{"sweep --frobnicate", "frobnicate"},
+                      BadInput{"", "no subcommand given"},
+                      BadInput{"explode", "explode"}),
+    [](const ::testing::TestParamInfo<BadInput>& i) { return "case" + std::to_string(i.index); });
+
+TEST(Cli, HelpAndVersionExitZero) {
+  auto h = run("sweep --help");
+  EXPECT_EQ(h.code, 0);
+  EXPECT_NE(h.out.find("--datatype"), std::string::npos);
+  auto v = run("--version");
+  EXPECT_EQ(v.code, 0);
+  EXPECT_NE(v.out.find("collcheck "), std::string::npos) << v.out;
+}
