@@ -64,7 +64,7 @@ SweepRow run_row(ThreadWorld& world, const SweepOptions& o, size_t count, DType 
   auto fill_all = [&] {
     for (int r = 0; r < p; ++r) {
       fill_input(inputs[static_cast<size_t>(r)].data(), count, t, op, p, r, o.seed, o.data);
-      if (o.inplace) std::memcpy(outputs[static_cast<size_t>(r)]->data(), inputs[static_cast<size_t>(r)].data(), bytes);
+      if (o.inplace && bytes > 0) std::memcpy(outputs[static_cast<size_t>(r)]->data(), inputs[static_cast<size_t>(r)].data(), bytes);
     }
   };
   auto send_of = [&](int r) -> const void* {
@@ -170,7 +170,7 @@ OutputCheck check_outputs(const Reduction& red, std::span<const void* const> pri
     }
   }
   for (size_t r = 0; r < inputs_after.size(); ++r) {
-    if (std::memcmp(inputs_after[r], pristine[r], count * es) != 0) {
+    if (count > 0 && std::memcmp(inputs_after[r], pristine[r], count * es) != 0) {
       oc.wrong += 1;
       if (oc.first_problem.empty()) oc.first_problem = fmt::format("rank {}'s input buffer was modified", r);
     }
