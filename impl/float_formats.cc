@@ -133,10 +133,6 @@ const float* e5m2_decode_table() { return tables().e5m2; }
 const uint8_t* f16_to_e4m3_table() { return tables().f16_e4m3; }
 const uint8_t* f16_to_e5m2_table() { return tables().f16_e5m2; }
 
-float e4m3_to_float(uint8_t v) { return tables().e4m3[v]; }
-float e5m2_to_float(uint8_t v) { return tables().e5m2[v]; }
-uint8_t f16_to_e4m3(uint16_t h) { return tables().f16_e4m3[h]; }
-uint8_t f16_to_e5m2(uint16_t h) { return tables().f16_e5m2[h]; }
 
 uint8_t float_to_e4m3(float f) {
   return static_cast<uint8_t>(small_float_encode(SmallFloat::E4M3, static_cast<double>(f)));

@@ -42,12 +42,12 @@ inline float f16_to_float(uint16_t h);
 inline uint16_t float_to_f16(float f);
 inline float bf16_to_float(uint16_t b);
 inline uint16_t float_to_bf16(float f);
-float e4m3_to_float(uint8_t v);
-float e5m2_to_float(uint8_t v);
-// float16 -> fp8, RNE with saturation (table driven): the conversion NCCL applies
-// after every fp8 operation, which it performs in float16.
-uint8_t f16_to_e4m3(uint16_t h);
-uint8_t f16_to_e5m2(uint16_t h);
+inline float e4m3_to_float(uint8_t v);
+inline float e5m2_to_float(uint8_t v);
+// float16 -> fp8, RNE with saturation: the conversion NCCL applies after every
+// fp8 operation, which it performs in float16.
+inline uint8_t f16_to_e4m3(uint16_t h);
+inline uint8_t f16_to_e5m2(uint16_t h);
 // float -> fp8 directly (one rounding): used for scalars (avg's 1/p).
 uint8_t float_to_e4m3(float f);
 uint8_t float_to_e5m2(float f);
@@ -95,6 +95,36 @@ inline uint16_t float_to_bf16(float f) {
   if ((x & 0x7fffffffu) > 0x7f800000u) return 0x7fff;  // NaN
   x += 0x7fffu + ((x >> 16) & 1u);                     // ties to even; overflow carries into Inf
   return static_cast<uint16_t>(x >> 16);
+}
+
+inline float e4m3_to_float(uint8_t v) {
+  const uint32_t sign = static_cast<uint32_t>(v & 0x80u) << 24;
+  const uint32_t exp = (v >> 3) & 0xfu;
+  const uint32_t man = v & 0x7u;
+  if (exp == 0xf && man == 0x7) return std::bit_cast<float>(sign | 0x7fc00000u);  // the only NaN
+  if (exp == 0) {                                                                   // man * 2^-9
+    const float f = static_cast<float>(man) * 0.001953125f;
+    return sign ? -f : f;
+  }
+  return std::bit_cast<float>(sign | ((exp + 120u) << 23) | (man << 20));
+}
+
+// e5m2 is binary16 with the low 8 mantissa bits cut off: same exponent range,
+// same subnormals, so widening is a shift and narrowing rounds the low byte.
+inline float e5m2_to_float(uint8_t v) { return f16_to_float(static_cast<uint16_t>(v << 8)); }
+
+inline uint8_t f16_to_e5m2(uint16_t h) {
+  const uint32_t sign = (h & 0x8000u) >> 8;
+  uint32_t x = h & 0x7fffu;
+  if (x > 0x7c00u) return static_cast<uint8_t>(sign | 0x7eu);  // NaN
+  x = (x + 0x7fu + ((x >> 8) & 1u)) >> 8;                        // nearest even on the low byte
+  if (x > 0x7bu) x = 0x7bu;                                      // saturate, Inf included
+  return static_cast<uint8_t>(sign | x);
+}
+
+inline uint8_t f16_to_e4m3(uint16_t h) {
+  static const uint8_t* const table = f16_to_e4m3_table();
+  return table[h];
 }
 
 }  // namespace collcheck
