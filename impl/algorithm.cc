@@ -53,6 +53,13 @@ std::span<const std::byte> elem_span(const void* base, DType t, size_t offset, s
   return {static_cast<const std::byte*>(base) + offset * es, count * es};
 }
 
+bool begin_all_reduce(const AllReduceArgs& a) {
+  apply_pre(a.red, a.recv, a.send, a.count);
+  if (a.links.size() > 1 && a.count > 0) return false;
+  apply_post(a.red, a.recv, a.count);
+  return true;
+}
+
 std::byte* scratch_buffer(size_t bytes) {
   thread_local std::unique_ptr<std::byte[]> buf;
   thread_local size_t capacity = 0;

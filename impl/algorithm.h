@@ -55,6 +55,12 @@ Chunk balanced_chunk(size_t count, int parts, int i);
 std::span<std::byte> elem_span(void* base, DType t, size_t offset, size_t count);
 std::span<const std::byte> elem_span(const void* base, DType t, size_t offset, size_t count);
 
+// The common start of every algorithm: writes this rank's contribution (the
+// input, pre-multiplied where the reduction says so) into the receive buffer.
+// Returns true when nothing is left to do (p == 1 or count == 0); the post
+// step has then been applied too.
+bool begin_all_reduce(const AllReduceArgs& a);
+
 // A per-thread scratch buffer of at least `bytes` bytes, reused across calls so
 // that large all-reduces do not page-fault a fresh allocation every time. Its
 // contents are unspecified; it stays valid until the next call on this thread.

@@ -166,35 +166,30 @@ class InProcLinks final : public Links {
   int size() const override { return static_cast<int>(fabric_->boxes.size()); }
 
   RequestPtr isend(int peer, Tag tag, std::span<const std::byte> data) override {
-    check_peer(peer, tag, LinkDirection::Send);
-    auto op = std::make_shared<Op>();
-    op->dir = LinkDirection::Send;
-    op->rank = rank_;
-    op->peer = peer;
-    op->tag = tag;
+    auto op = make_op(LinkDirection::Send, peer, tag, data.size());
     op->src = data.data();
-    op->size = data.size();
     return post(*fabric_->boxes[static_cast<size_t>(peer)], op, Key{rank_, tag});
   }
 
   RequestPtr irecv(int peer, Tag tag, std::span<std::byte> data) override {
-    check_peer(peer, tag, LinkDirection::Recv);
-    auto op = std::make_shared<Op>();
-    op->dir = LinkDirection::Recv;
-    op->rank = rank_;
-    op->peer = peer;
-    op->tag = tag;
+    auto op = make_op(LinkDirection::Recv, peer, tag, data.size());
     op->dst = data.data();
-    op->size = data.size();
     return post(*fabric_->boxes[static_cast<size_t>(rank_)], op, Key{peer, tag});
   }
 
  private:
-  void check_peer(int peer, Tag tag, LinkDirection dir) const {
-    if (peer < 0 || peer >= size() || peer == rank_) {
-      throw LinkError(fmt::format("rank {}: invalid peer {} (world size {})", rank_, peer, size()), rank_, peer,
-                      tag, dir);
+  std::shared_ptr<Op> make_op(LinkDirection dir, int peer, Tag tag, size_t size) const {
+    if (peer < 0 || peer >= this->size() || peer == rank_) {
+      throw LinkError(fmt::format("rank {}: invalid peer {} (world size {})", rank_, peer, this->size()), rank_,
+                      peer, tag, dir);
     }
+    auto op = std::make_shared<Op>();
+    op->dir = dir;
+    op->rank = rank_;
+    op->peer = peer;
+    op->tag = tag;
+    op->size = size;
+    return op;
   }
   RequestPtr post(Mailbox& box, const std::shared_ptr<Op>& op, Key key) {
     {

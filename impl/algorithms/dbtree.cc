@@ -58,11 +58,7 @@ TreeNode dbtree_node(int p, int r, int tree) {
 void dbtree_all_reduce(const AllReduceArgs& a) {
   const int p = a.links.size();
   const int r = a.links.rank();
-  apply_pre(a.red, a.recv, a.send, a.count);
-  if (p == 1 || a.count == 0) {
-    apply_post(a.red, a.recv, a.count);
-    return;
-  }
+  if (begin_all_reduce(a)) return;
   for (int tree = 0; tree < 2; ++tree) {
     const Chunk half = balanced_chunk(a.count, 2, tree);
     if (half.count == 0) continue;

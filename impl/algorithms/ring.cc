@@ -16,11 +16,7 @@ void ring_all_reduce(const AllReduceArgs& a) {
   const int p = a.links.size();
   const int r = a.links.rank();
   const DType t = a.red.dtype;
-  apply_pre(a.red, a.recv, a.send, a.count);
-  if (p == 1 || a.count == 0) {
-    apply_post(a.red, a.recv, a.count);
-    return;
-  }
+  if (begin_all_reduce(a)) return;
   const int right = (r + 1) % p;
   const int left = (r + p - 1) % p;
   auto chunk = [&](int i) { return balanced_chunk(a.count, p, ((i % p) + p) % p); };

@@ -10,11 +10,7 @@ namespace collcheck {
 void tree_all_reduce(const AllReduceArgs& a) {
   const int p = a.links.size();
   const int r = a.links.rank();
-  apply_pre(a.red, a.recv, a.send, a.count);
-  if (p == 1 || a.count == 0) {
-    apply_post(a.red, a.recv, a.count);
-    return;
-  }
+  if (begin_all_reduce(a)) return;
   TreeNode node;
   node.parent = r == 0 ? -1 : (r - 1) / 2;
   node.children[0] = 2 * r + 1 < p ? 2 * r + 1 : -1;
