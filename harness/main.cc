@@ -45,7 +45,7 @@ int main(int argc, char** argv) {
   app.add_flag("--version", version, "print the version and the collective libraries compiled in");
 
   collcheck::SweepOptions sweep;
-  std::string b = "32M", e = "32M", d = "float32", op = "sum", algo = "ring", count, data = "mixed";
+  std::string b = "1K", e = "256K", d = "float32", op = "sum", algo = "ring", count, data = "mixed";
   int check = 1;
   add_sweep(app, sweep, b, e, d, op, algo, count, data, check);
 

@@ -17,9 +17,11 @@
 namespace collcheck {
 
 struct SweepOptions {
-  size_t min_bytes = 32 << 20;
-  size_t max_bytes = 32 << 20;
-  double factor = 2;
+  // Defaults sized for ranks as threads on a small CPU machine (nccl-tests'
+  // 32M default targets GPUs).
+  size_t min_bytes = 1 << 10;
+  size_t max_bytes = 256 << 10;
+  double factor = 16;
   std::optional<size_t> count;  // elements; overrides -b/-e when set
   std::vector<DType> dtypes = {DType::Float32};
   std::vector<RedOp> ops = {RedOp::Sum};
