@@ -77,7 +77,11 @@ class ThreadRankContext final : public RankContext {
       s_.bar_cv.notify_all();
       return;
     }
-    if (!s_.bar_cv.wait_until(lk, deadline, [&] { return s_.bar_generation != gen; })) {
+    // A failed rank aborts the fabric and wakes this wait: nobody waits out a
+    // barrier for a rank that is already gone.
+    if (!s_.bar_cv.wait_until(lk, deadline, [&] { return s_.bar_generation != gen || s_.fabric.aborted(); }) ||
+        s_.bar_generation == gen) {
+      if (s_.fabric.aborted()) throw std::runtime_error(fmt::format("rank {}: barrier aborted: a peer failed", rank_));
       std::string missing;
       for (size_t r = 0; r < s_.bar_present.size(); ++r)
         if (!s_.bar_present[r]) missing += fmt::format("{}{}", missing.empty() ? "" : ", ", r);
@@ -90,6 +94,11 @@ class ThreadRankContext final : public RankContext {
   ThreadWorld::State& s_;
   int rank_;
 };
+
+void wake_barrier(ThreadWorld::State& s) {
+  std::lock_guard<std::mutex> g(s.bar_mu);
+  s.bar_cv.notify_all();
+}
 
 void rank_main(std::shared_ptr<ThreadWorld::State> s, int rank) {
   uint64_t seen = 0;
@@ -110,9 +119,11 @@ void rank_main(std::shared_ptr<ThreadWorld::State> s, int rank) {
     } catch (const std::exception& e) {
       out.error = e.what();
       s->fabric.abort(fmt::format("rank {} failed: {}", rank, e.what()));
+      wake_barrier(*s);
     } catch (...) {
       out.error = "unknown exception";
       s->fabric.abort(fmt::format("rank {} failed with an unknown exception", rank));
+      wake_barrier(*s);
     }
     out.returned = true;
     std::lock_guard<std::mutex> g(s->mu);
@@ -170,6 +181,7 @@ WorldRun ThreadWorld::run(const RankFn& fn, std::chrono::milliseconds limit) {
     // short grace period; a rank stuck elsewhere is abandoned.
     lk.unlock();
     s.fabric.abort("the world's run limit expired");
+    wake_barrier(s);
     lk.lock();
     if (!s.done_cv.wait_until(lk, Clock::now() + std::chrono::seconds(2), [&] { return s.done == n; })) {
       s.broken = true;

@@ -230,6 +230,8 @@ void InProcFabric::abort(const std::string& reason) {
   }
 }
 
+bool InProcFabric::aborted() const { return impl_->aborted.load(std::memory_order_acquire); }
+
 void InProcFabric::reset() {
   for (auto& b : impl_->boxes) {
     std::lock_guard<std::mutex> g(b->mu);

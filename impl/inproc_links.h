@@ -23,6 +23,7 @@ class InProcFabric {
   std::unique_ptr<Links> links(int rank);
   // Fails every pending and future wait with LinkAborted(reason) until reset().
   void abort(const std::string& reason);
+  bool aborted() const;
   // Clears an abort and drops every unmatched transfer (between runs).
   void reset();
   // Number of posted transfers not yet matched, for diagnostics and tests.

@@ -64,6 +64,24 @@ TEST(ThreadWorld, BarrierNamesMissingRanksAtItsDeadline) {
   EXPECT_NE(run.ranks[0].error.find("ranks not arrived: 2"), std::string::npos) << run.ranks[0].error;
 }
 
+TEST(ThreadWorld, AFailingRankReleasesPeersWaitingInABarrier) {
+  ThreadWorld w(3);
+  const auto start = Clock::now();
+  auto run = w.run(
+      [&](RankContext& c) {
+        if (c.rank() == 2) {
+          std::this_thread::sleep_for(50ms);
+          throw std::runtime_error("rank 2 gave up");
+        }
+        c.barrier(Clock::now() + 20s);
+      },
+      30s);
+  EXPECT_LT(Clock::now() - start, 5s);
+  EXPECT_FALSE(run.ok());
+  EXPECT_NE(run.ranks[0].error.find("barrier aborted"), std::string::npos) << run.ranks[0].error;
+  EXPECT_TRUE(w.run([](RankContext& c) { c.barrier(Clock::now() + 5s); }, 10s).ok());
+}
+
 TEST(Communicator, AsyncThenWaitEqualsSync) {
   ThreadWorld w(3);
   std::vector<std::vector<float>> sync_out(3, std::vector<float>(100)), async_out = sync_out;
