@@ -81,7 +81,8 @@ class ThreadRankContext final : public RankContext {
     // barrier for a rank that is already gone.
     if (!s_.bar_cv.wait_until(lk, deadline, [&] { return s_.bar_generation != gen || s_.fabric.aborted(); }) ||
         s_.bar_generation == gen) {
-      if (s_.fabric.aborted()) throw std::runtime_error(fmt::format("rank {}: barrier aborted: a peer failed", rank_));
+      if (s_.fabric.aborted())
+        throw std::runtime_error(fmt::format("rank {}: barrier aborted: {}", rank_, s_.fabric.abort_reason()));
       std::string missing;
       for (size_t r = 0; r < s_.bar_present.size(); ++r)
         if (!s_.bar_present[r]) missing += fmt::format("{}{}", missing.empty() ? "" : ", ", r);

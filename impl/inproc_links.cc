@@ -231,6 +231,7 @@ void InProcFabric::abort(const std::string& reason) {
 }
 
 bool InProcFabric::aborted() const { return impl_->aborted.load(std::memory_order_acquire); }
+std::string InProcFabric::abort_reason() const { return impl_->reason(); }
 
 void InProcFabric::reset() {
   for (auto& b : impl_->boxes) {

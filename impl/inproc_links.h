@@ -24,6 +24,7 @@ class InProcFabric {
   // Fails every pending and future wait with LinkAborted(reason) until reset().
   void abort(const std::string& reason);
   bool aborted() const;
+  std::string abort_reason() const;
   // Clears an abort and drops every unmatched transfer (between runs).
   void reset();
   // Number of posted transfers not yet matched, for diagnostics and tests.
