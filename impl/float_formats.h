@@ -60,15 +60,14 @@ const uint8_t* f16_to_e4m3_table();  // 65536 entries
 const uint8_t* f16_to_e5m2_table();  // 65536 entries
 
 inline float f16_to_float(uint16_t h) {
+  // Place exponent and mantissa in float's fields and rescale by 2^(127-15):
+  // exact for normals and subnormals alike, and free of data-dependent branches
+  // so that loops over it vectorize. Inf and NaN are patched in afterwards.
   const uint32_t sign = static_cast<uint32_t>(h & 0x8000u) << 16;
-  const uint32_t exp = (h >> 10) & 0x1fu;
-  const uint32_t man = h & 0x3ffu;
-  if (exp == 0) {  // zero or subnormal: man * 2^-24, exact in float
-    const float v = static_cast<float>(man) * 5.9604644775390625e-8f;
-    return sign ? -v : v;
-  }
-  if (exp == 0x1f) return std::bit_cast<float>(sign | 0x7f800000u | (man << 13));  // Inf, NaN
-  return std::bit_cast<float>(sign | ((exp + 112u) << 23) | (man << 13));
+  const uint32_t em = h & 0x7fffu;
+  float mag = std::bit_cast<float>(em << 13) * 0x1p112f;
+  if (em >= 0x7c00u) mag = std::bit_cast<float>(0x7f800000u | ((em & 0x3ffu) << 13));
+  return std::bit_cast<float>(std::bit_cast<uint32_t>(mag) | sign);
 }
 
 inline uint16_t float_to_f16(float f) {
@@ -83,9 +82,12 @@ inline uint16_t float_to_f16(float f) {
     return static_cast<uint16_t>(sign | (a >> 13));
   }
   // Subnormal (or zero): the float16 quantum is 2^-24, so scale and round to an
-  // integer; 1024 is the smallest normal, whose encoding is also 1024.
+  // integer; 1024 is the smallest normal, whose encoding is also 1024. Adding
+  // and subtracting 2^23 rounds to an integer in the current (nearest-even)
+  // mode without a libm call, which GCC would otherwise hoist out of the branch.
   const float scaled = std::bit_cast<float>(a) * 16777216.0f;  // exact: power-of-two scale
-  return static_cast<uint16_t>(sign | static_cast<uint32_t>(std::nearbyint(scaled)));
+  const float rounded = (scaled + 8388608.0f) - 8388608.0f;
+  return static_cast<uint16_t>(sign | static_cast<uint32_t>(rounded));
 }
 
 inline float bf16_to_float(uint16_t b) { return std::bit_cast<float>(static_cast<uint32_t>(b) << 16); }

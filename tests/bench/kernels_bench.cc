@@ -1,0 +1,99 @@
+// Micro-benchmark of the CPU reduce kernels, side by side with memcpy as the
+// peer in the same run. `reduce(dst, src)` reads two buffers and writes one, so
+// a memory-bound kernel moves 3 bytes per output byte where memcpy moves 2; the
+// table after the run prints each kernel's bandwidth (bytes of dst per second)
+// as a ratio to memcpy's. Run it with ci/bench; it is not a test and is not
+// timed in CI.
+#include <benchmark/benchmark.h>
+#include <fmt/format.h>
+
+#include <cstring>
+#include <map>
+#include <vector>
+
+#include "impl/element_ops.h"
+#include "impl/kernels.h"
+
+using namespace collcheck;
+
+namespace {
+
+constexpr size_t kBytes = 8 << 20;  // 8 MiB: beyond L2, like a real all-reduce chunk
+
+void BM_memcpy(benchmark::State& state) {
+  std::vector<std::byte> a(kBytes, std::byte{1}), b(kBytes);
+  for (auto _ : state) {
+    std::memcpy(b.data(), a.data(), kBytes);
+    benchmark::DoNotOptimize(b.data());
+    benchmark::ClobberMemory();
+  }
+  state.SetBytesProcessed(static_cast<int64_t>(state.iterations()) * static_cast<int64_t>(kBytes));
+}
+
+void BM_reduce(benchmark::State& state) {
+  const auto t = static_cast<DType>(state.range(0));
+  const auto c = static_cast<Combine>(state.range(1));
+  const size_t n = kBytes / dtype_size(t);
+  std::vector<std::byte> dst(kBytes), src(kBytes);
+  // Benign values (1.0-ish): no NaN, Inf or subnormal slow paths.
+  visit_dtype(t, [&](auto tag) {
+    using T = decltype(tag);
+    for (size_t i = 0; i < n; ++i) {
+      const uint64_t one = to_element_bits(t, 1.0 + static_cast<double>(i % 7) / 8);
+      std::memcpy(dst.data() + i * sizeof(T), &one, sizeof(T));
+      std::memcpy(src.data() + i * sizeof(T), &one, sizeof(T));
+    }
+  });
+  for (auto _ : state) {
+    reduce(dst.data(), src.data(), n, t, c == Combine::Prod ? Combine::Max : c);  // prod would overflow over time
+    benchmark::DoNotOptimize(dst.data());
+    benchmark::ClobberMemory();
+  }
+  state.SetBytesProcessed(static_cast<int64_t>(state.iterations()) * static_cast<int64_t>(kBytes));
+  state.SetLabel(fmt::format("{} {}", dtype_name(t), c == Combine::Sum ? "sum" : "max"));
+}
+
+class RatioReporter : public benchmark::ConsoleReporter {
+ public:
+  void ReportRuns(const std::vector<Run>& runs) override {
+    ConsoleReporter::ReportRuns(runs);
+    for (const auto& r : runs) {
+      auto it = r.counters.find("bytes_per_second");
+      if (it == r.counters.end()) continue;
+      if (r.benchmark_name().rfind("BM_memcpy", 0) == 0) {
+        memcpy_bps_ = it->second.value;
+      } else {
+        kernels_.emplace_back(r.report_label, it->second.value);
+      }
+    }
+  }
+  void Finalize() override {
+    ConsoleReporter::Finalize();
+    if (memcpy_bps_ <= 0) return;
+    fmt::print("\npeer: memcpy {:.2f} GB/s (same run)\n", memcpy_bps_ / 1e9);
+    for (const auto& [label, bps] : kernels_)
+      fmt::print("  reduce {:<18} {:7.2f} GB/s   ratio to memcpy {:.2f}\n", label, bps / 1e9, bps / memcpy_bps_);
+  }
+
+ private:
+  double memcpy_bps_ = 0;
+  std::vector<std::pair<std::string, double>> kernels_;
+};
+
+}  // namespace
+
+BENCHMARK(BM_memcpy);
+BENCHMARK(BM_reduce)->ArgsProduct({{static_cast<int64_t>(DType::Int8), static_cast<int64_t>(DType::Int32),
+                                     static_cast<int64_t>(DType::Int64), static_cast<int64_t>(DType::Float16),
+                                     static_cast<int64_t>(DType::BFloat16), static_cast<int64_t>(DType::Float32),
+                                     static_cast<int64_t>(DType::Float64), static_cast<int64_t>(DType::Fp8E4M3)},
+                                    {static_cast<int64_t>(Combine::Sum), static_cast<int64_t>(Combine::Max)}});
+
+int main(int argc, char** argv) {
+  benchmark::Initialize(&argc, argv);
+  if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 2;
+  RatioReporter reporter;
+  benchmark::RunSpecifiedBenchmarks(&reporter);
+  benchmark::Shutdown();
+  return 0;
+}
