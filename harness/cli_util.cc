@@ -4,6 +4,7 @@
 
 #include <cctype>
 #include <charconv>
+#include <optional>
 
 #include "impl/algorithm.h"
 
@@ -53,41 +54,39 @@ size_t parse_size(std::string_view text, std::string_view flag) {
   return v * mult;
 }
 
-std::vector<DType> parse_dtype_list(std::string_view text, std::string_view flag) {
-  if (text == "all") return {kAllDTypes.begin(), kAllDTypes.end()};
-  std::vector<DType> out;
+namespace {
+// "all" gives every choice; otherwise each comma-separated name must parse.
+template <typename T, typename Parse>
+std::vector<T> parse_list(std::string_view text, std::string_view flag, std::string_view what, Parse parse,
+                          const std::vector<T>& all, const std::string& choices) {
+  if (text == "all") return all;
+  std::vector<T> out;
   for (auto name : split(text)) {
-    auto t = parse_dtype(name);
-    if (!t) throw UsageError(fmt::format("unknown dtype '{}' for {}; allowed: {}, or all", name, flag, dtype_choices()));
-    out.push_back(*t);
+    auto v = parse(name);
+    if (!v) throw UsageError(fmt::format("unknown {} '{}' for {}; allowed: {}, or all", what, name, flag, choices));
+    out.push_back(*v);
   }
   return out;
+}
+}  // namespace
+
+std::vector<DType> parse_dtype_list(std::string_view text, std::string_view flag) {
+  return parse_list<DType>(text, flag, "dtype", parse_dtype, {kAllDTypes.begin(), kAllDTypes.end()},
+                           dtype_choices());
 }
 
 std::vector<RedOp> parse_op_list(std::string_view text, std::string_view flag) {
-  if (text == "all") return {kAllOps.begin(), kAllOps.end()};
-  std::vector<RedOp> out;
-  for (auto name : split(text)) {
-    auto op = parse_op(name);
-    if (!op) throw UsageError(fmt::format("unknown op '{}' for {}; allowed: {}, or all", name, flag, op_choices()));
-    out.push_back(*op);
-  }
-  return out;
+  return parse_list<RedOp>(text, flag, "op", parse_op, {kAllOps.begin(), kAllOps.end()}, op_choices());
 }
 
 std::vector<std::string> parse_algo_list(std::string_view text, std::string_view flag) {
-  std::vector<std::string> out;
-  if (text == "all") {
-    for (const auto& a : algorithms()) out.emplace_back(a.name);
-    return out;
-  }
-  for (auto name : split(text)) {
-    if (!find_algorithm(name))
-      throw UsageError(
-          fmt::format("unknown algorithm '{}' for {}; allowed: {}, or all", name, flag, algorithm_choices()));
-    out.emplace_back(name);
-  }
-  return out;
+  std::vector<std::string> all;
+  for (const auto& a : algorithms()) all.emplace_back(a.name);
+  auto find = [](std::string_view name) -> std::optional<std::string> {
+    if (!find_algorithm(name)) return std::nullopt;
+    return std::string(name);
+  };
+  return parse_list<std::string>(text, flag, "algorithm", find, all, algorithm_choices());
 }
 
 }  // namespace collcheck

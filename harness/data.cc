@@ -4,6 +4,7 @@
 #include <cmath>
 
 #include "harness/oracle.h"
+#include "impl/float_formats.h"
 
 namespace collcheck {
 
@@ -34,18 +35,6 @@ namespace {
 
 double unit(uint64_t r) { return static_cast<double>(r >> 11) * 0x1.0p-53; }  // [0, 1)
 
-int precision_bits(DType t) {
-  switch (t) {
-    case DType::Float16: return 11;
-    case DType::BFloat16: return 8;
-    case DType::Float32: return 24;
-    case DType::Float64: return 53;
-    case DType::Fp8E4M3: return 4;
-    case DType::Fp8E5M2: return 3;
-    default: return 0;
-  }
-}
-
 uint64_t exact_float(DType t, RedOp op, int nranks, int rank, size_t index, uint64_t r) {
   if (op == RedOp::Prod) {
     // One rank per element contributes 2^-1, 1 or 2; the rest contribute +-1.
@@ -60,7 +49,7 @@ uint64_t exact_float(DType t, RedOp op, int nranks, int rank, size_t index, uint
   // few significand bits (fp8) only m of the p ranks contribute a nonzero value
   // to a given element, rotating with the index. avg's 1/p is not exact; the
   // oracle detects whether its products stayed exact.
-  const int avail = precision_bits(t) - (op == RedOp::PreMulSum ? 2 : 0);
+  const int avail = float_info(t).precision - (op == RedOp::PreMulSum ? 2 : 0);
   const int p_bits = static_cast<int>(std::ceil(std::log2(static_cast<double>(nranks))));
   const int k_bits = std::max(1, avail - p_bits);
   const int64_t k_max = (int64_t{1} << k_bits) - 1;

@@ -40,43 +40,8 @@ DD dd_div(DD x, double y) {
   return two_sum(q, r / y);
 }
 
-struct FloatLimits {
-  double max_finite;
-  double min_normal;
-  double min_subnormal;
-  int precision;  // significand bits including the hidden one
-  bool saturates;
-};
-FloatLimits float_limits(DType t) {
-  auto small = [](SmallFloat f) {
-    const auto& s = small_float_spec(f);
-    return FloatLimits{s.max_finite, s.min_normal, s.min_subnormal, s.man_bits + 1, s.saturate};
-  };
-  switch (t) {
-    case DType::Float16: return small(SmallFloat::F16);
-    case DType::BFloat16: return small(SmallFloat::BF16);
-    case DType::Fp8E4M3: return small(SmallFloat::E4M3);
-    case DType::Fp8E5M2: return small(SmallFloat::E5M2);
-    case DType::Float32:
-      return {std::numeric_limits<float>::max(), std::numeric_limits<float>::min(),
-              std::numeric_limits<float>::denorm_min(), 24, false};
-    default:
-      return {std::numeric_limits<double>::max(), std::numeric_limits<double>::min(),
-              std::numeric_limits<double>::denorm_min(), 53, false};
-  }
-}
-
-uint64_t canonical_nan(DType t) {
-  switch (t) {
-    case DType::Float16:
-    case DType::BFloat16: return 0x7fff;
-    case DType::Float32: return 0x7fc00000u;
-    case DType::Float64: return 0x7ff8000000000000ull;
-    case DType::Fp8E4M3: return 0x7f;
-    case DType::Fp8E5M2: return 0x7e;
-    default: return 0;
-  }
-}
+// Any NaN of t, canonicalised so that sets of outcomes compare NaNs as equal.
+uint64_t canonical_nan(DType t) { return to_element_bits(t, std::numeric_limits<double>::quiet_NaN()); }
 
 bool is_nan_bits(DType t, uint64_t b) { return dtype_is_float(t) && std::isnan(element_to_double(t, b)); }
 
@@ -90,15 +55,6 @@ uint64_t fold(const Reduction& red, std::span<const uint64_t> ys) {
     for (size_t i = 1; i < ys.size(); ++i) acc = combine_elements(red.combine, acc, Ops::from_bits(ys[i]));
     if (red.postdiv) acc = Ops::postdiv(acc, red.divisor);
     return Ops::to_bits(acc);
-  });
-}
-
-uint64_t premultiplied(const Reduction& red, uint64_t x) {
-  if (!red.premul) return x;
-  return visit_dtype(red.dtype, [&](auto tag) -> uint64_t {
-    using T = decltype(tag);
-    using Ops = ElementOps<T>;
-    return Ops::to_bits(Ops::premul(Ops::from_bits(x), Ops::from_bits(red.scalar_bits)));
   });
 }
 
@@ -121,11 +77,7 @@ bool all_order_outcomes(const Reduction& red, std::span<const uint64_t> ys, std:
       const size_t b = mask ^ a;
       for (uint64_t x : sets[a])
         for (uint64_t y : sets[b]) {
-          const uint64_t r = canon(visit_dtype(red.dtype, [&](auto tag) -> uint64_t {
-            using T = decltype(tag);
-            using Ops = ElementOps<T>;
-            return Ops::to_bits(combine_elements(red.combine, Ops::from_bits(x), Ops::from_bits(y)));
-          }));
+          const uint64_t r = canon(combine_bits(red.dtype, red.combine, x, y));
           if (std::find(s.begin(), s.end(), r) == s.end()) {
             s.push_back(r);
             if (s.size() > cap) return false;
@@ -158,21 +110,7 @@ std::string_view check_kind_name(CheckKind k) {
   return "?";
 }
 
-double step_roundoff(DType t) {
-  switch (t) {
-    case DType::Float64: return std::ldexp(1.0, -53);
-    case DType::Float32: return std::ldexp(1.0, -24);
-    case DType::Float16: return std::ldexp(1.0, -11);
-    case DType::BFloat16: return std::ldexp(1.0, -8);
-    case DType::Fp8E4M3:
-    case DType::Fp8E5M2: {
-      const double u8 = small_float_spec(t == DType::Fp8E4M3 ? SmallFloat::E4M3 : SmallFloat::E5M2).unit_roundoff;
-      const double u16 = std::ldexp(1.0, -11);
-      return u8 + u16 + u8 * u16;  // rounded to float16, then to fp8
-    }
-    default: return 0;
-  }
-}
+double step_roundoff(DType t) { return float_info(t).unit_roundoff; }
 
 double steps_error(DType t, int n) {
   if (n <= 0) return 0;
@@ -243,7 +181,7 @@ Expectation expect_element(const Reduction& red, std::span<const uint64_t> value
   const size_t p = values.size();
   Expectation e;
   std::vector<uint64_t> ys(p);
-  for (size_t i = 0; i < p; ++i) ys[i] = premultiplied(red, values[i]);
+  for (size_t i = 0; i < p; ++i) ys[i] = premul_bits(red, values[i]);
 
   if (!dtype_is_float(t) || red.combine == Combine::Max || red.combine == Combine::Min) {
     e.kind = CheckKind::Bitwise;
@@ -251,7 +189,7 @@ Expectation expect_element(const Reduction& red, std::span<const uint64_t> value
     return e;
   }
 
-  const FloatLimits lim = float_limits(t);
+  const FloatInfo lim = float_info(t);
   std::vector<double> y(p);
   bool nonfinite = false, any_zero = false;
   double sum_abs = 0, big = 1, small = 1;
@@ -310,7 +248,7 @@ Expectation expect_element(const Reduction& red, std::span<const uint64_t> value
   }
 
   // Exact reference value and the bound (Bound and Coarse).
-  const double u = step_roundoff(t);
+  const double u = lim.unit_roundoff;
   const double steps = steps_error(t, static_cast<int>(p) - 1);
   DD exact;
   if (red.combine == Combine::Prod) {
@@ -370,8 +308,8 @@ Verdict judge(const Reduction& red, const Expectation& e, uint64_t result_bits) 
       const double diff = std::fabs((r - e.exact_hi) - e.exact_lo);
       double units = e.bound > 0 ? diff / e.bound : (diff == 0 ? 0 : kInf);
       bool ok = units <= 1;
-      if (!ok && e.kind == CheckKind::Coarse && float_limits(t).saturates &&
-          std::fabs(r) == float_limits(t).max_finite) {
+      if (!ok && e.kind == CheckKind::Coarse && float_info(t).saturates &&
+          std::fabs(r) == float_info(t).max_finite) {
         ok = true;  // a saturated partial result
         units = 0;
       }

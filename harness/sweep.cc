@@ -31,7 +31,8 @@ struct Guarded {
   }
 };
 
-double busbw_factor(int p) { return p > 1 ? 2.0 * (p - 1) / p : 1.0; }
+// nccl-tests' all-reduce bus bandwidth factor (0 at p = 1: nothing crosses a link).
+double busbw_factor(int p) { return 2.0 * (p - 1) / p; }
 
 double memcpy_bandwidth(size_t bytes, int iters) {
   std::vector<std::byte> a(bytes, std::byte{1}), b(bytes);
@@ -55,16 +56,26 @@ SweepRow run_row(ThreadWorld& world, const SweepOptions& o, size_t count, DType 
   row.dtype = t;
   row.op = op;
   row.algo = algo;
-  std::vector<std::vector<std::byte>> inputs(static_cast<size_t>(p));
+  // Inputs are generated once; every run starts from a copy of them, and the
+  // oracle and the "input untouched" check compare against them.
+  std::vector<std::vector<std::byte>> pristine(static_cast<size_t>(p)), inputs(static_cast<size_t>(p));
   std::vector<std::unique_ptr<Guarded>> outputs;
+  std::vector<const void*> in_ptrs;
   for (int r = 0; r < p; ++r) {
-    inputs[static_cast<size_t>(r)].resize(bytes);
+    auto& pr = pristine[static_cast<size_t>(r)];
+    pr.resize(bytes);
+    fill_input(pr.data(), count, t, op, p, r, o.seed, o.data);
+    in_ptrs.push_back(pr.data());
     outputs.push_back(std::make_unique<Guarded>(bytes));
   }
-  auto fill_all = [&] {
+  auto reset_buffers = [&] {
     for (int r = 0; r < p; ++r) {
-      fill_input(inputs[static_cast<size_t>(r)].data(), count, t, op, p, r, o.seed, o.data);
-      if (o.inplace && bytes > 0) std::memcpy(outputs[static_cast<size_t>(r)]->data(), inputs[static_cast<size_t>(r)].data(), bytes);
+      const auto& pr = pristine[static_cast<size_t>(r)];
+      if (o.inplace) {
+        if (bytes > 0) std::memcpy(outputs[static_cast<size_t>(r)]->data(), pr.data(), bytes);
+      } else {
+        inputs[static_cast<size_t>(r)] = pr;
+      }
     }
   };
   auto send_of = [&](int r) -> const void* {
@@ -75,7 +86,7 @@ SweepRow run_row(ThreadWorld& world, const SweepOptions& o, size_t count, DType 
   const auto limit = o.timeout * (o.iters + o.warmup + 2) + std::chrono::seconds(5);
 
   // Timed iterations.
-  fill_all();
+  reset_buffers();
   std::vector<double> seconds(static_cast<size_t>(p), 0);
   WorldRun timed = world.run(
       [&](RankContext& ctx) {
@@ -102,7 +113,7 @@ SweepRow run_row(ThreadWorld& world, const SweepOptions& o, size_t count, DType 
   if (!o.check) return row;
 
   // One checked call on fresh inputs.
-  fill_all();
+  reset_buffers();
   WorldRun checked = world.run(
       [&](RankContext& ctx) {
         Communicator comm(ctx.links(), copts);
@@ -114,14 +125,6 @@ SweepRow run_row(ThreadWorld& world, const SweepOptions& o, size_t count, DType 
     row.wrong = std::max<size_t>(count, 1);
     row.error = checked.failures();
     return row;
-  }
-  // Pristine inputs for the oracle (in-place runs overwrote theirs).
-  std::vector<std::vector<std::byte>> pristine(static_cast<size_t>(p));
-  std::vector<const void*> in_ptrs;
-  for (int r = 0; r < p; ++r) {
-    pristine[static_cast<size_t>(r)].resize(bytes);
-    fill_input(pristine[static_cast<size_t>(r)].data(), count, t, op, p, r, o.seed, o.data);
-    in_ptrs.push_back(pristine[static_cast<size_t>(r)].data());
   }
   const Reduction red = resolve_reduction(t, op, p, o.scalar);
   std::vector<const void*> out_ptrs, after_ptrs;
@@ -141,8 +144,6 @@ SweepRow run_row(ThreadWorld& world, const SweepOptions& o, size_t count, DType 
   }
   return row;
 }
-
-std::string format_size(size_t bytes) { return fmt::format("{}", bytes); }
 
 }  // namespace
 
@@ -210,7 +211,7 @@ SweepResult run_sweep(const SweepOptions& o, std::FILE* out) {
           SweepRow row = run_row(world, o, count, t, op, algo);
           const std::string err = o.check ? fmt::format("{:.3g}", row.max_err_units) : "N/A";
           fmt::print(out, "  {:>12} {:>12} {:>9} {:>9} {:>6} {:>10.1f} {:>11.3f} {:>11.3f} {:>8} {:>9}\n",
-                     format_size(row.bytes), row.count, dtype_name(t), op_name(op), algo, row.time_us, row.algbw,
+                     row.bytes, row.count, dtype_name(t), op_name(op), algo, row.time_us, row.algbw,
                      row.busbw, o.check ? fmt::format("{}", row.wrong) : "N/A", err);
           if (!row.error.empty()) fmt::print(out, "#   ^ {}\n", row.error);
           std::fflush(out);

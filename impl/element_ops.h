@@ -137,4 +137,22 @@ inline T combine_elements(Combine c, T a, T b) {
   return a;
 }
 
+// The same steps on element bits (one dispatch per call): for the oracle and
+// tests, which work on single elements of any dtype.
+inline uint64_t combine_bits(DType t, Combine c, uint64_t a, uint64_t b) {
+  return visit_dtype(t, [&](auto tag) -> uint64_t {
+    using Ops = ElementOps<decltype(tag)>;
+    return Ops::to_bits(combine_elements(c, Ops::from_bits(a), Ops::from_bits(b)));
+  });
+}
+// What a rank contributes for input x: x times the scalar when the reduction
+// pre-multiplies, else x.
+inline uint64_t premul_bits(const Reduction& r, uint64_t x) {
+  if (!r.premul) return x;
+  return visit_dtype(r.dtype, [&](auto tag) -> uint64_t {
+    using Ops = ElementOps<decltype(tag)>;
+    return Ops::to_bits(Ops::premul(Ops::from_bits(x), Ops::from_bits(r.scalar_bits)));
+  });
+}
+
 }  // namespace collcheck

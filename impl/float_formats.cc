@@ -3,7 +3,9 @@
 #include <bit>
 #include <cmath>
 #include <cstring>
+#include <limits>
 #include <memory>
+#include <stdexcept>
 
 namespace collcheck {
 
@@ -101,38 +103,41 @@ uint32_t small_float_encode(SmallFloat f, double x) {
   return sign | (exp << s.man_bits) | man;
 }
 
-namespace {
-struct Tables {
-  float f16[65536];
-  float e4m3[256];
-  float e5m2[256];
-  uint8_t f16_e4m3[65536];
-  uint8_t f16_e5m2[65536];
-  Tables() {
-    for (uint32_t i = 0; i < 65536; ++i) {
-      const double v = small_float_decode(SmallFloat::F16, i);
-      f16[i] = static_cast<float>(v);
-      f16_e4m3[i] = static_cast<uint8_t>(small_float_encode(SmallFloat::E4M3, v));
-      f16_e5m2[i] = static_cast<uint8_t>(small_float_encode(SmallFloat::E5M2, v));
-    }
-    for (uint32_t i = 0; i < 256; ++i) {
-      e4m3[i] = static_cast<float>(small_float_decode(SmallFloat::E4M3, i));
-      e5m2[i] = static_cast<float>(small_float_decode(SmallFloat::E5M2, i));
-    }
-  }
-};
-const Tables& tables() {
-  static const std::unique_ptr<Tables> t = std::make_unique<Tables>();
-  return *t;
+const uint8_t* f16_to_e4m3_table() {
+  static const std::unique_ptr<uint8_t[]> table = [] {
+    std::unique_ptr<uint8_t[]> t(new uint8_t[65536]);
+    for (uint32_t i = 0; i < 65536; ++i)
+      t[i] = static_cast<uint8_t>(small_float_encode(SmallFloat::E4M3, small_float_decode(SmallFloat::F16, i)));
+    return t;
+  }();
+  return table.get();
 }
-}  // namespace
 
-const float* f16_decode_table() { return tables().f16; }
-const float* e4m3_decode_table() { return tables().e4m3; }
-const float* e5m2_decode_table() { return tables().e5m2; }
-const uint8_t* f16_to_e4m3_table() { return tables().f16_e4m3; }
-const uint8_t* f16_to_e5m2_table() { return tables().f16_e5m2; }
-
+FloatInfo float_info(DType t) {
+  auto small = [](SmallFloat f) {
+    const auto& s = small_float_spec(f);
+    return FloatInfo{s.man_bits + 1, s.max_finite, s.min_normal, s.min_subnormal, s.unit_roundoff, s.saturate};
+  };
+  switch (t) {
+    case DType::Float16: return small(SmallFloat::F16);
+    case DType::BFloat16: return small(SmallFloat::BF16);
+    case DType::Fp8E4M3:
+    case DType::Fp8E5M2: {
+      // NCCL rounds every fp8 step to float16 first, then to fp8.
+      FloatInfo i = small(t == DType::Fp8E4M3 ? SmallFloat::E4M3 : SmallFloat::E5M2);
+      const double u16 = small_float_spec(SmallFloat::F16).unit_roundoff;
+      i.unit_roundoff = i.unit_roundoff + u16 + i.unit_roundoff * u16;
+      return i;
+    }
+    case DType::Float32:
+      return {24, std::numeric_limits<float>::max(), std::numeric_limits<float>::min(),
+              std::numeric_limits<float>::denorm_min(), std::ldexp(1.0, -24), false};
+    case DType::Float64:
+      return {53, std::numeric_limits<double>::max(), std::numeric_limits<double>::min(),
+              std::numeric_limits<double>::denorm_min(), std::ldexp(1.0, -53), false};
+    default: throw std::invalid_argument("float_info: not a floating dtype");
+  }
+}
 
 uint8_t float_to_e4m3(float f) {
   return static_cast<uint8_t>(small_float_encode(SmallFloat::E4M3, static_cast<double>(f)));

@@ -14,6 +14,8 @@
 #include <cmath>
 #include <cstdint>
 
+#include "impl/dtype.h"
+
 namespace collcheck {
 
 enum class SmallFloat : uint8_t { F16, BF16, E4M3, E5M2 };
@@ -52,12 +54,20 @@ inline uint8_t f16_to_e5m2(uint16_t h);
 uint8_t float_to_e4m3(float f);
 uint8_t float_to_e5m2(float f);
 
-// Lookup tables, exposed so that kernels can hoist them out of loops.
-const float* f16_decode_table();   // 65536 entries
-const float* e4m3_decode_table();  // 256 entries
-const float* e5m2_decode_table();  // 256 entries
-const uint8_t* f16_to_e4m3_table();  // 65536 entries
-const uint8_t* f16_to_e5m2_table();  // 65536 entries
+// float16 -> e4m3 for all 65536 patterns, built once from small_float_encode.
+const uint8_t* f16_to_e4m3_table();
+
+// What the oracle and the data generators need to know of a floating dtype.
+struct FloatInfo {
+  int precision;         // significand bits, the hidden one included
+  double max_finite;
+  double min_normal;
+  double min_subnormal;
+  double unit_roundoff;  // worst relative error of one rounded step (fp8: via float16, so two roundings)
+  bool saturates;        // overflow saturates instead of giving Inf (fp8)
+};
+// Throws std::invalid_argument for integer dtypes.
+FloatInfo float_info(DType t);
 
 inline float f16_to_float(uint16_t h) {
   // Place exponent and mantissa in float's fields and rescale by 2^(127-15):

@@ -69,18 +69,16 @@ TEST(FloatFormats, FastDecodersMatchTheGenericDecoderOnEveryPattern) {
   for (uint32_t b = 0; b < 65536; ++b) {
     const uint16_t h = static_cast<uint16_t>(b);
     ASSERT_TRUE(same_value(f16_to_float(h), small_float_decode(SmallFloat::F16, b))) << b;
-    ASSERT_TRUE(same_value(f16_decode_table()[b], small_float_decode(SmallFloat::F16, b))) << b;
     ASSERT_TRUE(same_value(bf16_to_float(h), small_float_decode(SmallFloat::BF16, b))) << b;
   }
   for (uint32_t b = 0; b < 65536; ++b) {
-    // half -> fp8 fast paths against the generic encoder's tables.
-    ASSERT_EQ(f16_to_e5m2(static_cast<uint16_t>(b)), f16_to_e5m2_table()[b]) << b;
-    ASSERT_EQ(f16_to_e4m3(static_cast<uint16_t>(b)), f16_to_e4m3_table()[b]) << b;
+    // half -> fp8 fast paths against the generic encoder.
+    const double v = small_float_decode(SmallFloat::F16, b);
+    ASSERT_EQ(f16_to_e5m2(static_cast<uint16_t>(b)), small_float_encode(SmallFloat::E5M2, v)) << b;
+    ASSERT_EQ(f16_to_e4m3(static_cast<uint16_t>(b)), small_float_encode(SmallFloat::E4M3, v)) << b;
   }
   for (uint32_t b = 0; b < 256; ++b) {
     const uint8_t v = static_cast<uint8_t>(b);
-    ASSERT_TRUE(same_value(e4m3_decode_table()[b], small_float_decode(SmallFloat::E4M3, b))) << b;
-    ASSERT_TRUE(same_value(e5m2_decode_table()[b], small_float_decode(SmallFloat::E5M2, b))) << b;
     ASSERT_TRUE(same_value(e4m3_to_float(v), small_float_decode(SmallFloat::E4M3, b))) << b;
     ASSERT_TRUE(same_value(e5m2_to_float(v), small_float_decode(SmallFloat::E5M2, b))) << b;
   }
