@@ -180,7 +180,11 @@ Expectation expect_element(const Reduction& red, std::span<const uint64_t> value
   const DType t = red.dtype;
   const size_t p = values.size();
   Expectation e;
-  std::vector<uint64_t> ys(p);
+  // Reused across calls: this runs once per checked element.
+  thread_local std::vector<uint64_t> ys;
+  thread_local std::vector<double> y;
+  ys.resize(p);
+  y.resize(p);
   for (size_t i = 0; i < p; ++i) ys[i] = premul_bits(red, values[i]);
 
   if (!dtype_is_float(t) || red.combine == Combine::Max || red.combine == Combine::Min) {
@@ -190,7 +194,6 @@ Expectation expect_element(const Reduction& red, std::span<const uint64_t> value
   }
 
   const FloatInfo lim = float_info(t);
-  std::vector<double> y(p);
   bool nonfinite = false, any_zero = false;
   double sum_abs = 0, big = 1, small = 1;
   for (size_t i = 0; i < p; ++i) {
