@@ -48,10 +48,6 @@ std::span<std::byte> elem_span(void* base, DType t, size_t offset, size_t count)
   const size_t es = dtype_size(t);
   return {static_cast<std::byte*>(base) + offset * es, count * es};
 }
-std::span<const std::byte> elem_span(const void* base, DType t, size_t offset, size_t count) {
-  const size_t es = dtype_size(t);
-  return {static_cast<const std::byte*>(base) + offset * es, count * es};
-}
 
 bool begin_all_reduce(const AllReduceArgs& a) {
   apply_pre(a.red, a.recv, a.send, a.count);

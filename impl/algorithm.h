@@ -53,7 +53,6 @@ Chunk balanced_chunk(size_t count, int parts, int i);
 
 // Bytes of `count` elements of the call's dtype starting at element `offset`.
 std::span<std::byte> elem_span(void* base, DType t, size_t offset, size_t count);
-std::span<const std::byte> elem_span(const void* base, DType t, size_t offset, size_t count);
 
 // The common start of every algorithm: writes this rank's contribution (the
 // input, pre-multiplied where the reduction says so) into the receive buffer.
