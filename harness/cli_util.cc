@@ -79,6 +79,11 @@ std::vector<RedOp> parse_op_list(std::string_view text, std::string_view flag) {
   return parse_list<RedOp>(text, flag, "op", parse_op, {kAllOps.begin(), kAllOps.end()}, op_choices());
 }
 
+std::vector<DataClass> parse_data_class_list(std::string_view text, std::string_view flag) {
+  return parse_list<DataClass>(text, flag, "data class", parse_data_class,
+                               {std::begin(kAllDataClasses), std::end(kAllDataClasses)}, data_class_choices());
+}
+
 std::vector<std::string> parse_algo_list(std::string_view text, std::string_view flag) {
   std::vector<std::string> all;
   for (const auto& a : algorithms()) all.emplace_back(a.name);

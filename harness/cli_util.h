@@ -9,6 +9,7 @@
 #include <string_view>
 #include <vector>
 
+#include "harness/data.h"
 #include "impl/dtype.h"
 #include "impl/semantics.h"
 
@@ -27,6 +28,7 @@ size_t parse_count(std::string_view text, std::string_view flag);
 // "all" or a comma-separated list.
 std::vector<DType> parse_dtype_list(std::string_view text, std::string_view flag);
 std::vector<RedOp> parse_op_list(std::string_view text, std::string_view flag);
+std::vector<DataClass> parse_data_class_list(std::string_view text, std::string_view flag);
 std::vector<std::string> parse_algo_list(std::string_view text, std::string_view flag);
 
 }  // namespace collcheck

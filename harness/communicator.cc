@@ -69,7 +69,7 @@ struct Task {
   size_t count;
   Reduction red;
   Links* links;
-  const AlgorithmInfo* algo;
+  const Implementation* impl;
   std::shared_ptr<Work::State> state;
 };
 }  // namespace
@@ -86,7 +86,7 @@ struct Communicator::Engine {
   static void execute(Task& t) {
     std::exception_ptr err;
     try {
-      t.algo->run(AllReduceArgs{t.send, t.recv, t.count, t.red, *t.links, t.state->call.seq << 8,
+      t.impl->all_reduce(AllReduceArgs{t.send, t.recv, t.count, t.red, *t.links, t.state->call.seq << 8,
                                 t.state->deadline});
     } catch (...) {
       err = std::current_exception();
@@ -142,11 +142,7 @@ struct Communicator::Engine {
 Communicator::Communicator(Links& links, CommOptions options)
     : links_(links), options_(std::move(options)), log_(std::make_shared<Work::Log>()),
       engine_(std::make_unique<Engine>()) {
-  algo_ = find_algorithm(options_.algorithm);
-  if (!algo_) {
-    throw std::invalid_argument(
-        fmt::format("unknown algorithm '{}'; allowed: {}", options_.algorithm, algorithm_choices()));
-  }
+  impl_ = options_.impl ? options_.impl : make_implementation(options_.algorithm);
 }
 
 Communicator::~Communicator() = default;
@@ -163,16 +159,16 @@ void Communicator::all_reduce(const void* send, void* recv, size_t count, DType 
                                          rank(), seq));
   }
   const Reduction red = resolve_reduction(dtype, op, size(), scalar);
-  algo_->run(AllReduceArgs{send, recv, count, red, links_, seq << 8, deadline});
+  impl_->all_reduce(AllReduceArgs{send, recv, count, red, links_, seq << 8, deadline});
 }
 
 std::unique_ptr<Work> Communicator::all_reduce_async(const void* send, void* recv, size_t count, DType dtype,
                                                      RedOp op, double scalar) {
   auto state = std::make_shared<Work::State>();
   state->deadline = Clock::now() + options_.timeout;
-  state->call = CallFingerprint{++seq_, count, dtype, op, std::string(algo_->name), true};
+  state->call = CallFingerprint{++seq_, count, dtype, op, impl_->name(), true};
   auto task = std::make_unique<Task>(
-      Task{send, recv, count, resolve_reduction(dtype, op, size(), scalar), &links_, algo_, state});
+      Task{send, recv, count, resolve_reduction(dtype, op, size(), scalar), &links_, impl_.get(), state});
   engine_->submit(std::move(task));
   return std::make_unique<Work>(state, log_);
 }

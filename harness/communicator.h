@@ -14,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "harness/implementation.h"
 #include "impl/algorithm.h"
 #include "impl/dtype.h"
 #include "impl/links.h"
@@ -22,10 +23,17 @@
 namespace collcheck {
 
 struct CommOptions {
+  // What executes each call: `impl` when set, else the implementation named by
+  // `algorithm` (see make_implementation).
   std::string algorithm = "ring";
   // Every call must finish within this time from when it was issued; each wait
   // inside it uses the resulting deadline.
   std::chrono::milliseconds timeout{30000};
+  ImplPtr impl;
+
+  CommOptions(std::string algo = "ring", std::chrono::milliseconds t = std::chrono::milliseconds(30000),
+              ImplPtr i = nullptr)
+      : algorithm(std::move(algo)), timeout(t), impl(std::move(i)) {}
 };
 
 struct CallFingerprint {
@@ -68,7 +76,7 @@ class Work {
 
 class Communicator {
  public:
-  // Throws std::invalid_argument for an unknown algorithm.
+  // Throws ImplementationError for an unknown algorithm.
   Communicator(Links& links, CommOptions options = {});
   ~Communicator();
   Communicator(const Communicator&) = delete;
@@ -90,7 +98,7 @@ class Communicator {
  private:
   Links& links_;
   CommOptions options_;
-  const AlgorithmInfo* algo_;
+  ImplPtr impl_;
   uint64_t seq_ = 0;
   std::shared_ptr<Work::Log> log_;
   std::unique_ptr<Engine> engine_;

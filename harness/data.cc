@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 
 #include "harness/oracle.h"
 #include "impl/float_formats.h"
@@ -13,15 +14,26 @@ std::string_view data_class_name(DataClass c) {
     case DataClass::Exact: return "exact";
     case DataClass::Random: return "random";
     case DataClass::Mixed: return "mixed";
+    case DataClass::Extreme: return "extreme";
+    case DataClass::Special: return "special";
+    case DataClass::Wrap: return "wrap";
   }
   return "?";
 }
 
 std::optional<DataClass> parse_data_class(std::string_view s) {
-  if (s == "exact") return DataClass::Exact;
-  if (s == "random") return DataClass::Random;
-  if (s == "mixed") return DataClass::Mixed;
+  for (DataClass c : kAllDataClasses)
+    if (data_class_name(c) == s) return c;
   return std::nullopt;
+}
+
+std::string data_class_choices() {
+  std::string out;
+  for (DataClass c : kAllDataClasses) {
+    if (!out.empty()) out += ", ";
+    out += data_class_name(c);
+  }
+  return out;
 }
 
 uint64_t splitmix64(uint64_t x) {
@@ -82,12 +94,87 @@ uint64_t random_float(DType t, RedOp op, uint64_t r) {
   }
 }
 
+uint64_t extreme_float(DType t, uint64_t r) {
+  const FloatInfo lim = float_info(t);
+  const double sign = (r & 1) ? -1.0 : 1.0;
+  const double x = unit(r);
+  switch ((r >> 1) % 3) {
+    case 0: return to_element_bits(t, sign * lim.max_finite * (0.5 + 0.5 * x));
+    case 1: {  // a subnormal: k times the smallest one, k below 2^(precision-1)
+      const uint64_t k = 1 + (r >> 8) % ((uint64_t{1} << (lim.precision - 1)) - 1);
+      return to_element_bits(t, sign * static_cast<double>(k) * lim.min_subnormal);
+    }
+    default: return to_element_bits(t, sign * (1.0 + x));
+  }
+}
+
+uint64_t special_float(DType t, uint64_t r) {
+  const double sign = (r & 1) ? -1.0 : 1.0;
+  switch ((r >> 1) % 7) {
+    case 0: {  // a quiet NaN with a random payload (fp8 e4m3 has a single NaN pattern)
+      const uint64_t q = to_element_bits(t, std::numeric_limits<double>::quiet_NaN());
+      const int mant = float_info(t).precision - 1;
+      const uint64_t payload = mant > 2 ? ((r >> 8) & ((uint64_t{1} << (mant - 1)) - 1)) : 0;
+      const uint64_t sign_bit = (r & 1) ? uint64_t{1} << (8 * dtype_size(t) - 1) : 0;
+      return t == DType::Fp8E4M3 ? q : (q | payload | sign_bit);
+    }
+    case 1: return to_element_bits(t, sign * std::numeric_limits<double>::infinity());
+    case 2: return to_element_bits(t, sign * 0.0);
+    default: return to_element_bits(t, sign * (1.0 + unit(r)) * std::ldexp(1.0, static_cast<int>((r >> 4) % 4)));
+  }
+}
+
+// Integers of `bits` bits as their two's-complement pattern.
+uint64_t int_pattern(DType t, int64_t v) {
+  const unsigned bits = 8 * static_cast<unsigned>(dtype_size(t));
+  const uint64_t mask = bits == 64 ? ~uint64_t{0} : (uint64_t{1} << bits) - 1;
+  return static_cast<uint64_t>(v) & mask;
+}
+
+uint64_t extreme_int(DType t, uint64_t r) {
+  const unsigned bits = 8 * static_cast<unsigned>(dtype_size(t));
+  const bool is_signed = dtype_is_signed_int(t);
+  const uint64_t top = bits == 64 ? ~uint64_t{0} : (uint64_t{1} << bits) - 1;  // all ones
+  const uint64_t small = (r >> 8) % 4;
+  // The maximum minus a little, or the minimum plus a little.
+  const uint64_t max = is_signed ? top >> 1 : top;
+  const uint64_t min = is_signed ? (top >> 1) + 1 : 0;
+  return ((r >> 1) & 1) ? max - small : min + small;
+}
+
+uint64_t special_int(DType t, uint64_t r) {
+  switch ((r >> 1) % 5) {
+    case 0: return 0;
+    case 1: return 1;
+    case 2: return int_pattern(t, -1);
+    default: return extreme_int(t, r >> 2) & ~uint64_t{3};  // the minimum or the maximum (low bits cleared)
+  }
+}
+
+uint64_t wrap_int(DType t, uint64_t r) {
+  // The top two bits set or clear: magnitudes near half the range, so that two
+  // or more of them overflow in a sum and almost any product wraps.
+  const unsigned bits = 8 * static_cast<unsigned>(dtype_size(t));
+  const uint64_t mask = bits == 64 ? ~uint64_t{0} : (uint64_t{1} << bits) - 1;
+  const uint64_t top2 = uint64_t{3} << (bits - 2);
+  return ((r & 1) ? (r | top2) : ((r & ~top2) | (uint64_t{1} << (bits - 2)))) & mask;
+}
+
 }  // namespace
 
 uint64_t input_element(DType t, RedOp op, int nranks, int rank, size_t index, uint64_t seed, DataClass cls) {
   const uint64_t r = splitmix64(seed ^ splitmix64(static_cast<uint64_t>(rank) * 0x100000001b3ull ^
                                                   splitmix64(static_cast<uint64_t>(index))));
-  if (!dtype_is_float(t)) return r;  // every integer pattern; results are bitwise anyway
+  if (!dtype_is_float(t)) {
+    switch (cls) {
+      case DataClass::Extreme: return extreme_int(t, r);
+      case DataClass::Special: return special_int(t, r);
+      case DataClass::Wrap: return wrap_int(t, r);
+      default: return r & (dtype_size(t) == 8 ? ~uint64_t{0} : (uint64_t{1} << (8 * dtype_size(t))) - 1);
+    }
+  }
+  if (cls == DataClass::Extreme || cls == DataClass::Wrap) return extreme_float(t, r);
+  if (cls == DataClass::Special) return special_float(t, r);
   DataClass c = cls;
   if (c == DataClass::Mixed) c = (index % 2 == 0) ? DataClass::Exact : DataClass::Random;
   return c == DataClass::Exact ? exact_float(t, op, nranks, rank, index, r) : random_float(t, op, r);

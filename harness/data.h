@@ -23,9 +23,23 @@ enum class DataClass : uint8_t {
   Random,
   // Element i alternates between Exact and Random.
   Mixed,
+  // Floats: values near the largest finite value (sums and products overflow,
+  // or saturate in fp8) mixed with subnormals and ordinary values. Integers:
+  // values near the type's minimum and maximum.
+  Extreme,
+  // Floats: NaN (with payloads), +-Inf, +-0 and ordinary values. Integers: 0,
+  // 1, -1 (all ones), the minimum and the maximum.
+  Special,
+  // Integers whose sums and products overflow and wrap (large magnitudes of
+  // both signs). For floats, the same as Extreme.
+  Wrap,
 };
 
 std::string_view data_class_name(DataClass c);
+// Every class, and their names as one "a, b, c" string for error messages.
+inline constexpr DataClass kAllDataClasses[] = {DataClass::Exact,   DataClass::Random,  DataClass::Mixed,
+                                                DataClass::Extreme, DataClass::Special, DataClass::Wrap};
+std::string data_class_choices();
 std::optional<DataClass> parse_data_class(std::string_view s);
 
 uint64_t splitmix64(uint64_t x);

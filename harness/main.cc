@@ -2,11 +2,17 @@
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
 
+#include <unistd.h>
+
 #include <cstdio>
+#include <random>
 #include <string>
 
 #include "harness/cli_util.h"
+#include "harness/data.h"
 #include "harness/sweep.h"
+#include "collcheck/plugin.h"
+#include "properties/verify.h"
 
 namespace {
 
@@ -29,11 +35,118 @@ void add_sweep(CLI::App& app, collcheck::SweepOptions& o, std::string& b, std::s
   s->add_option("--algo", algo, "ring, tree, dbtree, comma list, or all")->capture_default_str();
   s->add_flag("--inplace", o.inplace, "in-place calls (send buffer == recv buffer)");
   s->add_option("--seed", o.seed, "seed of the input data")->capture_default_str();
-  s->add_option("--data", data, "input data: exact, random or mixed")->capture_default_str();
+  s->add_option("--data", data, "input data: exact, random, mixed, extreme, special or wrap")->capture_default_str();
   s->add_option("--scalar", o.scalar, "pre-multiplier of premulsum, converted to the element type")
       ->capture_default_str();
   s->add_flag("--no-memcpy-peer", [&o](int64_t) { o.memcpy_peer = false; },
               "skip the memcpy bandwidth peer printed after the table");
+}
+
+struct VerifyFlags {
+  std::string impl = "ring";
+  std::string cases = "2000";
+  std::string seed;
+  int max_ranks = 8;
+  std::string max_count = "4096";
+  std::string dtypes = "all";
+  std::string ops = "all";
+  std::string data = "all";
+  double time_budget = 0;
+  double timeout = 10;
+  std::string isolate = "auto";
+  std::string replay;
+  std::string progress = "auto";
+};
+
+void add_verify(CLI::App& app, VerifyFlags& f) {
+  auto* v = app.add_subcommand("verify", "Property-based verification of an all-reduce implementation: random "
+                                         "cases, shrinking, a replayable minimal counterexample");
+  v->add_option("--impl", f.impl, "implementation under test: ring, tree, dbtree, or plugin:<path.so>")
+      ->capture_default_str();
+  v->add_option("--cases", f.cases, "number of random cases")->capture_default_str();
+  v->add_option("--seed", f.seed, "seed of the case generator (default: random, printed)");
+  v->add_option("--max-ranks", f.max_ranks, "largest world size generated")->capture_default_str();
+  v->add_option("--max-count", f.max_count, "largest element count generated")->capture_default_str();
+  v->add_option("--dtypes", f.dtypes, "dtypes to draw from: comma list or all")->capture_default_str();
+  v->add_option("--ops", f.ops, "ops to draw from: comma list or all")->capture_default_str();
+  v->add_option("--data", f.data, "input distributions: exact, random, extreme, special, wrap, comma list or all")
+      ->capture_default_str();
+  v->add_option("--time-budget", f.time_budget, "stop drawing cases after this many seconds (0: no limit)")
+      ->capture_default_str();
+  v->add_option("--timeout", f.timeout, "deadline of each all-reduce call, in seconds")->capture_default_str();
+  v->add_option("--isolate", f.isolate,
+                "run cases in a child process so a crash or hang is diagnosed: auto (plugins), on, off")
+      ->capture_default_str();
+  v->add_option("--replay", f.replay, "run exactly the case of this replay token (printed by a failing run)");
+  v->add_option("--progress", f.progress, "progress line on stderr: auto (when a terminal), on, off")
+      ->capture_default_str();
+}
+
+int run_verify_command(const VerifyFlags& f) {
+  using collcheck::UsageError;
+  collcheck::VerifyOptions o;
+  o.impl_spec = f.impl;
+  o.cases = collcheck::parse_count(f.cases, "--cases");
+  if (o.cases == 0) throw UsageError("--cases must be >= 1, got 0");
+  if (f.seed.empty()) {
+    o.seed = (static_cast<uint64_t>(std::random_device{}()) << 32) ^ std::random_device{}();
+  } else {
+    try {
+      size_t pos = 0;
+      o.seed = std::stoull(f.seed, &pos, 0);
+      if (pos != f.seed.size() || f.seed[0] == '-') throw std::invalid_argument("trailing");
+    } catch (const std::exception&) {
+      throw UsageError(fmt::format("--seed must be a non-negative integer (decimal or 0x hex), got '{}'", f.seed));
+    }
+  }
+  if (f.max_ranks < 1 || f.max_ranks > kMaxThreadRanks)
+    throw UsageError(fmt::format("--max-ranks must be between 1 and {} for the thread world, got {}", kMaxThreadRanks,
+                                 f.max_ranks));
+  o.space.max_ranks = f.max_ranks;
+  o.space.max_count = collcheck::parse_count(f.max_count, "--max-count");
+  if (o.space.max_count > (size_t{1} << 24))
+    throw UsageError(fmt::format("--max-count must be at most 16777216 (use sweep for large buffers), got {}",
+                                 o.space.max_count));
+  o.space.dtypes = collcheck::parse_dtype_list(f.dtypes, "--dtypes");
+  o.space.ops = collcheck::parse_op_list(f.ops, "--ops");
+  if (f.data != "all") {
+    for (auto c : collcheck::parse_data_class_list(f.data, "--data")) {
+      if (c == collcheck::DataClass::Mixed) throw UsageError("--data mixed is for sweep; allowed here: exact, random, extreme, special, wrap, or all");
+      o.space.data.push_back(c);
+    }
+  }
+  if (!(f.time_budget >= 0)) throw UsageError(fmt::format("--time-budget must be >= 0 seconds, got {}", f.time_budget));
+  o.time_budget_s = f.time_budget;
+  if (!(f.timeout > 0) || f.timeout > 86400)
+    throw UsageError(fmt::format("--timeout must be in (0, 86400] seconds, got {}", f.timeout));
+  if (f.isolate != "auto" && f.isolate != "on" && f.isolate != "off")
+    throw UsageError(fmt::format("--isolate must be auto, on or off, got '{}'", f.isolate));
+  if (f.progress != "auto" && f.progress != "on" && f.progress != "off")
+    throw UsageError(fmt::format("--progress must be auto, on or off, got '{}'", f.progress));
+  o.progress = f.progress == "on" || (f.progress == "auto" && ::isatty(STDERR_FILENO));
+  if (!f.replay.empty()) {
+    try {
+      o.replay = collcheck::decode_case(f.replay);
+    } catch (const std::invalid_argument& e) {
+      throw UsageError(fmt::format("--replay: {}", e.what()));
+    }
+  }
+
+  collcheck::ImplPtr impl;
+  try {
+    impl = collcheck::make_implementation(f.impl);
+  } catch (const collcheck::ImplementationError& e) {
+    throw UsageError(fmt::format("--impl: {}", e.what()));
+  }
+  collcheck::RunConfig cfg;
+  cfg.impl = impl;
+  cfg.peers = collcheck::default_peers(*impl);
+  cfg.timeout = std::chrono::milliseconds(static_cast<long long>(f.timeout * 1000));
+  const bool isolate = f.isolate == "on" || (f.isolate == "auto" && impl->untrusted());
+  auto exec = collcheck::make_executor(cfg, isolate);
+  const auto result = collcheck::run_verify(o, *exec, stdout);
+  std::fflush(stdout);
+  return result.exit_code();
 }
 
 }  // namespace
@@ -48,6 +161,8 @@ int main(int argc, char** argv) {
   std::string b = "1K", e = "256K", d = "float32", op = "sum", algo = "ring", count, data = "mixed";
   int check = 1;
   add_sweep(app, sweep, b, e, d, op, algo, count, data, check);
+  VerifyFlags verify;
+  add_verify(app, verify);
 
   try {
     app.parse(argc, argv);
@@ -62,7 +177,8 @@ int main(int argc, char** argv) {
 
   if (version) {
     fmt::print("collcheck {}\n", COLLCHECK_VERSION);
-    fmt::print("implementations: ring, tree, dbtree (reference, CPU)\n");
+    fmt::print("implementations: ring, tree, dbtree (reference, CPU), plugin:<path.so> (plugin ABI version {})\n",
+               COLLCHECK_PLUGIN_ABI_VERSION);
     return 0;
   }
 
@@ -88,11 +204,13 @@ int main(int argc, char** argv) {
       if (check != 0 && check != 1) throw collcheck::UsageError(fmt::format("-c/--check must be 0 or 1, got {}", check));
       sweep.check = check == 1;
       auto dc = collcheck::parse_data_class(data);
-      if (!dc) throw collcheck::UsageError(fmt::format("unknown --data '{}'; allowed: exact, random, mixed", data));
+      if (!dc) throw collcheck::UsageError(
+            fmt::format("unknown --data '{}'; allowed: {}", data, collcheck::data_class_choices()));
       sweep.data = *dc;
       return collcheck::run_sweep(sweep, stdout).exit_code();
     }
-    std::fprintf(stderr, "collcheck: error: no subcommand given; allowed: sweep (see --help)\n");
+    if (app.got_subcommand("verify")) return run_verify_command(verify);
+    std::fprintf(stderr, "collcheck: error: no subcommand given; allowed: verify, sweep (see --help)\n");
     return 2;
   } catch (const collcheck::UsageError& ex) {
     std::fprintf(stderr, "collcheck: error: %s\n", ex.what());

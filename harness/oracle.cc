@@ -261,14 +261,14 @@ Expectation expect_element(const Reduction& red, std::span<const uint64_t> value
   } else if (red.premul) {
     double sum_abs_ideal = 0;
     if (red.op == RedOp::Avg) {
-      DD s;
+      // Sum x_i / p rather than divide the sum: the sum of p float64 values
+      // near the largest finite one overflows a double, their mean does not.
       for (size_t i = 0; i < p; ++i) {
         const double x = element_to_double(t, values[i]);
-        s = dd_add(s, x);
-        sum_abs_ideal += std::fabs(x);
+        const DD q = dd_div(DD{x, 0}, static_cast<double>(red.nranks));
+        exact = dd_add(dd_add(exact, q.hi), q.lo);
+        sum_abs_ideal += std::fabs(x) / red.nranks;
       }
-      exact = dd_div(s, static_cast<double>(red.nranks));
-      sum_abs_ideal /= red.nranks;
     } else {
       const double c = element_to_double(t, red.scalar_bits);
       for (size_t i = 0; i < p; ++i) {

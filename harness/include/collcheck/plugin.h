@@ -1,0 +1,127 @@
+/*
+ * collcheck plugin ABI, version 1: how a user's all-reduce is put under test.
+ *
+ * A plugin is a shared library that exports the functions at the bottom of
+ * this file. `collcheck verify --impl plugin:/path/libmine.so` loads it with
+ * dlopen and calls collcheck_all_reduce once per rank and call, on that rank's
+ * thread (or process). The plugin moves bytes only through the links it is
+ * given, so the same plugin runs in the thread world, in the MPI world, and
+ * under the fault injectors' link wrappers.
+ *
+ * Rules (the harness checks them and names the one that was broken):
+ *  - Tags: a call owns the 256 tags [call->tag_base, call->tag_base + 256).
+ *  - A send matches the oldest recv the peer posted with the same tag; the
+ *    byte counts must agree exactly.
+ *  - Every request is finished with wait() or cancel() before the call
+ *    returns; wait() and cancel() free it.
+ *  - wait() never blocks past the call's deadline: it then fails, and the
+ *    error text says which peer and tag were missing.
+ *  - Return 0 on success. On failure, call links->set_error() with a message
+ *    and return nonzero. Returning 0 after a link operation failed is itself
+ *    reported as a bug.
+ *
+ * Semantics: the result must be what NCCL 2.28 computes (see collcheck's
+ * impl/semantics.h). The combine/premul/postdiv helpers apply exactly those
+ * semantics for the call's dtype and op; a plugin may use them or bring its
+ * own arithmetic (which is then what gets tested).
+ *
+ * Versioning: collcheck refuses a plugin whose collcheck_plugin_abi_version()
+ * differs from the COLLCHECK_PLUGIN_ABI_VERSION it was built with. Fields are
+ * only ever added at the end of the structs, with a version bump.
+ */
+#ifndef COLLCHECK_PLUGIN_H_
+#define COLLCHECK_PLUGIN_H_
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define COLLCHECK_PLUGIN_ABI_VERSION 1
+
+/* The same numbering as ncclDataType_t. */
+typedef enum {
+  COLLCHECK_INT8 = 0,
+  COLLCHECK_UINT8 = 1,
+  COLLCHECK_INT32 = 2,
+  COLLCHECK_UINT32 = 3,
+  COLLCHECK_INT64 = 4,
+  COLLCHECK_UINT64 = 5,
+  COLLCHECK_FLOAT16 = 6,
+  COLLCHECK_FLOAT32 = 7,
+  COLLCHECK_FLOAT64 = 8,
+  COLLCHECK_BFLOAT16 = 9,
+  COLLCHECK_FP8_E4M3 = 10,
+  COLLCHECK_FP8_E5M2 = 11
+} collcheck_dtype;
+
+/* The same numbering as ncclRedOp_t for the first five. */
+typedef enum {
+  COLLCHECK_SUM = 0,
+  COLLCHECK_PROD = 1,
+  COLLCHECK_MAX = 2,
+  COLLCHECK_MIN = 3,
+  COLLCHECK_AVG = 4,
+  COLLCHECK_PREMULSUM = 5
+} collcheck_op;
+
+typedef struct collcheck_request collcheck_request; /* opaque */
+
+/* One all-reduce call on one rank. */
+typedef struct collcheck_call {
+  const void* send; /* count elements; may equal recv (in-place) */
+  void* recv;       /* count elements */
+  size_t count;
+  int dtype;          /* collcheck_dtype */
+  int op;             /* collcheck_op */
+  size_t dtype_size;  /* bytes per element */
+  const void* scalar; /* premulsum: the multiplier, one element of dtype; else NULL */
+  uint64_t tag_base;  /* this call's tags are [tag_base, tag_base + 256) */
+} collcheck_call;
+
+/* This rank's view of the world, valid for the duration of one call. */
+typedef struct collcheck_links {
+  void* ctx; /* pass back to every function below */
+  int rank;
+  int size;
+  /* Post a transfer of `bytes` bytes. 0 on success, nonzero on error. */
+  int (*isend)(void* ctx, int peer, uint64_t tag, const void* buf, size_t bytes, collcheck_request** req);
+  int (*irecv)(void* ctx, int peer, uint64_t tag, void* buf, size_t bytes, collcheck_request** req);
+  /* *done = 1 once the transfer completed. Does not free the request. */
+  int (*test)(void* ctx, collcheck_request* req, int* done);
+  /* Blocks until the transfer completes or the call's deadline passes, then
+     frees the request. Nonzero on failure (timeout, abort, size mismatch). */
+  int (*wait)(void* ctx, collcheck_request* req);
+  /* Cancels a pending transfer and frees the request. */
+  void (*cancel)(void* ctx, collcheck_request* req);
+  /* Records why the call is failing; shown in collcheck's report. */
+  void (*set_error)(void* ctx, const char* message);
+  /* NCCL semantics for this call's dtype and op:
+     combine: inout[i] = inout[i] (op) in[i], rounded to the element type;
+     premul:  out[i] = in[i] * s where the op pre-multiplies (float avg: 1/p,
+              premulsum: the scalar), else a copy; out may equal in;
+     postdiv: the final step on a fully reduced buffer (integer avg divides
+              by p, truncating toward zero); a no-op otherwise. */
+  void (*combine)(void* ctx, void* inout, const void* in, size_t count);
+  void (*premul)(void* ctx, void* out, const void* in, size_t count);
+  void (*postdiv)(void* ctx, void* buf, size_t count);
+  /* Nanoseconds left until the call's deadline (0 once it has passed). */
+  uint64_t (*ns_left)(void* ctx);
+} collcheck_links;
+
+/* ---- What a plugin exports ---- */
+
+/* Must return COLLCHECK_PLUGIN_ABI_VERSION. Required. */
+int collcheck_plugin_abi_version(void);
+/* A short name for reports. Optional. */
+const char* collcheck_plugin_name(void);
+/* One rank's part of one all-reduce. Required. */
+int collcheck_all_reduce(const collcheck_call* call, const collcheck_links* links);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* COLLCHECK_PLUGIN_H_ */

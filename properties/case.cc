@@ -1,0 +1,182 @@
+#include "properties/case.h"
+
+#include <fmt/format.h>
+
+#include <charconv>
+#include <cmath>
+#include <cstring>
+#include <stdexcept>
+
+#include "harness/oracle.h"
+
+namespace collcheck {
+
+uint64_t Case::input(int rank, size_t i) const {
+  if (explicit_values) return values[static_cast<size_t>(rank)][i];
+  return input_element(dtype, op, p, rank, i, seed, data);
+}
+
+void Case::make_explicit() {
+  if (explicit_values) return;
+  std::vector<std::vector<uint64_t>> v(static_cast<size_t>(p), std::vector<uint64_t>(count));
+  for (int r = 0; r < p; ++r)
+    for (size_t i = 0; i < count; ++i) v[static_cast<size_t>(r)][i] = input(r, i);
+  values = std::move(v);
+  explicit_values = true;
+}
+
+std::vector<std::vector<std::byte>> Case::input_buffers() const {
+  std::vector<std::vector<std::byte>> out(static_cast<size_t>(p));
+  for (int r = 0; r < p; ++r) {
+    auto& b = out[static_cast<size_t>(r)];
+    b.resize(count * dtype_size(dtype));
+    if (explicit_values) {
+      for (size_t i = 0; i < count; ++i) store_element(dtype, b.data(), i, values[static_cast<size_t>(r)][i]);
+    } else {
+      fill_input(b.data(), count, dtype, op, p, r, seed, data);
+    }
+  }
+  return out;
+}
+
+bool operator==(const Case& a, const Case& b) {
+  if (a.p != b.p || a.dtype != b.dtype || a.op != b.op || a.count != b.count || a.inplace != b.inplace) return false;
+  if (a.op == RedOp::PreMulSum && std::memcmp(&a.scalar, &b.scalar, sizeof(double)) != 0) return false;
+  if (a.explicit_values != b.explicit_values) return false;
+  if (a.explicit_values) return a.values == b.values;
+  return a.data == b.data && a.seed == b.seed;
+}
+
+namespace {
+
+std::string scalar_text(double s) {
+  // Shortest decimal that round-trips, else a hex float.
+  std::string d = fmt::format("{}", s);
+  return d;
+}
+
+std::vector<std::string_view> split(std::string_view s, char sep) {
+  std::vector<std::string_view> out;
+  size_t start = 0;
+  for (;;) {
+    size_t pos = s.find(sep, start);
+    out.push_back(s.substr(start, pos == std::string_view::npos ? std::string_view::npos : pos - start));
+    if (pos == std::string_view::npos) return out;
+    start = pos + 1;
+  }
+}
+
+[[noreturn]] void bad(std::string_view field, std::string_view got, std::string_view allowed) {
+  throw std::invalid_argument(fmt::format("replay token: bad {} '{}'; expected {}", field, got, allowed));
+}
+
+uint64_t parse_u64(std::string_view s, int base, std::string_view field, std::string_view allowed) {
+  uint64_t v = 0;
+  auto [ptr, ec] = std::from_chars(s.data(), s.data() + s.size(), v, base);
+  if (s.empty() || ec != std::errc() || ptr != s.data() + s.size()) bad(field, s, allowed);
+  return v;
+}
+
+}  // namespace
+
+std::string encode_case(const Case& c) {
+  std::string t = fmt::format("v1:p{}:{}:{}:s{}:n{}:{}:", c.p, dtype_name(c.dtype), op_name(c.op),
+                              scalar_text(c.scalar), c.count, c.inplace ? "ip" : "oop");
+  if (!c.explicit_values) return t + fmt::format("d:{}:{:x}", data_class_name(c.data), c.seed);
+  t += "x:";
+  for (int r = 0; r < c.p; ++r) {
+    if (r) t += '/';
+    for (size_t i = 0; i < c.count; ++i) {
+      if (i) t += '.';
+      fmt::format_to(std::back_inserter(t), "{:x}", c.values[static_cast<size_t>(r)][i]);
+    }
+  }
+  return t;
+}
+
+Case decode_case(std::string_view token) {
+  const auto f = split(token, ':');
+  if (f.size() < 9 || f[0] != "v1")
+    bad("token", token.substr(0, 40), "v1:p<ranks>:<dtype>:<op>:s<scalar>:n<count>:<oop|ip>:x:<values> or ...:d:<class>:<seed>");
+  Case c;
+  if (f[1].size() < 2 || f[1][0] != 'p') bad("ranks field", f[1], "p<ranks>, e.g. p4");
+  c.p = static_cast<int>(parse_u64(f[1].substr(1), 10, "ranks field", "p<ranks> with ranks in 1..4096"));
+  if (c.p < 1 || c.p > 4096) bad("ranks field", f[1], "p<ranks> with ranks in 1..4096");
+  auto t = parse_dtype(f[2]);
+  if (!t) bad("dtype", f[2], dtype_choices());
+  c.dtype = *t;
+  auto op = parse_op(f[3]);
+  if (!op) bad("op", f[3], op_choices());
+  c.op = *op;
+  if (f[4].size() < 2 || f[4][0] != 's') bad("scalar field", f[4], "s<number>, e.g. s3");
+  {
+    const std::string s(f[4].substr(1));
+    char* end = nullptr;
+    c.scalar = std::strtod(s.c_str(), &end);
+    if (end != s.c_str() + s.size() || !std::isfinite(c.scalar)) bad("scalar field", f[4], "s<finite number>");
+  }
+  if (f[5].size() < 2 || f[5][0] != 'n') bad("count field", f[5], "n<count>");
+  c.count = parse_u64(f[5].substr(1), 10, "count field", "n<count>");
+  if (f[6] != "oop" && f[6] != "ip") bad("placement", f[6], "oop or ip");
+  c.inplace = f[6] == "ip";
+  if (f[7] == "d") {
+    if (f.size() != 10) bad("token", token.substr(0, 40), "...:d:<class>:<seed hex>");
+    auto dc = parse_data_class(f[8]);
+    if (!dc) bad("data class", f[8], data_class_choices());
+    c.data = *dc;
+    c.seed = parse_u64(f[9], 16, "seed", "a hex number");
+    return c;
+  }
+  if (f[7] != "x" || f.size() != 9) bad("inputs", f[7], "x:<values> or d:<class>:<seed>");
+  if (c.count > (size_t{1} << 24)) bad("count field", f[5], "at most 16777216 explicit elements");
+  c.explicit_values = true;
+  const auto ranks = split(f[8], '/');
+  if (ranks.size() != static_cast<size_t>(c.p))
+    bad("values", fmt::format("{} rank(s)", ranks.size()), fmt::format("{} ranks separated by '/'", c.p));
+  const unsigned bits = 8 * static_cast<unsigned>(dtype_size(c.dtype));
+  const uint64_t mask = bits == 64 ? ~uint64_t{0} : (uint64_t{1} << bits) - 1;
+  for (const auto& rv : ranks) {
+    std::vector<uint64_t> v;
+    if (c.count > 0) {
+      const auto elems = split(rv, '.');
+      if (elems.size() != c.count)
+        bad("values", fmt::format("{} element(s)", elems.size()), fmt::format("{} per rank separated by '.'", c.count));
+      for (const auto& e : elems) {
+        const uint64_t x = parse_u64(e, 16, "element", "hex element bits");
+        if (x & ~mask) bad("element", e, fmt::format("at most {} bits for {}", bits, dtype_name(c.dtype)));
+        v.push_back(x);
+      }
+    } else if (!rv.empty()) {
+      bad("values", rv, "nothing for count 0");
+    }
+    c.values.push_back(std::move(v));
+  }
+  return c;
+}
+
+std::string case_summary(const Case& c) {
+  std::string s = fmt::format("p={} {} {}", c.p, dtype_name(c.dtype), op_name(c.op));
+  if (c.op == RedOp::PreMulSum) s += fmt::format(" (scalar {})", scalar_text(c.scalar));
+  s += fmt::format(" count={} {}", c.count, c.inplace ? "in-place" : "out-of-place");
+  if (c.explicit_values) {
+    s += ", explicit inputs";
+  } else {
+    s += fmt::format(", {} inputs, seed {:#x}", data_class_name(c.data), c.seed);
+  }
+  return s;
+}
+
+std::string describe_case(const Case& c, size_t max_elements) {
+  std::string s = case_summary(c) + "\n";
+  for (int r = 0; r < c.p; ++r) {
+    s += fmt::format("    rank {}:", r);
+    const size_t n = std::min(c.count, max_elements);
+    for (size_t i = 0; i < n; ++i) s += fmt::format(" [{}] {}", i, format_element(c.dtype, c.input(r, i)));
+    if (c.count > n) s += fmt::format(" ... ({} more)", c.count - n);
+    if (c.count == 0) s += " (no elements)";
+    s += "\n";
+  }
+  return s;
+}
+
+}  // namespace collcheck

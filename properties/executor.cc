@@ -1,0 +1,185 @@
+#include "properties/executor.h"
+
+#include <fmt/format.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <nlohmann/json.hpp>
+
+namespace collcheck {
+
+std::string outcome_to_json(const CaseOutcome& o) {
+  nlohmann::json j = {{"ok", o.ok},
+                      {"property", o.failure.property},
+                      {"detail", o.failure.detail},
+                      {"by_kind", {o.by_kind[0], o.by_kind[1], o.by_kind[2], o.by_kind[3]}},
+                      {"max_err_units", o.max_err_units},
+                      {"max_peer_diff_units", o.max_peer_diff_units},
+                      {"world_broken", o.world_broken}};
+  return j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+}
+
+CaseOutcome outcome_from_json(const std::string& line) {
+  const auto j = nlohmann::json::parse(line);
+  CaseOutcome o;
+  o.ok = j.at("ok").get<bool>();
+  o.failure.property = j.at("property").get<std::string>();
+  o.failure.detail = j.at("detail").get<std::string>();
+  for (int k = 0; k < 4; ++k) o.by_kind[k] = j.at("by_kind").at(static_cast<size_t>(k)).get<size_t>();
+  // JSON has no infinity: nlohmann writes null for it.
+  auto num = [&](const char* key) {
+    return j.at(key).is_null() ? std::numeric_limits<double>::infinity() : j.at(key).get<double>();
+  };
+  o.max_err_units = num("max_err_units");
+  o.max_peer_diff_units = num("max_peer_diff_units");
+  o.world_broken = j.at("world_broken").get<bool>();
+  return o;
+}
+
+namespace {
+
+bool write_all(int fd, const std::string& s) {
+  size_t off = 0;
+  while (off < s.size()) {
+    const ssize_t n = ::write(fd, s.data() + off, s.size() - off);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return false;
+    off += static_cast<size_t>(n);
+  }
+  return true;
+}
+
+[[noreturn]] void child_main(RunConfig cfg, int in, int out) {
+  CaseRunner runner(std::move(cfg));
+  // Line reads of large explicit cases: read in blocks.
+  std::string buf, line;
+  char block[1 << 16];
+  for (;;) {
+    size_t nl;
+    while ((nl = buf.find('\n')) == std::string::npos) {
+      const ssize_t n = ::read(in, block, sizeof block);
+      if (n < 0 && errno == EINTR) continue;
+      if (n <= 0) _exit(0);  // the parent closed the pipe
+      buf.append(block, static_cast<size_t>(n));
+    }
+    line = buf.substr(0, nl);
+    buf.erase(0, nl + 1);
+    CaseOutcome o;
+    try {
+      o = runner.run(decode_case(line));
+    } catch (const std::exception& e) {
+      o.ok = false;
+      o.failure = {"call-completes", fmt::format("  the case could not run: {}\n", e.what())};
+    }
+    if (!write_all(out, outcome_to_json(o) + "\n")) _exit(0);
+    if (o.world_broken) _exit(0);  // a rank thread is stuck in the implementation: start afresh
+  }
+}
+
+}  // namespace
+
+IsolatedExecutor::IsolatedExecutor(RunConfig cfg) : cfg_(std::move(cfg)) { ::signal(SIGPIPE, SIG_IGN); }
+
+IsolatedExecutor::~IsolatedExecutor() { stop(false); }
+
+void IsolatedExecutor::start() {
+  int down[2], up[2];
+  if (::pipe(down) != 0 || ::pipe(up) != 0) throw std::runtime_error(fmt::format("pipe: {}", std::strerror(errno)));
+  std::fflush(nullptr);
+  const pid_t pid = ::fork();
+  if (pid < 0) throw std::runtime_error(fmt::format("fork: {}", std::strerror(errno)));
+  if (pid == 0) {
+    ::close(down[1]);
+    ::close(up[0]);
+    child_main(cfg_, down[0], up[1]);
+  }
+  ::close(down[0]);
+  ::close(up[1]);
+  pid_ = pid;
+  to_child_ = down[1];
+  from_child_ = up[0];
+  ++started_;
+}
+
+void IsolatedExecutor::stop(bool kill_it) {
+  if (pid_ < 0) return;
+  ::close(to_child_);
+  ::close(from_child_);
+  if (kill_it) ::kill(pid_, SIGKILL);
+  int status = 0;
+  // After EOF on its pipe the child exits at once; do not wait on a stuck one.
+  for (int i = 0; i < 200 && ::waitpid(pid_, &status, WNOHANG) == 0; ++i) ::usleep(10000);
+  if (::waitpid(pid_, &status, WNOHANG) == 0) {
+    ::kill(pid_, SIGKILL);
+    ::waitpid(pid_, &status, 0);
+  }
+  pid_ = -1;
+}
+
+CaseOutcome IsolatedExecutor::run(const Case& c) {
+  if (pid_ < 0) start();
+  CaseOutcome o;
+  auto fail = [&](std::string detail) {
+    o.ok = false;
+    o.failure = {"call-completes", std::move(detail)};
+    return o;
+  };
+  if (!write_all(to_child_, encode_case(c) + "\n")) {
+    stop(true);
+    return fail("  the isolated child that runs the implementation died before it took the case\n");
+  }
+  // Every call of the case (4, plus one per peer) has its own deadline; the
+  // child reports a hang itself after them, this is the backstop.
+  const auto budget = cfg_.timeout * static_cast<int>(4 + cfg_.peers.size()) + std::chrono::seconds(15);
+  const Deadline deadline = Clock::now() + budget;
+  std::string line;
+  std::string acc;
+  for (;;) {
+    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()).count();
+    if (left <= 0) {
+      stop(true);
+      return fail(fmt::format("  no answer within {:.0f} s: the implementation never returned; the child process "
+                              "running it was killed\n",
+                              std::chrono::duration<double>(budget).count()));
+    }
+    pollfd pfd{from_child_, POLLIN, 0};
+    const int n = ::poll(&pfd, 1, static_cast<int>(std::min<long long>(left, 1000)));
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) continue;
+    char block[4096];
+    const ssize_t got = ::read(from_child_, block, sizeof block);
+    if (got < 0 && errno == EINTR) continue;
+    if (got <= 0) {  // EOF: the child died
+      ::close(to_child_);
+      ::close(from_child_);
+      int status = 0;
+      ::waitpid(pid_, &status, 0);
+      pid_ = -1;
+      if (WIFSIGNALED(status)) {
+        const int sig = WTERMSIG(status);
+        return fail(fmt::format("  the implementation crashed the process: signal {} ({}){}\n", sig,
+                                sigabbrev_np(sig) ? sigabbrev_np(sig) : "?", std::string(": ") + strsignal(sig)));
+      }
+      return fail(fmt::format("  the process running the implementation exited with status {} in the middle of "
+                              "the call\n",
+                              WIFEXITED(status) ? WEXITSTATUS(status) : -1));
+    }
+    acc.append(block, static_cast<size_t>(got));
+    const size_t nl = acc.find('\n');
+    if (nl == std::string::npos) continue;
+    o = outcome_from_json(acc.substr(0, nl));
+    if (o.world_broken) stop(false);
+    return o;
+  }
+}
+
+std::unique_ptr<CaseExecutor> make_executor(RunConfig cfg, bool isolate) {
+  if (isolate) return std::make_unique<IsolatedExecutor>(std::move(cfg));
+  return std::make_unique<InProcessExecutor>(std::move(cfg));
+}
+
+}  // namespace collcheck

@@ -1,0 +1,249 @@
+#include "properties/generators.h"
+
+#include <algorithm>
+#include <cmath>
+#include <memory>
+
+#include "harness/oracle.h"
+#include "impl/float_formats.h"
+
+namespace collcheck {
+
+std::vector<size_t> edge_counts(int p, size_t max_count) {
+  const size_t P = static_cast<size_t>(p);
+  std::vector<size_t> v = {0, 1, 2};
+  for (size_t k : {size_t{1}, size_t{2}, size_t{3}, size_t{8}, size_t{64}}) {
+    const size_t m = k * P;
+    v.insert(v.end(), {m - 1, m, m + 1});
+  }
+  if (P > 2) v.push_back(P - 2);
+  // Powers of two and one either side: typical chunk and pipeline boundaries.
+  for (size_t b = 4; b <= max_count; b *= 2) v.insert(v.end(), {b - 1, b, b + 1});
+  std::erase_if(v, [&](size_t c) { return c > max_count; });
+  std::sort(v.begin(), v.end());
+  v.erase(std::unique(v.begin(), v.end()), v.end());
+  return v;
+}
+
+namespace {
+
+const double kScalars[] = {3.0, -2.0, 0.5, 1.5, -0.25, 4.0, 1.0};
+
+template <typename T>
+const T& pick(const std::vector<T>& v, uint64_t r) {
+  return v[r % v.size()];
+}
+
+std::vector<DataClass> classes_for(const CaseSpace& s, DType t) {
+  std::vector<DataClass> out;
+  if (!s.data.empty()) {
+    for (DataClass c : s.data)
+      if (dtype_is_float(t) || c != DataClass::Wrap) out.push_back(c);
+    if (out.empty()) out.push_back(s.data.front());
+    return out;
+  }
+  // Weighted by repetition.
+  if (dtype_is_float(t)) {
+    return {DataClass::Exact,   DataClass::Exact,   DataClass::Exact,   DataClass::Random,
+            DataClass::Random,  DataClass::Random,  DataClass::Extreme, DataClass::Extreme,
+            DataClass::Special, DataClass::Special};
+  }
+  return {DataClass::Random,  DataClass::Random,  DataClass::Random,  DataClass::Extreme, DataClass::Extreme,
+          DataClass::Special, DataClass::Special, DataClass::Wrap,    DataClass::Wrap,    DataClass::Wrap};
+}
+
+// ---- shrinking ----
+
+// Simpler values for element bits of dtype t, simplest first.
+std::vector<uint64_t> simpler_values(DType t, uint64_t v) {
+  std::vector<uint64_t> out;
+  auto add = [&](uint64_t x) {
+    if (x != v && std::find(out.begin(), out.end(), x) == out.end()) out.push_back(x);
+  };
+  add(0);
+  add(to_element_bits(t, 1.0));
+  if (dtype_is_float(t)) {
+    const double d = element_to_double(t, v);
+    if (std::isfinite(d) && d != 0) {
+      add(to_element_bits(t, std::trunc(d)));
+      // Keep the exponent, drop significand bits: the same magnitude, "rounder".
+      int e = 0;
+      (void)std::frexp(d, &e);
+      add(to_element_bits(t, std::ldexp(d < 0 ? -0.5 : 0.5, e)));
+    }
+  } else if (v != 0) {
+    // Halve toward zero (as the signed or unsigned value).
+    const unsigned bits = 8 * static_cast<unsigned>(dtype_size(t));
+    const uint64_t mask = bits == 64 ? ~uint64_t{0} : (uint64_t{1} << bits) - 1;
+    if (dtype_is_signed_int(t)) {
+      const uint64_t sign = uint64_t{1} << (bits - 1);
+      const int64_t sv = (v & sign) ? static_cast<int64_t>(v | ~mask) : static_cast<int64_t>(v);
+      add(static_cast<uint64_t>(sv / 2) & mask);
+    } else {
+      add(v / 2);
+    }
+  }
+  return out;
+}
+
+// Lazily enumerates the shrinks of one case.
+class CaseShrinks {
+ public:
+  explicit CaseShrinks(Case c) : base_(std::make_shared<const Case>(std::move(c))) {}
+
+  rc::Maybe<Case> operator()() {
+    for (;;) {
+      switch (stage_) {
+        case 0: {  // fewer ranks: 1, p/2, then without rank i
+          const Case& b = *base_;
+          if (b.p <= 1) break;
+          if (i_ == 0) {
+            ++i_;
+            return with_ranks(0, 1);
+          }
+          if (i_ == 1) {
+            ++i_;
+            if (b.p / 2 > 1) return with_ranks(0, b.p / 2);
+            continue;
+          }
+          const size_t drop = i_ - 2;
+          if (drop < static_cast<size_t>(b.p) && b.p > 2) {
+            ++i_;
+            return without_rank(static_cast<int>(drop));
+          }
+          break;
+        }
+        case 1: {  // fewer elements: 0, then remove blocks of size n/2, n/4, ..., 1
+          const Case& b = *base_;
+          if (b.count == 0) break;
+          if (!blocks_started_) {
+            blocks_started_ = true;
+            block_ = b.count;  // the first candidate removes everything
+            i_ = 0;
+          }
+          for (; block_ >= 1; block_ /= 2, i_ = 0) {
+            const size_t start = i_ * block_;
+            if (start < b.count) {
+              ++i_;
+              return without_elements(start, std::min(block_, b.count - start));
+            }
+          }
+          break;
+        }
+        case 2: {
+          if (i_++ == 0 && base_->inplace) {
+            Case c = *base_;
+            c.inplace = false;
+            return c;
+          }
+          break;
+        }
+        case 3: {
+          if (i_++ == 0 && base_->op == RedOp::PreMulSum && base_->scalar != 1.0) {
+            Case c = *base_;
+            c.scalar = 1.0;
+            return c;
+          }
+          break;
+        }
+        case 4: {  // simpler values, element by element
+          const Case& b = *base_;
+          while (elem_ < static_cast<size_t>(b.p) * b.count) {
+            const int r = static_cast<int>(elem_ / b.count);
+            const size_t i = elem_ % b.count;
+            if (cand_.empty() && k_ == 0) cand_ = simpler_values(b.dtype, b.input(r, i));
+            if (k_ < cand_.size()) {
+              Case c = explicit_base();
+              c.values[static_cast<size_t>(r)][i] = cand_[k_++];
+              return c;
+            }
+            cand_.clear();
+            k_ = 0;
+            ++elem_;
+          }
+          return rc::Nothing;
+        }
+        default: return rc::Nothing;
+      }
+      ++stage_;
+      i_ = 0;
+    }
+  }
+
+ private:
+  Case explicit_base() const {
+    Case c = *base_;
+    c.make_explicit();
+    return c;
+  }
+  Case with_ranks(int first, int n) const {
+    Case c = explicit_base();
+    c.values = {c.values.begin() + first, c.values.begin() + first + n};
+    c.p = n;
+    return c;
+  }
+  Case without_rank(int r) const {
+    Case c = explicit_base();
+    c.values.erase(c.values.begin() + r);
+    c.p -= 1;
+    return c;
+  }
+  Case without_elements(size_t start, size_t n) const {
+    Case c = explicit_base();
+    for (auto& v : c.values)
+      v.erase(v.begin() + static_cast<long>(start), v.begin() + static_cast<long>(start + n));
+    c.count -= n;
+    return c;
+  }
+
+  std::shared_ptr<const Case> base_;
+  int stage_ = 0;
+  size_t i_ = 0;
+  size_t block_ = 0;
+  bool blocks_started_ = false;
+  size_t elem_ = 0;
+  std::vector<uint64_t> cand_;
+  size_t k_ = 0;
+};
+
+class CaseGen {
+ public:
+  explicit CaseGen(CaseSpace s) : space_(std::move(s)) {}
+
+  rc::Shrinkable<Case> operator()(const rc::Random& random, int size) const {
+    rc::Random rnd = random;
+    auto next = [&] { return rnd.next(); };
+    const int sz = std::clamp(size, 0, rc::kNominalSize);
+    Case c;
+    // World size: grows with the size; 1 and 2 stay common.
+    const int pmax = 1 + (space_.max_ranks - 1) * std::max(sz, 10) / rc::kNominalSize;
+    c.p = 1 + static_cast<int>(next() % static_cast<uint64_t>(std::max(1, pmax)));
+    c.dtype = pick(space_.dtypes, next());
+    c.op = pick(space_.ops, next());
+    c.scalar = kScalars[next() % std::size(kScalars)];
+    // Count: two in three from the edges, else uniform; both capped by the size.
+    const size_t cap = std::max<size_t>(static_cast<size_t>(c.p) + 1,
+                                        space_.max_count * static_cast<size_t>(sz) / rc::kNominalSize);
+    const size_t cmax = std::min(space_.max_count, cap);
+    if (next() % 3 != 0) {
+      c.count = pick(edge_counts(c.p, cmax), next());
+    } else {
+      c.count = next() % (cmax + 1);
+    }
+    c.inplace = next() % 2 == 0;
+    c.data = pick(classes_for(space_, c.dtype), next());
+    c.seed = next();
+    return rc::shrinkable::shrinkRecur(std::move(c), [](const Case& x) { return case_shrinks(x); });
+  }
+
+ private:
+  CaseSpace space_;
+};
+
+}  // namespace
+
+rc::Seq<Case> case_shrinks(const Case& c) { return rc::Seq<Case>(CaseShrinks(c)); }
+
+rc::Gen<Case> gen_case(const CaseSpace& space) { return rc::Gen<Case>(CaseGen(space)); }
+
+}  // namespace collcheck

@@ -1,0 +1,40 @@
+// RapidCheck generators of property cases. The gtest suites (RC_GTEST_PROP)
+// and `collcheck verify` draw from the same generator.
+//
+// A case is driven by RapidCheck's size (0..100): world size and count grow
+// with it, and counts are weighted toward the edges where all-reduce bugs live
+// (0, 1, below p, multiples of p and one either side, powers of two and chunk
+// boundaries). Its shrinks, in the order they are tried: fewer ranks, fewer
+// elements (halves, then smaller blocks), out-of-place instead of in-place,
+// scalar 1, then each value made simpler (0, then 1, then fewer significant
+// bits). Dtype and op never shrink: the minimal case keeps the failing pair.
+#pragma once
+
+#include <rapidcheck.h>
+
+#include <vector>
+
+#include "harness/data.h"
+#include "properties/case.h"
+
+namespace collcheck {
+
+struct CaseSpace {
+  int max_ranks = 8;
+  size_t max_count = 4096;
+  std::vector<DType> dtypes{kAllDTypes.begin(), kAllDTypes.end()};
+  std::vector<RedOp> ops{kAllOps.begin(), kAllOps.end()};
+  // Input distributions to draw from; empty means all that fit the dtype
+  // (wrap only for integers).
+  std::vector<DataClass> data;
+};
+
+rc::Gen<Case> gen_case(const CaseSpace& space);
+
+// The shrink candidates of `c`, lazily, in the order described above.
+rc::Seq<Case> case_shrinks(const Case& c);
+
+// The counts generation favours for world size p, up to `max_count`.
+std::vector<size_t> edge_counts(int p, size_t max_count);
+
+}  // namespace collcheck

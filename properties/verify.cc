@@ -1,0 +1,169 @@
+#include "properties/verify.h"
+
+#include <fmt/format.h>
+
+#include <map>
+
+namespace collcheck {
+
+std::string replay_command(const std::string& impl_spec, const Case& c) {
+  return fmt::format("collcheck verify --impl {} --replay {}", impl_spec, encode_case(c));
+}
+
+namespace {
+
+using Seconds = std::chrono::duration<double>;
+
+struct Stats {
+  std::map<std::pair<DType, RedOp>, size_t> cases;
+  size_t by_kind[4] = {0, 0, 0, 0};
+  double max_err = 0, max_peer = 0;
+  void add(const Case& c, const CaseOutcome& o) {
+    ++cases[{c.dtype, c.op}];
+    for (int k = 0; k < 4; ++k) by_kind[k] += o.by_kind[k];
+    max_err = std::max(max_err, o.max_err_units);
+    max_peer = std::max(max_peer, o.max_peer_diff_units);
+  }
+};
+
+void print_table(std::FILE* out, const VerifyOptions& o, const Stats& s) {
+  fmt::print(out, "\ncases by dtype x op:\n{:<10}", "dtype");
+  for (RedOp op : o.space.ops) fmt::print(out, " {:>9}", op_name(op));
+  fmt::print(out, " {:>9}\n", "total");
+  std::map<RedOp, size_t> col;
+  size_t all = 0;
+  for (DType t : o.space.dtypes) {
+    fmt::print(out, "{:<10}", dtype_name(t));
+    size_t row = 0;
+    for (RedOp op : o.space.ops) {
+      auto it = s.cases.find({t, op});
+      const size_t n = it == s.cases.end() ? 0 : it->second;
+      fmt::print(out, " {:>9}", n);
+      row += n;
+      col[op] += n;
+    }
+    all += row;
+    fmt::print(out, " {:>9}\n", row);
+  }
+  fmt::print(out, "{:<10}", "total");
+  for (RedOp op : o.space.ops) fmt::print(out, " {:>9}", col[op]);
+  fmt::print(out, " {:>9}\n", all);
+  fmt::print(out, "elements checked: bitwise {}, within bound {}, one-of {}, coarse {}\n", s.by_kind[0], s.by_kind[1],
+             s.by_kind[2], s.by_kind[3]);
+  fmt::print(out, "worst error: {:.3g} of the bound; worst difference from a peer: {:.3g} of the bound\n", s.max_err,
+             s.max_peer);
+}
+
+void print_failure(std::FILE* out, const VerifyOptions& o, const VerifyResult& r) {
+  fmt::print(out, "\nFAIL: property {} does not hold\n", r.failure.property);
+  fmt::print(out, "  minimal case: {}", describe_case(r.minimal, 16).insert(0, ""));
+  fmt::print(out, "{}", r.failure.detail);
+  fmt::print(out, "  replay: {}\n", replay_command(o.impl_spec, r.minimal));
+}
+
+}  // namespace
+
+VerifyResult run_verify(const VerifyOptions& o, CaseExecutor& exec, std::FILE* out) {
+  VerifyResult r;
+  const auto t0 = Clock::now();
+  Stats stats;
+
+  if (o.replay) {
+    fmt::print(out, "collcheck verify: replaying one case against {}\n  case: {}", o.impl_spec,
+               describe_case(*o.replay, 16));
+    const CaseOutcome oc = exec.run(*o.replay);
+    r.cases_run = 1;
+    r.seconds = Seconds(Clock::now() - t0).count();
+    if (oc.ok) {
+      fmt::print(out, "PASS: every property holds ({} elements checked)\n",
+                 oc.by_kind[0] + oc.by_kind[1] + oc.by_kind[2] + oc.by_kind[3]);
+      return r;
+    }
+    r.failed = true;
+    r.failing_case = 1;
+    r.original = r.minimal = *o.replay;
+    r.failure = oc.failure;
+    fmt::print(out, "FAIL: property {} does not hold\n{}", oc.failure.property, oc.failure.detail);
+    return r;
+  }
+
+  fmt::print(out, "collcheck verify: impl {}, seed {:#x}, {} cases, p <= {}, count <= {}{}\n", o.impl_spec, o.seed,
+             o.cases, o.space.max_ranks, o.space.max_count,
+             o.time_budget_s > 0 ? fmt::format(", time budget {} s", o.time_budget_s) : "");
+  std::fflush(out);
+  rc::Random base(o.seed);
+  const auto gen = gen_case(o.space);
+  auto last_progress = t0;
+  for (size_t i = 0; i < o.cases; ++i) {
+    if (o.time_budget_s > 0 && Seconds(Clock::now() - t0).count() >= o.time_budget_s) {
+      r.budget_reached = true;
+      break;
+    }
+    const rc::Random ri = base.split();
+    const int size = static_cast<int>(i % (rc::kNominalSize + 1));
+    const rc::Shrinkable<Case> sh = gen(ri, size);
+    const Case c = sh.value();
+    const CaseOutcome oc = exec.run(c);
+    ++r.cases_run;
+    if (o.progress && Clock::now() - last_progress > std::chrono::milliseconds(200)) {
+      last_progress = Clock::now();
+      std::fprintf(stderr, "\r  %zu/%zu cases, %.1f s ", r.cases_run, o.cases, Seconds(last_progress - t0).count());
+      std::fflush(stderr);
+    }
+    if (oc.ok) {
+      stats.add(c, oc);
+      continue;
+    }
+    // Shrink: take the first shrink that still fails the same property, repeat.
+    r.failed = true;
+    r.failing_case = i + 1;
+    r.original = c;
+    if (o.progress) std::fprintf(stderr, "\r  case %zu failed (%s); shrinking...          ", i + 1,
+                                 oc.failure.property.c_str());
+    rc::Shrinkable<Case> cur = sh;
+    Failure curf = oc.failure;
+    const auto s0 = Clock::now();
+    bool progressed = true;
+    while (progressed && !r.shrink_budget_reached) {
+      progressed = false;
+      auto seq = cur.shrinks();
+      while (auto m = seq.next()) {
+        if (Seconds(Clock::now() - s0).count() > o.shrink_budget_s || r.shrink_runs >= o.shrink_max_runs) {
+          r.shrink_budget_reached = true;
+          break;
+        }
+        const CaseOutcome so = exec.run(m->value());
+        ++r.shrink_runs;
+        if (!so.ok && so.failure.property == curf.property) {
+          cur = *m;
+          curf = so.failure;
+          ++r.shrink_steps;
+          progressed = true;
+          break;
+        }
+      }
+    }
+    r.minimal = cur.value();
+    r.failure = curf;
+    break;
+  }
+  if (o.progress) std::fprintf(stderr, "\r%60s\r", "");
+  r.seconds = Seconds(Clock::now() - t0).count();
+
+  print_table(out, o, stats);
+  const size_t passed = r.failed ? r.cases_run - 1 : r.cases_run;
+  if (r.failed) {
+    fmt::print(out, "\n{} cases passed, then case {} failed (seed {:#x}); shrunk in {} steps ({} runs{}) from: {}\n",
+               passed, r.failing_case, o.seed, r.shrink_steps, r.shrink_runs,
+               r.shrink_budget_reached ? ", stopped by the shrink budget" : "", case_summary(r.original));
+    print_failure(out, o, r);
+  } else {
+    fmt::print(out, "\nPASS: {} cases in {:.1f} s ({:.0f} cases/s){}\n", r.cases_run, r.seconds,
+               r.seconds > 0 ? static_cast<double>(r.cases_run) / r.seconds : 0.0,
+               r.budget_reached ? fmt::format("; stopped by the time budget after {} of {} cases", r.cases_run, o.cases)
+                                : "");
+  }
+  return r;
+}
+
+}  // namespace collcheck

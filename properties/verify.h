@@ -1,0 +1,48 @@
+// `collcheck verify`: draws cases from the generator, runs the properties on
+// each, and on the first failure shrinks it to a minimal case and prints a
+// report with one command line that replays it.
+#pragma once
+
+#include <cstdio>
+#include <optional>
+#include <string>
+
+#include "properties/executor.h"
+#include "properties/generators.h"
+
+namespace collcheck {
+
+struct VerifyOptions {
+  std::string impl_spec;  // as given to --impl (for the replay line)
+  CaseSpace space;
+  size_t cases = 1000;
+  uint64_t seed = 0;
+  double time_budget_s = 0;      // 0: none
+  double shrink_budget_s = 120;  // shrinking stops here and reports the smallest case so far
+  size_t shrink_max_runs = 5000;
+  std::optional<Case> replay;    // run exactly this case
+  bool progress = false;         // a one-line progress indicator on stderr
+};
+
+struct VerifyResult {
+  size_t cases_run = 0;
+  bool failed = false;
+  bool budget_reached = false;
+  size_t failing_case = 0;  // 1-based index of the case that failed
+  Case original;            // the case as generated
+  Case minimal;             // after shrinking
+  Failure failure;          // of the minimal case
+  size_t shrink_steps = 0;  // accepted shrinks
+  size_t shrink_runs = 0;   // cases run while shrinking
+  bool shrink_budget_reached = false;
+  double seconds = 0;
+  int exit_code() const { return failed ? 1 : 0; }
+};
+
+// Runs the verification and prints the report to `out`.
+VerifyResult run_verify(const VerifyOptions& o, CaseExecutor& exec, std::FILE* out);
+
+// The command line that replays `c` against the implementation `impl_spec`.
+std::string replay_command(const std::string& impl_spec, const Case& c);
+
+}  // namespace collcheck
