@@ -1,6 +1,7 @@
 #include "harness/communicator.h"
 
 #include <fmt/format.h>
+#include <pthread.h>
 
 #include <condition_variable>
 #include <deque>
@@ -116,7 +117,12 @@ struct Communicator::Engine {
 
   void submit(std::unique_ptr<Task> t) {
     std::lock_guard<std::mutex> g(mu);
-    if (!thread.joinable()) thread = std::thread([this] { loop(); });
+    if (!thread.joinable()) {
+      thread = std::thread([this] {
+        pthread_setname_np(pthread_self(), "cc-async");  // visible in gdb, perf and hang dumps
+        loop();
+      });
+    }
     queue.push_back(std::move(t));
     ++in_flight;
     cv.notify_all();

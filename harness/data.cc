@@ -118,7 +118,10 @@ uint64_t special_float(DType t, uint64_t r) {
       const uint64_t sign_bit = (r & 1) ? uint64_t{1} << (8 * dtype_size(t) - 1) : 0;
       return t == DType::Fp8E4M3 ? q : (q | payload | sign_bit);
     }
-    case 1: return to_element_bits(t, sign * std::numeric_limits<double>::infinity());
+    case 1:
+      // Conversions saturate fp8 (as __NV_SATFINITE does), so e5m2's infinity is written as bits.
+      if (t == DType::Fp8E5M2) return (r & 1) ? 0xfc : 0x7c;
+      return to_element_bits(t, sign * std::numeric_limits<double>::infinity());
     case 2: return to_element_bits(t, sign * 0.0);
     default: return to_element_bits(t, sign * (1.0 + unit(r)) * std::ldexp(1.0, static_cast<int>((r >> 4) % 4)));
   }
@@ -152,12 +155,15 @@ uint64_t special_int(DType t, uint64_t r) {
 }
 
 uint64_t wrap_int(DType t, uint64_t r) {
-  // The top two bits set or clear: magnitudes near half the range, so that two
-  // or more of them overflow in a sum and almost any product wraps.
+  // Magnitudes of at least a quarter of the range: signed values 01xx... or
+  // 10xx... (two of the same sign always overflow), unsigned values 1xx...
+  // (any two overflow). Products of nearly any two wrap.
   const unsigned bits = 8 * static_cast<unsigned>(dtype_size(t));
   const uint64_t mask = bits == 64 ? ~uint64_t{0} : (uint64_t{1} << bits) - 1;
-  const uint64_t top2 = uint64_t{3} << (bits - 2);
-  return ((r & 1) ? (r | top2) : ((r & ~top2) | (uint64_t{1} << (bits - 2)))) & mask;
+  const uint64_t top = uint64_t{1} << (bits - 1), next = uint64_t{1} << (bits - 2);
+  const uint64_t low = (r >> 8) & (next - 1);
+  if (!dtype_is_signed_int(t)) return (top | (r >> 8)) & mask;
+  return ((r & 1) ? (top | low) : (next | low)) & mask;
 }
 
 }  // namespace

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <memory>
 
 #include "harness/oracle.h"
@@ -54,17 +55,43 @@ std::vector<DataClass> classes_for(const CaseSpace& s, DType t) {
 
 // ---- shrinking ----
 
+// How complicated element bits are: 0 for zero, 1 for one, then (floats) more
+// significant bits or a larger exponent, or (integers) a larger magnitude.
+// Shrinking only moves to a strictly smaller key, so it cannot cycle.
+double simplicity_key(DType t, uint64_t v) {
+  if (v == 0) return 0;
+  if (v == to_element_bits(t, 1.0)) return 1;
+  if (dtype_is_float(t)) {
+    const double d = element_to_double(t, v);
+    if (!std::isfinite(d)) return 1e9;
+    int e = 0;
+    double m = std::frexp(std::fabs(d), &e);
+    int bits = 0;
+    while (m != 0 && bits < 64) {
+      m = m * 2 - std::floor(m * 2);
+      ++bits;
+    }
+    return 2 + bits * 4096.0 + std::abs(e) + (d < 0 ? 0.5 : 0) + (d == 0 ? 0 : 1);
+  }
+  const unsigned nbits = 8 * static_cast<unsigned>(dtype_size(t));
+  const uint64_t mask = nbits == 64 ? ~uint64_t{0} : (uint64_t{1} << nbits) - 1;
+  if (dtype_is_signed_int(t) && (v >> (nbits - 1)) & 1) return 2 + static_cast<double>((~v + 1) & mask) + 0.5;
+  return 2 + static_cast<double>(v);
+}
+
 // Simpler values for element bits of dtype t, simplest first.
 std::vector<uint64_t> simpler_values(DType t, uint64_t v) {
   std::vector<uint64_t> out;
+  const double key = simplicity_key(t, v);
   auto add = [&](uint64_t x) {
-    if (x != v && std::find(out.begin(), out.end(), x) == out.end()) out.push_back(x);
+    if (simplicity_key(t, x) < key && std::find(out.begin(), out.end(), x) == out.end()) out.push_back(x);
   };
   add(0);
   add(to_element_bits(t, 1.0));
   if (dtype_is_float(t)) {
     const double d = element_to_double(t, v);
     if (std::isfinite(d) && d != 0) {
+      add(to_element_bits(t, std::fabs(d)));
       add(to_element_bits(t, std::trunc(d)));
       // Keep the exponent, drop significand bits: the same magnitude, "rounder".
       int e = 0;
@@ -72,12 +99,13 @@ std::vector<uint64_t> simpler_values(DType t, uint64_t v) {
       add(to_element_bits(t, std::ldexp(d < 0 ? -0.5 : 0.5, e)));
     }
   } else if (v != 0) {
-    // Halve toward zero (as the signed or unsigned value).
+    // Halve toward zero (as the signed or unsigned value), and drop the sign.
     const unsigned bits = 8 * static_cast<unsigned>(dtype_size(t));
     const uint64_t mask = bits == 64 ? ~uint64_t{0} : (uint64_t{1} << bits) - 1;
     if (dtype_is_signed_int(t)) {
       const uint64_t sign = uint64_t{1} << (bits - 1);
       const int64_t sv = (v & sign) ? static_cast<int64_t>(v | ~mask) : static_cast<int64_t>(v);
+      if (sv < 0 && sv != std::numeric_limits<int64_t>::min()) add(static_cast<uint64_t>(-sv) & mask);
       add(static_cast<uint64_t>(sv / 2) & mask);
     } else {
       add(v / 2);
@@ -120,6 +148,12 @@ class CaseShrinks {
             blocks_started_ = true;
             block_ = b.count;  // the first candidate removes everything
             i_ = 0;
+          }
+          // Short prefixes first: a bug that needs an odd count survives
+          // there, while removing any one block might make the count even.
+          if (prefix_ < std::min<size_t>(b.count - 1, 8)) {
+            ++prefix_;
+            if (prefix_ < b.count) return without_elements(prefix_, b.count - prefix_);
           }
           for (; block_ >= 1; block_ /= 2, i_ = 0) {
             const size_t start = i_ * block_;
@@ -201,6 +235,7 @@ class CaseShrinks {
   size_t i_ = 0;
   size_t block_ = 0;
   bool blocks_started_ = false;
+  size_t prefix_ = 0;
   size_t elem_ = 0;
   std::vector<uint64_t> cand_;
   size_t k_ = 0;

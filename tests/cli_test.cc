@@ -8,20 +8,11 @@
 #include <cstdio>
 #include <string>
 
+#include "tests/run_command.h"
+
 namespace {
-struct Result {
-  int code;
-  std::string out;
-};
-Result run(const std::string& args) {
-  const std::string cmd = std::string(COLLCHECK_BIN) + " " + args + " 2>&1";
-  FILE* f = popen(cmd.c_str(), "r");
-  std::string out;
-  std::array<char, 4096> buf;
-  while (size_t n = fread(buf.data(), 1, buf.size(), f)) out.append(buf.data(), n);
-  const int status = pclose(f);
-  return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, out};
-}
+using Result = testutil::CommandResult;
+Result run(const std::string& args) { return testutil::collcheck(args); }
 size_t lines(const std::string& s) { return static_cast<size_t>(std::count(s.begin(), s.end(), '\n')); }
 }  // namespace
 

@@ -1,0 +1,205 @@
+// The case model and its generator: replay tokens round-trip, bad tokens are
+// rejected with the field named, generation respects the space and favours
+// the edges, shrinks are simpler, and the input distributions produce what
+// they promise.
+#include <gtest/gtest.h>
+#include <rapidcheck/gtest.h>
+
+#include <cmath>
+#include <set>
+
+#include "harness/oracle.h"
+#include "impl/float_formats.h"
+#include "properties/case.h"
+#include "properties/generators.h"
+
+using namespace collcheck;
+
+namespace {
+CaseSpace small_space() {
+  CaseSpace s;
+  s.max_ranks = 6;
+  s.max_count = 40;
+  return s;
+}
+}  // namespace
+
+RC_GTEST_PROP(CaseToken, RoundTripsSeededAndExplicitCases, ()) {
+  Case c = *gen_case(small_space());
+  RC_ASSERT(decode_case(encode_case(c)) == c);
+  c.make_explicit();
+  const Case back = decode_case(encode_case(c));
+  RC_ASSERT(back == c);
+  RC_ASSERT(back.input_buffers() == c.input_buffers());
+}
+
+TEST(CaseToken, ExplicitTokenIsReadable) {
+  Case c;
+  c.p = 2;
+  c.dtype = DType::Float32;
+  c.op = RedOp::Sum;
+  c.count = 2;
+  c.explicit_values = true;
+  c.values = {{0x3f800000, 0}, {0x40000000, 0x3f800000}};
+  EXPECT_EQ(encode_case(c), "v1:p2:float32:sum:s1:n2:oop:x:3f800000.0/40000000.3f800000");
+}
+
+TEST(CaseToken, BadTokensNameTheField) {
+  const std::pair<const char*, const char*> bad[] = {
+      {"", "token"},
+      {"v2:p2:float32:sum:s1:n2:oop:x:0.0/0.0", "token"},
+      {"v1:q2:float32:sum:s1:n2:oop:x:0.0/0.0", "ranks field"},
+      {"v1:p0:float32:sum:s1:n2:oop:x:0.0/0.0", "ranks field"},
+      {"v1:p2:float33:sum:s1:n2:oop:x:0.0/0.0", "dtype"},
+      {"v1:p2:float32:add:s1:n2:oop:x:0.0/0.0", "op"},
+      {"v1:p2:float32:sum:sx:n2:oop:x:0.0/0.0", "scalar field"},
+      {"v1:p2:float32:sum:s1:n-2:oop:x:0.0/0.0", "count field"},
+      {"v1:p2:float32:sum:s1:n2:out:x:0.0/0.0", "placement"},
+      {"v1:p2:float32:sum:s1:n2:oop:x:0.0", "values"},
+      {"v1:p2:float32:sum:s1:n2:oop:x:0.0/0", "values"},
+      {"v1:p2:int8:sum:s1:n2:oop:x:0.100/0.0", "element"},
+      {"v1:p2:float32:sum:s1:n2:oop:x:0.zz/0.0", "element"},
+      {"v1:p2:float32:sum:s1:n2:oop:d:gaussian:12", "data class"},
+      {"v1:p2:float32:sum:s1:n2:oop:d:exact:xyz", "seed"},
+  };
+  for (const auto& [token, field] : bad) {
+    try {
+      decode_case(token);
+      ADD_FAILURE() << "accepted: " << token;
+    } catch (const std::invalid_argument& e) {
+      EXPECT_NE(std::string(e.what()).find(field), std::string::npos) << token << " -> " << e.what();
+    }
+  }
+}
+
+RC_GTEST_PROP(Generator, RespectsTheSpace, ()) {
+  CaseSpace s = small_space();
+  s.dtypes = {DType::Int8, DType::BFloat16};
+  s.ops = {RedOp::Max, RedOp::PreMulSum};
+  const Case c = *gen_case(s);
+  RC_ASSERT(c.p >= 1);
+  RC_ASSERT(c.p <= s.max_ranks);
+  RC_ASSERT(c.count <= s.max_count);
+  RC_ASSERT(c.dtype == DType::Int8 || c.dtype == DType::BFloat16);
+  RC_ASSERT(c.op == RedOp::Max || c.op == RedOp::PreMulSum);
+  RC_ASSERT(!(dtype_is_float(c.dtype) && c.data == DataClass::Wrap));
+}
+
+TEST(Generator, FavoursEdgeCountsAndCoversEveryDtypeOpAndClass) {
+  CaseSpace s;  // the verify defaults
+  const auto gen = gen_case(s);
+  rc::Random rnd(42);
+  std::set<size_t> counts;
+  std::set<std::pair<int, int>> pairs;
+  std::set<int> classes, ps;
+  for (int i = 0; i < 4000; ++i) {
+    const Case c = gen(rnd.split(), i % 101).value();
+    counts.insert(c.count);
+    pairs.insert({static_cast<int>(c.dtype), static_cast<int>(c.op)});
+    classes.insert(static_cast<int>(c.data));
+    ps.insert(c.p);
+  }
+  EXPECT_EQ(pairs.size(), 72u);
+  EXPECT_EQ(ps.size(), 8u);
+  for (size_t e : {0, 1, 2, 3, 4, 5, 7, 8, 9, 63, 64, 65, 511, 512, 513}) EXPECT_TRUE(counts.count(e)) << "count " << e << " never drawn";
+  for (DataClass c : {DataClass::Exact, DataClass::Random, DataClass::Extreme, DataClass::Special, DataClass::Wrap})
+    EXPECT_TRUE(classes.count(static_cast<int>(c))) << data_class_name(c);
+  for (size_t e : edge_counts(5, 100))
+    if (e > 100) ADD_FAILURE() << e;
+  const auto e5 = edge_counts(5, 1000);
+  for (size_t e : {0, 1, 3, 4, 5, 6, 9, 10, 11, 14, 15, 16, 39, 40, 41, 319, 320, 321, 255, 256, 257})
+    EXPECT_TRUE(std::count(e5.begin(), e5.end(), static_cast<size_t>(e))) << e;
+}
+
+// Every shrink is simpler: fewer ranks, fewer elements, in-place turned off,
+// scalar 1, or one value replaced by a simpler one; never the case itself.
+RC_GTEST_PROP(Shrinks, AreStrictlySimpler, ()) {
+  const Case c = *gen_case(small_space());
+  auto seq = case_shrinks(c);
+  int n = 0;
+  while (auto s = seq.next()) {
+    if (++n > 300) break;
+    RC_ASSERT(!(*s == c));
+    RC_ASSERT(s->p <= c.p);
+    RC_ASSERT(s->count <= c.count);
+    RC_ASSERT(s->dtype == c.dtype);
+    RC_ASSERT(s->op == c.op);
+    const bool smaller = s->p < c.p || s->count < c.count || (c.inplace && !s->inplace) ||
+                         (c.op == RedOp::PreMulSum && s->scalar == 1.0 && c.scalar != 1.0);
+    if (!smaller) {
+      // Exactly one value changed.
+      RC_ASSERT(s->explicit_values);
+      int changed = 0;
+      for (int r = 0; r < c.p; ++r)
+        for (size_t i = 0; i < c.count; ++i) changed += s->input(r, i) != c.input(r, i);
+      RC_ASSERT(changed == 1);
+    }
+  }
+}
+
+TEST(Shrinks, TryOneRankFirstKeepingItsValues) {
+  Case c;
+  c.p = 6;
+  c.count = 10;
+  c.seed = 7;
+  auto seq = case_shrinks(c);
+  auto first = seq.next();
+  ASSERT_TRUE(first);
+  EXPECT_EQ(first->p, 1);
+  EXPECT_EQ(first->count, 10u);
+  for (size_t i = 0; i < 10; ++i) EXPECT_EQ(first->values[0][i], c.input(0, i));
+}
+
+TEST(DataClasses, SpecialFloatsContainNanInfAndSignedZeros) {
+  for (DType t : kAllDTypes) {
+    if (!dtype_is_float(t)) continue;
+    bool nan = false, inf = false, pz = false, nz = false;
+    for (size_t i = 0; i < 2000; ++i) {
+      const double v = element_to_double(t, input_element(t, RedOp::Sum, 4, 1, i, 9, DataClass::Special));
+      nan |= std::isnan(v);
+      inf |= std::isinf(v);
+      pz |= v == 0 && !std::signbit(v);
+      nz |= v == 0 && std::signbit(v);
+    }
+    EXPECT_TRUE(nan) << dtype_name(t);
+    // fp8 e4m3 has no infinity; its conversion saturates.
+    if (t != DType::Fp8E4M3) {
+      EXPECT_TRUE(inf) << dtype_name(t);
+    }
+    EXPECT_TRUE(pz && nz) << dtype_name(t);
+  }
+}
+
+TEST(DataClasses, ExtremeFloatsReachTheLargestFiniteValueAndTheSubnormals) {
+  for (DType t : kAllDTypes) {
+    if (!dtype_is_float(t)) continue;
+    double biggest = 0, smallest = INFINITY;
+    for (size_t i = 0; i < 2000; ++i) {
+      const double v = std::fabs(element_to_double(t, input_element(t, RedOp::Sum, 4, 0, i, 3, DataClass::Extreme)));
+      biggest = std::max(biggest, v);
+      if (v > 0) smallest = std::min(smallest, v);
+    }
+    const auto lim = float_info(t);
+    EXPECT_GE(biggest, 0.9 * lim.max_finite) << dtype_name(t);
+    EXPECT_LT(smallest, lim.min_normal) << dtype_name(t);
+  }
+}
+
+TEST(DataClasses, WrapIntegersOverflowWhenSummed) {
+  for (DType t : {DType::Int8, DType::Uint8, DType::Int32, DType::Uint32, DType::Int64, DType::Uint64}) {
+    const unsigned bits = 8 * static_cast<unsigned>(dtype_size(t));
+    int overflowed = 0;
+    for (size_t i = 0; i < 1000; ++i) {
+      const uint64_t a = input_element(t, RedOp::Sum, 2, 0, i, 5, DataClass::Wrap);
+      const uint64_t b = input_element(t, RedOp::Sum, 2, 1, i, 5, DataClass::Wrap);
+      // Overflow of the signed or unsigned interpretation: the carry into or out of the top bit.
+      const __int128 sa = dtype_is_signed_int(t) ? static_cast<__int128>(static_cast<int64_t>(a << (64 - bits)) >> (64 - bits)) : a;
+      const __int128 sb = dtype_is_signed_int(t) ? static_cast<__int128>(static_cast<int64_t>(b << (64 - bits)) >> (64 - bits)) : b;
+      const __int128 s = sa + sb;
+      const __int128 lo = dtype_is_signed_int(t) ? -(static_cast<__int128>(1) << (bits - 1)) : 0;
+      const __int128 hi = dtype_is_signed_int(t) ? (static_cast<__int128>(1) << (bits - 1)) - 1 : (static_cast<__int128>(1) << bits) - 1;
+      overflowed += s < lo || s > hi;
+    }
+    EXPECT_GT(overflowed, 300) << dtype_name(t);
+  }
+}

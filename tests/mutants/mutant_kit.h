@@ -1,0 +1,187 @@
+// A small all-reduce kit for the mutants: a correct ring and a correct binary
+// tree written against the plugin ABI only (collcheck/plugin.h), with switches
+// that plant one realistic bug each. control.cc builds the kit with no switch
+// set and must pass verify; each mutant_*.cc sets one switch and must fail.
+#pragma once
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <functional>
+#include <stdexcept>
+#include <vector>
+
+#include "collcheck/plugin.h"
+
+namespace mk {
+
+struct LinkFailed {};  // a link call failed; the harness recorded why
+
+struct Ctx {
+  const collcheck_call* c;
+  const collcheck_links* l;
+  int rank() const { return l->rank; }
+  int p() const { return l->size; }
+  size_t es() const { return c->dtype_size; }
+  std::byte* at(void* base, size_t i) const { return static_cast<std::byte*>(base) + i * es(); }
+};
+
+inline collcheck_request* post(const Ctx& x, bool send, int peer, uint64_t tag, void* buf, size_t n) {
+  collcheck_request* r = nullptr;
+  const size_t bytes = n * x.es();
+  const int rc = send ? x.l->isend(x.l->ctx, peer, tag, buf, bytes, &r) : x.l->irecv(x.l->ctx, peer, tag, buf, bytes, &r);
+  if (rc != 0) throw LinkFailed{};
+  return r;
+}
+inline void wait(const Ctx& x, collcheck_request* r) {
+  if (x.l->wait(x.l->ctx, r) != 0) throw LinkFailed{};
+}
+// Sends `nout` elements to `to` and receives `nin` from `from`, both at once.
+inline void sendrecv(const Ctx& x, int to, const void* out, size_t nout, int from, void* in, size_t nin, uint64_t tag) {
+  collcheck_request* r = post(x, false, from, tag, in, nin);
+  collcheck_request* s = post(x, true, to, tag, const_cast<void*>(out), nout);
+  wait(x, r);
+  wait(x, s);
+}
+inline void send(const Ctx& x, int to, const void* buf, size_t n, uint64_t tag) {
+  wait(x, post(x, true, to, tag, const_cast<void*>(buf), n));
+}
+inline void recv(const Ctx& x, int from, void* buf, size_t n, uint64_t tag) { wait(x, post(x, false, from, tag, buf, n)); }
+
+using CombineFn = std::function<void(const Ctx&, void* inout, const void* in, size_t n)>;
+inline void harness_combine(const Ctx& x, void* inout, const void* in, size_t n) { x.l->combine(x.l->ctx, inout, in, n); }
+
+struct Chunk {
+  size_t off, n;
+};
+
+struct RingBugs {
+  bool floor_chunks = false;     // chunks of count/p elements: the count % p tail is never reduced
+  bool wrong_send_chunk = false; // reduce-scatter step s sends chunk r+s instead of r-s
+  bool short_allgather = false;  // the all-gather loop stops one step early
+  bool add_twice = false;        // the first received chunk is combined twice
+};
+
+inline Chunk ring_chunk(size_t count, int p, int i, const RingBugs& b) {
+  const size_t P = static_cast<size_t>(p), I = static_cast<size_t>(i);
+  if (b.floor_chunks) return {I * (count / P), count / P};
+  const size_t base = count / P, extra = count % P;
+  return {I * base + (I < extra ? I : extra), base + (I < extra ? 1 : 0)};
+}
+
+// Ring all-reduce on `buf`, which holds this rank's pre-multiplied
+// contribution; applies postdiv. Reduce-scatter then all-gather.
+inline void ring(const Ctx& x, void* buf, const RingBugs& b = {}, const CombineFn& combine = harness_combine) {
+  const int p = x.p(), r = x.rank();
+  const int right = (r + 1) % p, left = (r + p - 1) % p;
+  auto mod = [p](int v) { return ((v % p) + p) % p; };
+  size_t maxn = 0;
+  for (int i = 0; i < p; ++i) maxn = std::max(maxn, ring_chunk(x.c->count, p, i, b).n);
+  std::vector<std::byte> tmp(maxn * x.es() + 1);
+  for (int s = 0; s < p - 1; ++s) {
+    const Chunk out = ring_chunk(x.c->count, p, b.wrong_send_chunk ? mod(r + s) : mod(r - s), b);
+    const Chunk in = ring_chunk(x.c->count, p, mod(r - s - 1), b);
+    sendrecv(x, right, x.at(buf, out.off), out.n, left, tmp.data(), in.n, x.c->tag_base);
+    combine(x, x.at(buf, in.off), tmp.data(), in.n);
+    if (b.add_twice && s == 0) combine(x, x.at(buf, in.off), tmp.data(), in.n);
+  }
+  const Chunk mine = ring_chunk(x.c->count, p, mod(r + 1), b);
+  x.l->postdiv(x.l->ctx, x.at(buf, mine.off), mine.n);
+  const int steps = b.short_allgather ? p - 2 : p - 1;
+  for (int s = 0; s < steps; ++s) {
+    const Chunk out = ring_chunk(x.c->count, p, mod(r + 1 - s), b);
+    const Chunk in = ring_chunk(x.c->count, p, mod(r - s), b);
+    sendrecv(x, right, x.at(buf, out.off), out.n, left, x.at(buf, in.off), in.n, x.c->tag_base + 1);
+  }
+}
+
+struct TreeBugs {
+  bool drop_last_leaf = false;   // when p is not a power of two, rank p-1 is left out of the reduction
+  bool root_other_order = false; // the root keeps a result it summed in another order than it sent
+};
+
+// Reduce to rank 0 along the heap tree (children 2r+1, 2r+2), then broadcast.
+inline void tree(const Ctx& x, void* buf, const TreeBugs& b = {}, const CombineFn& combine = harness_combine) {
+  const int p = x.p(), r = x.rank();
+  const size_t n = x.c->count;
+  const bool pow2 = (p & (p - 1)) == 0;
+  auto in_reduce = [&](int rank) { return !(b.drop_last_leaf && !pow2 && rank == p - 1); };
+  std::vector<std::byte> tmp(n * x.es() + 1);
+  std::vector<std::byte> own;
+  if (b.root_other_order && r == 0) own.assign(static_cast<std::byte*>(buf), static_cast<std::byte*>(buf) + n * x.es());
+  std::vector<std::vector<std::byte>> kids;
+  for (int k = 1; k <= 2; ++k) {
+    const int child = 2 * r + k;
+    if (child >= p || !in_reduce(child)) continue;
+    recv(x, child, tmp.data(), n, x.c->tag_base);
+    combine(x, buf, tmp.data(), n);
+    if (b.root_other_order && r == 0) kids.emplace_back(tmp.begin(), tmp.end());
+  }
+  if (r != 0 && in_reduce(r)) send(x, (r - 1) / 2, buf, n, x.c->tag_base);
+  if (r == 0) x.l->postdiv(x.l->ctx, buf, n);
+  if (r != 0) recv(x, (r - 1) / 2, buf, n, x.c->tag_base + 1);
+  for (int k = 1; k <= 2; ++k) {
+    const int child = 2 * r + k;
+    if (child < p) send(x, child, buf, n, x.c->tag_base + 1);
+  }
+  if (b.root_other_order && r == 0 && kids.size() == 2) {
+    // What the root keeps for itself: own + (c0 + c1), not the (own + c0) + c1
+    // it sent down the tree. Same values, another rounding.
+    combine(x, kids[0].data(), kids[1].data(), n);
+    combine(x, own.data(), kids[0].data(), n);
+    std::memcpy(buf, own.data(), n * x.es());
+    x.l->postdiv(x.l->ctx, buf, n);
+  }
+}
+
+// Runs `body` with the contribution already in c->recv; p == 1 and count == 0
+// handled. Turns LinkFailed into an error return.
+inline int run(const collcheck_call* c, const collcheck_links* l, const std::function<void(const Ctx&)>& body,
+               bool premul = true) {
+  const Ctx x{c, l};
+  if (premul) l->premul(l->ctx, c->recv, c->send, c->count);
+  try {
+    if (l->size == 1 || c->count == 0) {
+      l->postdiv(l->ctx, c->recv, c->count);
+      return 0;
+    }
+    body(x);
+    return 0;
+  } catch (const LinkFailed&) {
+    return 1;
+  }
+}
+
+// ---- element helpers for mutants that bring their own arithmetic ----
+
+inline bool is_nan(int dtype, const std::byte* e) {
+  uint64_t v = 0;
+  switch (dtype) {
+    case COLLCHECK_FLOAT16: std::memcpy(&v, e, 2); return (v & 0x7c00) == 0x7c00 && (v & 0x3ff);
+    case COLLCHECK_BFLOAT16: std::memcpy(&v, e, 2); return (v & 0x7f80) == 0x7f80 && (v & 0x7f);
+    case COLLCHECK_FLOAT32: std::memcpy(&v, e, 4); return (v & 0x7f800000u) == 0x7f800000u && (v & 0x7fffffu);
+    case COLLCHECK_FLOAT64:
+      std::memcpy(&v, e, 8);
+      return (v & 0x7ff0000000000000ull) == 0x7ff0000000000000ull && (v & 0xfffffffffffffull);
+    case COLLCHECK_FP8_E4M3: std::memcpy(&v, e, 1); return (v & 0x7f) == 0x7f;
+    case COLLCHECK_FP8_E5M2: std::memcpy(&v, e, 1); return (v & 0x7c) == 0x7c && (v & 0x3);
+    default: return false;
+  }
+}
+
+inline float fp8_to_float(int dtype, uint8_t v) {
+  const bool e4m3 = dtype == COLLCHECK_FP8_E4M3;
+  const int mbits = e4m3 ? 3 : 2, bias = e4m3 ? 7 : 15;
+  const int exp = (v & 0x7f) >> mbits, man = v & ((1 << mbits) - 1);
+  const float mag = exp == 0 ? std::ldexp(static_cast<float>(man), 1 - bias - mbits)
+                             : std::ldexp(1.0f + static_cast<float>(man) / static_cast<float>(1 << mbits), exp - bias);
+  return (v & 0x80) ? -mag : mag;
+}
+
+}  // namespace mk
+
+// The boilerplate every mutant exports.
+#define MK_PLUGIN(label)                                                            \
+  extern "C" int collcheck_plugin_abi_version(void) { return COLLCHECK_PLUGIN_ABI_VERSION; } \
+  extern "C" const char* collcheck_plugin_name(void) { return label; }

@@ -1,0 +1,99 @@
+// Test of the tests: every mutant (tests/mutants/, a realistic bug each, built
+// as a plugin) is caught within the default verify budget, for three seeds,
+// and shrinks to a small case whose replay token fails again. The controls
+// (the same kit without a bug) pass.
+#include <gtest/gtest.h>
+
+#include <sstream>
+
+#include "properties/executor.h"
+#include "properties/verify.h"
+#include "tests/run_command.h"
+
+using namespace collcheck;
+using namespace std::chrono_literals;
+
+namespace {
+
+std::vector<std::string> mutants() {
+  std::vector<std::string> v;
+  std::stringstream ss(MUTANTS);
+  for (std::string m; std::getline(ss, m, ',');) v.push_back(m);
+  return v;
+}
+
+std::string mutant_path(const std::string& m) { return std::string(MUTANT_DIR) + "/" + m + ".so"; }
+
+struct Caught {
+  VerifyResult r;
+};
+
+VerifyResult verify_plugin(const std::string& path, uint64_t seed, size_t cases = VerifyOptions{}.cases) {
+  ImplPtr impl = load_plugin(path);
+  InProcessExecutor exec(RunConfig{impl, default_peers(*impl), 10000ms});
+  VerifyOptions o;  // the defaults of `collcheck verify`
+  o.impl_spec = "plugin:" + path;
+  o.seed = seed;
+  o.cases = cases;
+  std::FILE* devnull = std::fopen("/dev/null", "w");
+  VerifyResult r = run_verify(o, exec, devnull);
+  std::fclose(devnull);
+  return r;
+}
+
+class Mutant : public ::testing::TestWithParam<std::string> {};
+
+}  // namespace
+
+TEST_P(Mutant, IsCaughtWithinTheDefaultBudgetAndShrinksToASmallReplayableCase) {
+  const std::string m = GetParam();
+  const VerifyOptions defaults;
+  for (uint64_t seed : {1, 2, 3}) {
+    const VerifyResult r = verify_plugin(mutant_path(m), seed);
+    ASSERT_TRUE(r.failed) << m << " survived " << r.cases_run << " cases with seed " << seed;
+    EXPECT_LE(r.failing_case, defaults.cases);
+    std::printf("[ mutant  ] %-26s seed %llu: caught at case %4zu by %-28s shrunk in %3zu steps to %s\n", m.c_str(),
+                static_cast<unsigned long long>(seed), r.failing_case, r.failure.property.c_str(), r.shrink_steps,
+                case_summary(r.minimal).c_str());
+    // Small enough to read in ten seconds.
+    EXPECT_LE(r.minimal.p, 4) << case_summary(r.minimal);
+    EXPECT_LE(r.minimal.count, 16u) << case_summary(r.minimal);
+    EXPECT_FALSE(r.shrink_budget_reached);
+    // The replay token reproduces the failure, and the same property fails.
+    ImplPtr impl = load_plugin(mutant_path(m));
+    CaseRunner runner(RunConfig{impl, default_peers(*impl), 10000ms});
+    const CaseOutcome again = runner.run(decode_case(encode_case(r.minimal)));
+    EXPECT_FALSE(again.ok);
+    EXPECT_EQ(again.failure.property, r.failure.property);
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(All, Mutant, ::testing::ValuesIn(mutants()), [](const auto& i) { return i.param; });
+
+TEST(Mutants, ThereAreAtLeastTwelve) { EXPECT_GE(mutants().size(), 12u); }
+
+TEST(Mutants, TheKitWithoutABugPasses) {
+  for (const char* control : {"control_ring", "control_tree"}) {
+    const VerifyResult r = verify_plugin(mutant_path(control), 11);
+    EXPECT_FALSE(r.failed) << control << ": " << r.failure.property << "\n" << r.failure.detail;
+    EXPECT_EQ(r.cases_run, VerifyOptions{}.cases);
+  }
+}
+
+// The whole loop as a user sees it: verify fails with exit 1 and prints a
+// replay line; that line, run as printed, fails the same way.
+TEST(Mutants, CliReportAndReplayLine) {
+  const auto r = testutil::collcheck("verify --impl plugin:" + mutant_path("chunk_off_by_one") + " --seed 1");
+  ASSERT_EQ(r.code, 1) << r.out;
+  EXPECT_NE(r.out.find("FAIL: property"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("first wrong element"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("expected:"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("bound:"), std::string::npos) << r.out;
+  const size_t at = r.out.find("replay: collcheck ");
+  ASSERT_NE(at, std::string::npos) << r.out;
+  std::string line = r.out.substr(at + 8, r.out.find('\n', at) - at - 8);
+  line.replace(0, std::string("collcheck").size(), COLLCHECK_BIN);
+  const auto again = testutil::run_command(line);
+  EXPECT_EQ(again.code, 1) << line << "\n" << again.out;
+  EXPECT_NE(again.out.find("FAIL: property"), std::string::npos) << again.out;
+}

@@ -1,0 +1,132 @@
+// The plugin ABI from the user's side: the example plugin passes; a plugin
+// that cannot be loaded is bad input (exit 2, one line); a plugin that fails,
+// crashes, never returns or breaks the ABI's rules gets a diagnosis (exit 1),
+// never a hang and never a pass.
+#include <gtest/gtest.h>
+
+#include <chrono>
+
+#include "tests/run_command.h"
+
+namespace {
+
+std::string plugin(const std::string& f) { return std::string(PLUGIN_DIR) + "/" + f + ".so"; }
+
+testutil::CommandResult verify(const std::string& args) {
+  return testutil::collcheck("verify --seed 1 --cases 300 --progress off " + args, 300);
+}
+
+void expect_has(const testutil::CommandResult& r, const std::string& what) {
+  EXPECT_NE(r.out.find(what), std::string::npos) << "missing '" << what << "' in:\n" << r.out;
+}
+
+}  // namespace
+
+TEST(Plugin, ExamplePluginPasses) {
+  const auto r = verify(std::string("--impl plugin:") + EXAMPLE_PLUGIN + " --cases 500");
+  EXPECT_EQ(r.code, 0) << r.out;
+  expect_has(r, "PASS: 500 cases");
+}
+
+TEST(Plugin, UnloadableIsBadInput) {
+  struct {
+    std::string impl, message;
+  } cases[] = {
+      {"plugin:" + plugin("bad_version"), "was built for plugin ABI version 42; this collcheck supports version 1"},
+      {"plugin:" + plugin("no_entry"), "does not export collcheck_all_reduce"},
+      {"plugin:/nonexistent/libx.so", "cannot load plugin '/nonexistent/libx.so'"},
+      {"plugin:", "needs a path"},
+      {"butterfly", "unknown implementation 'butterfly'; allowed: ring, tree, dbtree, plugin:<path.so>"},
+  };
+  for (const auto& c : cases) {
+    const auto r = verify("--impl " + c.impl);
+    EXPECT_EQ(r.code, 2) << c.impl << "\n" << r.out;
+    expect_has(r, c.message);
+    EXPECT_EQ(std::count(r.out.begin(), r.out.end(), '\n'), 1) << r.out;
+  }
+}
+
+TEST(Plugin, ReturnedErrorIsReportedWithTheMessage) {
+  const auto r = verify("--impl plugin:" + plugin("returns_error"));
+  EXPECT_EQ(r.code, 1) << r.out;
+  expect_has(r, "FAIL: property call-completes");
+  expect_has(r, "returned 7");
+  expect_has(r, "this plugin refuses counts above 2");
+  expect_has(r, "count=3");  // shrunk to the smallest count that fails
+}
+
+TEST(Plugin, CrashIsDiagnosedAndShrunk) {
+  const auto r = verify("--impl plugin:" + plugin("crashes"));
+  EXPECT_EQ(r.code, 1) << r.out;
+  expect_has(r, "FAIL: property call-completes");
+  // A plain build reports the signal; under AddressSanitizer its handler exits instead.
+  EXPECT_TRUE(r.out.find("crashed the process: signal 11 (SEGV)") != std::string::npos ||
+              r.out.find("exited with status") != std::string::npos)
+      << r.out;
+  expect_has(r, "minimal case: p=2");
+  expect_has(r, "count=3");
+}
+
+TEST(Plugin, CallThatNeverReturnsIsDiagnosedWithinTheDeadline) {
+  const auto t0 = std::chrono::steady_clock::now();
+  const auto r = verify("--impl plugin:" + plugin("never_returns") + " --timeout 0.5 --cases 50");
+  const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  EXPECT_EQ(r.code, 1) << r.out;
+  expect_has(r, "FAIL: property call-completes");
+  expect_has(r, "did not return");
+  // Each run that hangs costs its calls' deadlines (4 x 0.5 s) plus 5 s of grace;
+  // shrinking reruns a few. Bounded, not a hang.
+  EXPECT_LT(s, 240) << r.out;
+  std::printf("[ hang    ] diagnosed and shrunk in %.1f s\n", s);
+}
+
+TEST(Plugin, LeakedRequestIsARuleViolation) {
+  const auto r = verify("--impl plugin:" + plugin("leaks_request"));
+  EXPECT_EQ(r.code, 1) << r.out;
+  expect_has(r, "neither waited nor cancelled");
+}
+
+TEST(Plugin, SuccessAfterAFailedLinkOperationIsCaught) {
+  const auto r = verify("--impl plugin:" + plugin("ignores_link_error"));
+  EXPECT_EQ(r.code, 1) << r.out;
+  expect_has(r, "returned success on rank");
+  expect_has(r, "after a failed link operation: isend to invalid peer");
+}
+
+TEST(VerifyCli, BadInputExitsTwoWithOneLine) {
+  const char* bad[][2] = {
+      {"--cases 0", "--cases must be >= 1"},
+      {"--cases ten", "--cases"},
+      {"--seed -4", "--seed must be a non-negative integer"},
+      {"--max-ranks 0", "--max-ranks must be between 1 and 512"},
+      {"--max-count 99999999", "--max-count must be at most 16777216"},
+      {"--dtypes float31", "unknown dtype 'float31' for --dtypes"},
+      {"--ops add", "unknown op 'add' for --ops"},
+      {"--data gaussian", "unknown data class 'gaussian' for --data"},
+      {"--data mixed", "--data mixed is for sweep"},
+      {"--time-budget -1", "--time-budget must be >= 0"},
+      {"--timeout 0", "--timeout must be in (0, 86400]"},
+      {"--isolate maybe", "--isolate must be auto, on or off"},
+      {"--replay v1:p2:float32", "--replay: replay token: bad token"},
+      {"--replay v1:p2:float32:sum:s1:n2:oop:x:0.0", "--replay: replay token: bad values"},
+  };
+  for (const auto& b : bad) {
+    const auto r = testutil::collcheck(std::string("verify ") + b[0]);
+    EXPECT_EQ(r.code, 2) << b[0] << "\n" << r.out;
+    EXPECT_NE(r.out.find(b[1]), std::string::npos) << b[0] << "\n" << r.out;
+    EXPECT_EQ(std::count(r.out.begin(), r.out.end(), '\n'), 1) << r.out;
+  }
+}
+
+TEST(VerifyCli, TimeBudgetStopsCleanlyAndSaysSo) {
+  const auto r = testutil::collcheck("verify --cases 100000000 --time-budget 1 --seed 4");
+  EXPECT_EQ(r.code, 0) << r.out;
+  EXPECT_NE(r.out.find("stopped by the time budget after"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("cases by dtype x op"), std::string::npos) << r.out;
+}
+
+TEST(VerifyCli, ReplayOfAPassingCasePasses) {
+  const auto r = testutil::collcheck("verify --impl tree --replay v1:p3:int8:sum:s1:n4:ip:x:7f.1.2.3/7f.0.0.0/1.1.1.1");
+  EXPECT_EQ(r.code, 0) << r.out;
+  EXPECT_NE(r.out.find("PASS: every property holds (4 elements checked)"), std::string::npos) << r.out;
+}
