@@ -149,11 +149,17 @@ class CaseShrinks {
             block_ = b.count;  // the first candidate removes everything
             i_ = 0;
           }
-          // Short prefixes first: a bug that needs an odd count survives
-          // there, while removing any one block might make the count even.
-          if (prefix_ < std::min<size_t>(b.count - 1, 8)) {
+          // Short prefixes and suffixes first: a bug that needs an odd count
+          // (or sits in the tail) survives there, while removing any one block
+          // might make the count even.
+          const size_t shortest = std::min<size_t>(b.count - 1, 8);
+          if (prefix_ < shortest) {
             ++prefix_;
-            if (prefix_ < b.count) return without_elements(prefix_, b.count - prefix_);
+            return without_elements(prefix_, b.count - prefix_);
+          }
+          if (suffix_ < shortest) {
+            ++suffix_;
+            return without_elements(0, b.count - suffix_);
           }
           for (; block_ >= 1; block_ /= 2, i_ = 0) {
             const size_t start = i_ * block_;
@@ -236,6 +242,7 @@ class CaseShrinks {
   size_t block_ = 0;
   bool blocks_started_ = false;
   size_t prefix_ = 0;
+  size_t suffix_ = 0;
   size_t elem_ = 0;
   std::vector<uint64_t> cand_;
   size_t k_ = 0;
@@ -255,7 +262,8 @@ class CaseGen {
     c.p = 1 + static_cast<int>(next() % static_cast<uint64_t>(std::max(1, pmax)));
     c.dtype = pick(space_.dtypes, next());
     c.op = pick(space_.ops, next());
-    c.scalar = kScalars[next() % std::size(kScalars)];
+    const double scalar = kScalars[next() % std::size(kScalars)];
+    c.scalar = c.op == RedOp::PreMulSum ? scalar : 1.0;  // only premulsum has one
     // Count: two in three from the edges, else uniform; both capped by the size.
     const size_t cap = std::max<size_t>(static_cast<size_t>(c.p) + 1,
                                         space_.max_count * static_cast<size_t>(sz) / rc::kNominalSize);

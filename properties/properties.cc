@@ -135,7 +135,7 @@ CaseOutcome CaseRunner::run(const Case& c) {
       st->bufs[r].push_back(std::move(b));
     }
   }
-  const auto limit = cfg_.timeout * kNumCalls + std::chrono::seconds(5);
+  const auto limit = cfg_.timeout * kNumCalls + std::chrono::seconds(2);
   RunState* s = st.get();
   // The rank bodies capture by value: a hung rank may outlive this call.
   struct Call {
@@ -256,7 +256,7 @@ CaseOutcome CaseRunner::run(const Case& c) {
       comm.all_reduce(b.data(), b.data(), cp->count, cp->dtype, cp->op, cp->scalar);
     };
     const WorldRun prun = world(c.p).run(pfn, std::chrono::duration_cast<std::chrono::milliseconds>(
-                                                  cfg_.timeout + std::chrono::seconds(5)));
+                                                  cfg_.timeout + std::chrono::seconds(2)));
     if (!prun.ok()) {
       if (prun.hung) {
         new ThreadWorld::RankFn(pfn);
