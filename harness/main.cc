@@ -4,7 +4,9 @@
 
 #include <unistd.h>
 
+#include <cerrno>
 #include <cstdio>
+#include <cstring>
 #include <random>
 #include <string>
 
@@ -56,6 +58,7 @@ struct VerifyFlags {
   std::string isolate = "auto";
   std::string replay;
   std::string progress = "auto";
+  std::string junit;
 };
 
 void add_verify(CLI::App& app, VerifyFlags& f) {
@@ -78,6 +81,7 @@ void add_verify(CLI::App& app, VerifyFlags& f) {
                 "run cases in a child process so a crash or hang is diagnosed: auto (plugins), on, off")
       ->capture_default_str();
   v->add_option("--replay", f.replay, "run exactly the case of this replay token (printed by a failing run)");
+  v->add_option("--junit", f.junit, "also write the result as JUnit XML to this file (one testcase per property)");
   v->add_option("--progress", f.progress, "progress line on stderr: auto (when a terminal), on, off")
       ->capture_default_str();
 }
@@ -132,6 +136,13 @@ int run_verify_command(const VerifyFlags& f) {
     }
   }
 
+  if (!f.junit.empty()) {  // fail before the run, not after it
+    const std::string probe = f.junit + ".tmp";
+    std::FILE* jf = std::fopen(probe.c_str(), "w");
+    if (!jf) throw UsageError(fmt::format("--junit: cannot write '{}': {}", f.junit, std::strerror(errno)));
+    std::fclose(jf);
+    std::remove(probe.c_str());
+  }
   collcheck::ImplPtr impl;
   try {
     impl = collcheck::make_implementation(f.impl);
@@ -146,6 +157,15 @@ int run_verify_command(const VerifyFlags& f) {
   auto exec = collcheck::make_executor(cfg, isolate);
   const auto result = collcheck::run_verify(o, *exec, stdout);
   std::fflush(stdout);
+  if (!f.junit.empty()) {
+    try {
+      collcheck::write_junit(f.junit, o, result);
+    } catch (const std::runtime_error& e) {
+      // The verdict above stands; a report that could not be written is still an error.
+      std::fprintf(stderr, "collcheck: error: --junit: %s\n", e.what());
+      return result.failed ? 1 : 2;
+    }
+  }
   return result.exit_code();
 }
 

@@ -97,6 +97,19 @@ std::string oracle_detail(const Case& c, const Reduction& red, const std::vector
                      i, who, e.describe(c.dtype), format_element(c.dtype, got), bound, i, ins);
 }
 
+// Each line of `text` indented by `pad`.
+std::string indent(const std::string& text, std::string_view pad = "    ") {
+  std::string out;
+  size_t start = 0;
+  while (start < text.size()) {
+    const size_t nl = text.find('\n', start);
+    const size_t end = nl == std::string::npos ? text.size() : nl;
+    out += fmt::format("{}{}\n", pad, std::string_view(text).substr(start, end - start));
+    start = end + 1;
+  }
+  return out;
+}
+
 }  // namespace
 
 CaseRunner::CaseRunner(RunConfig cfg) : cfg_(std::move(cfg)) {}
@@ -175,9 +188,9 @@ CaseOutcome CaseRunner::run(const Case& c) {
     return fail("call-completes",
                 fmt::format("  ranks did not return within {:.1f} s ({} calls of deadline {} ms each):\n{}",
                             std::chrono::duration<double>(limit).count(), static_cast<int>(kNumCalls),
-                            cfg_.timeout.count(), run.failures()));
+                            cfg_.timeout.count(), indent(run.failures())));
   }
-  if (!run.ok()) return fail("call-completes", "  " + run.failures());
+  if (!run.ok()) return fail("call-completes", indent(run.failures(), "  "));
 
   // Canaries, and inputs left alone.
   for (size_t r = 0; r < P; ++r) {
@@ -263,7 +276,7 @@ CaseOutcome CaseRunner::run(const Case& c) {
         worlds_.erase(c.p);
         out.world_broken = true;
       }
-      return fail("peers-agree", fmt::format("  peer {} failed:\n  {}", peer->name(), prun.failures()));
+      return fail("peers-agree", fmt::format("  peer {} failed:\n{}", peer->name(), indent(prun.failures())));
     }
     const std::byte* pres = (*pst)[0].data();
     std::vector<uint64_t> vals(P);

@@ -2,6 +2,8 @@
 
 #include <fmt/format.h>
 
+#include <cerrno>
+#include <cstring>
 #include <map>
 
 namespace collcheck {
@@ -164,6 +166,57 @@ VerifyResult run_verify(const VerifyOptions& o, CaseExecutor& exec, std::FILE* o
                                 : "");
   }
   return r;
+}
+
+namespace {
+std::string xml_escape(std::string_view in) {
+  std::string out;
+  for (char ch : in) {
+    switch (ch) {
+      case '&': out += "&amp;"; break;
+      case '<': out += "&lt;"; break;
+      case '>': out += "&gt;"; break;
+      case '"': out += "&quot;"; break;
+      default:
+        // XML 1.0 forbids most control characters.
+        if (static_cast<unsigned char>(ch) < 0x20 && ch != '\n' && ch != '\t') {
+          out += '?';
+        } else {
+          out += ch;
+        }
+    }
+  }
+  return out;
+}
+}  // namespace
+
+void write_junit(const std::string& path, const VerifyOptions& o, const VerifyResult& r) {
+  const auto names = property_names();
+  std::string x = "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n";
+  x += fmt::format("<testsuite name=\"collcheck verify {}\" tests=\"{}\" failures=\"{}\" time=\"{:.3f}\">\n",
+                   xml_escape(o.impl_spec), names.size(), r.failed ? 1 : 0, r.seconds);
+  x += fmt::format("  <properties><property name=\"seed\" value=\"{:#x}\"/><property name=\"cases\" value=\"{}\"/>"
+                   "</properties>\n",
+                   o.seed, r.cases_run);
+  for (auto name : names) {
+    x += fmt::format("  <testcase classname=\"collcheck.verify\" name=\"{}\">", name);
+    if (r.failed && r.failure.property == name) {
+      const std::string body = fmt::format("minimal case: {}{}replay: {}\n", describe_case(r.minimal, 16),
+                                           r.failure.detail, replay_command(o.impl_spec, r.minimal));
+      x += fmt::format("<failure message=\"{} does not hold (case {} of seed {:#x})\">{}</failure>", name,
+                       r.failing_case, o.seed, xml_escape(body));
+    }
+    x += "</testcase>\n";
+  }
+  x += "</testsuite>\n";
+  const std::string tmp = path + ".tmp";
+  std::FILE* f = std::fopen(tmp.c_str(), "w");
+  if (!f) throw std::runtime_error(fmt::format("cannot write {}: {}", tmp, std::strerror(errno)));
+  const bool ok = std::fwrite(x.data(), 1, x.size(), f) == x.size();
+  if (std::fclose(f) != 0 || !ok || std::rename(tmp.c_str(), path.c_str()) != 0) {
+    std::remove(tmp.c_str());
+    throw std::runtime_error(fmt::format("cannot write {}: {}", path, std::strerror(errno)));
+  }
 }
 
 }  // namespace collcheck

@@ -42,6 +42,11 @@ struct VerifyResult {
 // Runs the verification and prints the report to `out`.
 VerifyResult run_verify(const VerifyOptions& o, CaseExecutor& exec, std::FILE* out);
 
+// JUnit XML for CI: one testsuite, one testcase per property; a failed
+// property carries the minimal case and the replay line. Written atomically
+// (a temporary file, then rename). Throws std::runtime_error on I/O failure.
+void write_junit(const std::string& path, const VerifyOptions& o, const VerifyResult& r);
+
 // The command line that replays `c` against the implementation `impl_spec`.
 std::string replay_command(const std::string& impl_spec, const Case& c);
 

@@ -131,3 +131,25 @@ TEST(VerifyCli, ReplayOfAPassingCasePasses) {
   EXPECT_EQ(r.code, 0) << r.out;
   EXPECT_NE(r.out.find("PASS: every property holds (4 elements checked)"), std::string::npos) << r.out;
 }
+
+TEST(VerifyCli, JunitReportForPassAndFailure) {
+  const std::string dir = ::testing::TempDir();
+  const std::string pass = dir + "/verify-pass.xml", fail = dir + "/verify-fail.xml";
+  auto r = testutil::collcheck("verify --cases 50 --seed 2 --junit " + pass);
+  ASSERT_EQ(r.code, 0) << r.out;
+  r = testutil::run_command("cat " + pass);
+  EXPECT_NE(r.out.find("tests=\"10\" failures=\"0\""), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("<testcase classname=\"collcheck.verify\" name=\"peers-agree\"></testcase>"), std::string::npos)
+      << r.out;
+  r = testutil::collcheck("verify --seed 1 --junit " + fail + " --impl plugin:" + std::string(MUTANT_DIR) +
+                          "/double_contribution.so");
+  ASSERT_EQ(r.code, 1) << r.out;
+  r = testutil::run_command("cat " + fail);
+  EXPECT_NE(r.out.find("failures=\"1\""), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("<failure message=\"agrees-with-oracle does not hold"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("replay: collcheck verify --impl plugin:"), std::string::npos) << r.out;
+  // An unwritable path is bad input, found before the run.
+  r = testutil::collcheck("verify --cases 5 --junit /nonexistent-dir/x.xml");
+  EXPECT_EQ(r.code, 2) << r.out;
+  EXPECT_NE(r.out.find("--junit: cannot write '/nonexistent-dir/x.xml'"), std::string::npos) << r.out;
+}
