@@ -210,7 +210,7 @@ CaseOutcome CaseRunner::run(const Case& c) {
                                   static_cast<unsigned>(b.recv[j]), static_cast<unsigned>(canary_byte(j))));
         }
       }
-      if (!b.inplace && std::memcmp(b.send.data() + kCanary, inputs[r].data(), bytes) != 0) {
+      if (!b.inplace && bytes > 0 && std::memcmp(b.send.data() + kCanary, inputs[r].data(), bytes) != 0) {
         size_t i = 0;
         while (load_element(c.dtype, b.send_data(), i) == load_element(c.dtype, inputs[r].data(), i)) ++i;
         return fail("input-untouched",
