@@ -4,7 +4,9 @@
 // never a hang and never a pass.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <chrono>
+#include <cstdlib>
 
 #include "tests/run_command.h"
 
@@ -152,4 +154,16 @@ TEST(VerifyCli, JunitReportForPassAndFailure) {
   r = testutil::collcheck("verify --cases 5 --junit /nonexistent-dir/x.xml");
   EXPECT_EQ(r.code, 2) << r.out;
   EXPECT_NE(r.out.find("--junit: cannot write '/nonexistent-dir/x.xml'"), std::string::npos) << r.out;
+}
+
+// The acceptance line of the properties issue, through the CLI as a user runs it.
+TEST(VerifyCli, RingPassesFiveThousandCases) {
+  size_t cases = 5000;
+  if (const char* env = std::getenv("COLLCHECK_NO_FALSE_ALARM_CASES")) {
+    cases = std::min<size_t>(cases, std::strtoull(env, nullptr, 10));
+    std::printf("[ note    ] COLLCHECK_NO_FALSE_ALARM_CASES: %zu cases (sanitizer build)\n", cases);
+  }
+  const auto r = testutil::collcheck("verify --impl ring --seed 5000 --progress off --cases " + std::to_string(cases));
+  EXPECT_EQ(r.code, 0) << r.out;
+  EXPECT_NE(r.out.find("PASS: " + std::to_string(cases) + " cases"), std::string::npos) << r.out;
 }
