@@ -4,6 +4,7 @@
 #include <pthread.h>
 
 #include <condition_variable>
+#include <cstring>
 #include <deque>
 #include <stdexcept>
 #include <thread>
@@ -11,9 +12,23 @@
 namespace collcheck {
 
 std::string CallFingerprint::describe() const {
-  return fmt::format("all_reduce{} #{} count={} dtype={} op={} algo={}", async ? "_async" : "", seq, count,
-                     dtype_name(dtype), op_name(op), algorithm);
+  return fmt::format("all_reduce{} #{}{} count={} dtype={} op={} algo={}", async ? "_async" : "", seq,
+                     tag.empty() ? "" : " tag=" + tag, count, dtype_name(dtype), op_name(op), algorithm);
 }
+
+namespace {
+CallRecord record_of(const CallFingerprint& f) {
+  CallRecord r;
+  r.seq = f.seq;
+  r.tag = f.tag;
+  r.count = f.count;
+  r.dtype = f.dtype;
+  r.op = f.op;
+  r.async = f.async;
+  r.impl = f.algorithm;
+  return r;
+}
+}  // namespace
 
 struct Work::State {
   std::mutex mu;
@@ -22,6 +37,10 @@ struct Work::State {
   std::exception_ptr error;
   Deadline deadline;
   CallFingerprint call;
+  FlightRecorder* recorder = nullptr;
+  // poison_async: the call computes into `staging`; wait() copies it to `recv`.
+  std::vector<std::byte> staging_in, staging;
+  void* recv = nullptr;
 };
 
 struct Work::Log {
@@ -58,6 +77,8 @@ void Work::wait() {
                                          state_->call.describe()));
   }
   if (state_->error) std::rethrow_exception(state_->error);
+  if (!state_->staging.empty()) std::memcpy(state_->recv, state_->staging.data(), state_->staging.size());
+  if (state_->recorder) state_->recorder->waited(state_->call.seq);
   waited_ = true;
 }
 
@@ -86,12 +107,19 @@ struct Communicator::Engine {
 
   static void execute(Task& t) {
     std::exception_ptr err;
+    std::string what;
+    if (t.state->recorder) t.state->recorder->started(t.state->call.seq);
     try {
       t.impl->all_reduce(AllReduceArgs{t.send, t.recv, t.count, t.red, *t.links, t.state->call.seq << 8,
                                 t.state->deadline});
+    } catch (const std::exception& e) {
+      err = std::current_exception();
+      what = e.what();
     } catch (...) {
       err = std::current_exception();
+      what = "unknown error";
     }
+    if (t.state->recorder) t.state->recorder->completed(t.state->call.seq, what);
     std::lock_guard<std::mutex> g(t.state->mu);
     t.state->error = err;
     t.state->done = true;
@@ -156,25 +184,60 @@ Communicator::~Communicator() = default;
 int Communicator::rank() const { return links_.rank(); }
 int Communicator::size() const { return links_.size(); }
 
-void Communicator::all_reduce(const void* send, void* recv, size_t count, DType dtype, RedOp op, double scalar) {
+void Communicator::all_reduce(const void* send, void* recv, size_t count, DType dtype, RedOp op, double scalar,
+                              std::string_view tag) {
   const Deadline deadline = Clock::now() + options_.timeout;
-  const uint64_t seq = ++seq_;
+  const CallFingerprint fp{++seq_, std::string(tag), count, dtype, op, impl_->name(), false};
+  if (options_.recorder) options_.recorder->scheduled(record_of(fp));
   if (!engine_->drain(deadline)) {
-    throw std::runtime_error(fmt::format("rank {}: all_reduce #{} could not start: earlier async calls did not "
-                                         "finish by its deadline",
-                                         rank(), seq));
+    const std::string err = fmt::format("rank {}: all_reduce #{} could not start: earlier async calls did not "
+                                        "finish by its deadline",
+                                        rank(), fp.seq);
+    if (options_.recorder) options_.recorder->completed(fp.seq, err);
+    throw std::runtime_error(err);
   }
-  const Reduction red = resolve_reduction(dtype, op, size(), scalar);
-  impl_->all_reduce(AllReduceArgs{send, recv, count, red, links_, seq << 8, deadline});
+  try {
+    if (options_.before_call) options_.before_call(fp);
+    if (options_.recorder) options_.recorder->started(fp.seq);
+    const Reduction red = resolve_reduction(dtype, op, size(), scalar);
+    impl_->all_reduce(AllReduceArgs{send, recv, count, red, links_, fp.seq << 8, deadline});
+  } catch (const std::exception& e) {
+    if (options_.recorder) options_.recorder->completed(fp.seq, e.what());
+    throw;
+  }
+  if (options_.recorder) {
+    options_.recorder->completed(fp.seq);
+    options_.recorder->waited(fp.seq);  // a sync call is its own wait
+  }
 }
 
 std::unique_ptr<Work> Communicator::all_reduce_async(const void* send, void* recv, size_t count, DType dtype,
-                                                     RedOp op, double scalar) {
+                                                     RedOp op, double scalar, std::string_view tag) {
   auto state = std::make_shared<Work::State>();
   state->deadline = Clock::now() + options_.timeout;
-  state->call = CallFingerprint{++seq_, count, dtype, op, impl_->name(), true};
-  auto task = std::make_unique<Task>(
-      Task{send, recv, count, resolve_reduction(dtype, op, size(), scalar), &links_, impl_.get(), state});
+  state->call = CallFingerprint{++seq_, std::string(tag), count, dtype, op, impl_->name(), true};
+  state->recorder = options_.recorder;
+  if (options_.recorder) options_.recorder->scheduled(record_of(state->call));
+  try {
+    if (options_.before_call) options_.before_call(state->call);
+  } catch (const std::exception& e) {
+    if (options_.recorder) options_.recorder->completed(state->call.seq, e.what());
+    throw;
+  }
+  const void* task_send = send;
+  void* task_recv = recv;
+  if (options_.poison_async) {
+    const size_t bytes = count * dtype_size(dtype);
+    const auto* in = static_cast<const std::byte*>(send);
+    state->staging_in.assign(in, in + bytes);
+    state->staging.resize(bytes);
+    state->recv = recv;
+    std::memset(recv, static_cast<int>(kPoisonByte), bytes);
+    task_send = state->staging_in.data();
+    task_recv = state->staging.data();
+  }
+  auto task = std::make_unique<Task>(Task{task_send, task_recv, count, resolve_reduction(dtype, op, size(), scalar),
+                                          &links_, impl_.get(), state});
   engine_->submit(std::move(task));
   return std::make_unique<Work>(state, log_);
 }

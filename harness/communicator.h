@@ -8,12 +8,14 @@
 #pragma once
 
 #include <chrono>
+#include <functional>
 #include <cstdint>
 #include <memory>
 #include <mutex>
 #include <string>
 #include <vector>
 
+#include "harness/flight_recorder.h"
 #include "harness/implementation.h"
 #include "impl/algorithm.h"
 #include "impl/dtype.h"
@@ -21,6 +23,17 @@
 #include "impl/semantics.h"
 
 namespace collcheck {
+
+struct CallFingerprint {
+  uint64_t seq = 0;  // per-communicator sequence number, from 1
+  std::string tag;   // what the call reduces, when the caller says (scenarios do)
+  size_t count = 0;
+  DType dtype = DType::Float32;
+  RedOp op = RedOp::Sum;
+  std::string algorithm;
+  bool async = false;
+  std::string describe() const;
+};
 
 struct CommOptions {
   // What executes each call: `impl` when set, else the implementation named by
@@ -31,20 +44,24 @@ struct CommOptions {
   std::chrono::milliseconds timeout{30000};
   ImplPtr impl;
 
+  // Records every call (flight recorder), when set; not owned.
+  FlightRecorder* recorder = nullptr;
+  // Called with each call's fingerprint before the call starts (guarded mode:
+  // cross-rank fingerprint checks). Throwing fails the call.
+  std::function<void(const CallFingerprint&)> before_call;
+  // Async calls compute into a staging buffer and the output holds a poison
+  // pattern until wait(): a read before the wait then always shows up.
+  bool poison_async = false;
+
   CommOptions(std::string algo = "ring", std::chrono::milliseconds t = std::chrono::milliseconds(30000),
               ImplPtr i = nullptr)
       : algorithm(std::move(algo)), timeout(t), impl(std::move(i)) {}
 };
 
-struct CallFingerprint {
-  uint64_t seq = 0;  // per-communicator sequence number, from 1
-  size_t count = 0;
-  DType dtype = DType::Float32;
-  RedOp op = RedOp::Sum;
-  std::string algorithm;
-  bool async = false;
-  std::string describe() const;
-};
+// The byte pattern of a poisoned output (see CommOptions::poison_async).
+inline constexpr std::byte kPoisonByte{0xEB};
+
+
 
 struct UnwaitedWork {
   CallFingerprint call;
@@ -85,9 +102,10 @@ class Communicator {
   int rank() const;
   int size() const;
 
-  void all_reduce(const void* send, void* recv, size_t count, DType dtype, RedOp op, double scalar = 1.0);
+  void all_reduce(const void* send, void* recv, size_t count, DType dtype, RedOp op, double scalar = 1.0,
+                  std::string_view tag = {});
   std::unique_ptr<Work> all_reduce_async(const void* send, void* recv, size_t count, DType dtype, RedOp op,
-                                         double scalar = 1.0);
+                                         double scalar = 1.0, std::string_view tag = {});
 
   // Every Work dropped without a successful wait(), in the order they were dropped.
   std::vector<UnwaitedWork> unwaited() const;

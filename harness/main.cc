@@ -15,6 +15,8 @@
 #include "harness/sweep.h"
 #include "collcheck/plugin.h"
 #include "properties/verify.h"
+#include "harness/scenario_runner.h"
+#include <fmt/ranges.h>
 
 namespace {
 
@@ -169,6 +171,93 @@ int run_verify_command(const VerifyFlags& f) {
   return result.exit_code();
 }
 
+struct ReplayFlags {
+  std::string file;
+  std::string mode;  // "" = the scenario's
+  std::string dump_dir;
+};
+
+void add_replay(CLI::App& app, ReplayFlags& f) {
+  auto* r = app.add_subcommand("replay", "Run a scenario file (YAML or JSON): print the diagnosis and a per-rank "
+                                         "timeline; exit 0 when its expectation holds");
+  r->add_option("file", f.file, "scenario file (see examples/bugs/)")->required();
+  r->add_option("--mode", f.mode, "guarded or unguarded (default: the scenario's mode)");
+  r->add_option("--dump-dir", f.dump_dir, "unguarded mode: where each rank's flight-recorder dump goes");
+}
+
+void print_replay(const collcheck::Scenario& s, const collcheck::ReplayResult& r) {
+  std::string faults;
+  for (const auto& f : s.faults) faults += (faults.empty() ? "" : ", ") + f.kind;
+  fmt::print("collcheck replay: {} ({})\n", s.file, s.name);
+  fmt::print("  {} ranks as threads, impl {}, deadline {} s per call, {} mode; faults: {}\n", s.ranks, s.impl,
+             s.deadline_s, r.guarded ? "guarded" : "unguarded", faults.empty() ? "none" : faults);
+  if (!r.guarded) fmt::print("  flight-recorder dumps: {} (collcheck analyze {})\n", r.dump_dir, r.dump_dir);
+  if (r.diagnoses.empty()) {
+    fmt::print("diagnosis: none (clean run, {} results checked against the oracle)\n", r.results_checked);
+  } else {
+    fmt::print("diagnosis ({:.3f} s after the start{}):\n", r.time_to_diagnosis,
+               r.first_failure >= 0 && !r.guarded
+                   ? fmt::format("; the first call failed at {:.3f} s", r.first_failure)
+                   : "");
+    for (const auto& d : r.diagnoses) fmt::print("  {}\n", collcheck::format_diagnosis(d));
+  }
+  fmt::print("{}", collcheck::format_timeline(r.dumps));
+}
+
+int run_replay_command(const ReplayFlags& f) {
+  collcheck::Scenario s;
+  try {
+    s = collcheck::load_scenario(f.file);
+  } catch (const collcheck::ScenarioError& e) {
+    throw collcheck::UsageError(e.what());
+  }
+  collcheck::ReplayOptions o;
+  if (!f.mode.empty()) {
+    if (f.mode != "guarded" && f.mode != "unguarded")
+      throw collcheck::UsageError(fmt::format("--mode must be guarded or unguarded, got '{}'", f.mode));
+    o.guarded = f.mode == "guarded";
+  }
+  o.dump_dir = f.dump_dir;
+  if (s.expect && s.expect->diagnosis != "none" && !collcheck::parse_diagnosis(s.expect->diagnosis))
+    throw collcheck::UsageError(fmt::format("{}: expect.diagnosis: unknown diagnosis '{}'; allowed: {}", s.file,
+                                            s.expect->diagnosis, collcheck::diagnosis_choices()));
+  collcheck::ReplayResult r;
+  try {
+    r = collcheck::replay_scenario(s, o);
+  } catch (const collcheck::ScenarioError& e) {
+    throw collcheck::UsageError(e.what());
+  }
+  print_replay(s, r);
+  const collcheck::ExpectSpec none{"none", {}, {}, {}, {}};
+  const collcheck::ExpectSpec& e = s.expect ? *s.expect : none;
+  std::string why;
+  const bool ok = collcheck::expectation_holds(e, r, &why);
+  fmt::print("expected: {}{}{}{} -> {}\n", e.diagnosis,
+             e.ranks.empty() ? "" : fmt::format(" ranks [{}]", fmt::join(e.ranks, ", ")),
+             e.seq ? fmt::format(" call #{}", *e.seq) : "",
+             e.edge ? fmt::format(" edge {} -> {}", e.edge->first, e.edge->second) : "",
+             ok ? "holds" : "DOES NOT HOLD: " + why);
+  return ok ? 0 : 1;
+}
+
+int run_analyze_command(const std::string& dir) {
+  std::vector<collcheck::RankDump> dumps;
+  try {
+    dumps = collcheck::load_dumps(dir);
+  } catch (const std::runtime_error& e) {
+    throw collcheck::UsageError(e.what());
+  }
+  collcheck::AnalysisOptions ao;
+  ao.run_finished = true;
+  for (const auto& d : dumps) ao.run_finished = ao.run_finished && d.reason == "end of run";
+  const auto found = collcheck::analyze(dumps, ao);
+  fmt::print("collcheck analyze: {} ranks from {} (dumped on: {})\n", dumps.size(), dir, dumps.front().reason);
+  if (found.empty()) fmt::print("diagnosis: none\n");
+  for (const auto& d : found) fmt::print("  {}\n", collcheck::format_diagnosis(d));
+  fmt::print("{}", collcheck::format_timeline(dumps));
+  return found.empty() ? 0 : 1;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -183,6 +272,12 @@ int main(int argc, char** argv) {
   add_sweep(app, sweep, b, e, d, op, algo, count, data, check);
   VerifyFlags verify;
   add_verify(app, verify);
+  ReplayFlags replay;
+  add_replay(app, replay);
+  std::string analyze_dir;
+  auto* an = app.add_subcommand("analyze", "Diagnose from the per-rank flight-recorder dumps alone "
+                                            "(rank-*.json in a directory)");
+  an->add_option("dir", analyze_dir, "directory with rank-<r>.json files")->required();
 
   try {
     app.parse(argc, argv);
@@ -230,7 +325,9 @@ int main(int argc, char** argv) {
       return collcheck::run_sweep(sweep, stdout).exit_code();
     }
     if (app.got_subcommand("verify")) return run_verify_command(verify);
-    std::fprintf(stderr, "collcheck: error: no subcommand given; allowed: verify, sweep (see --help)\n");
+    if (app.got_subcommand("replay")) return run_replay_command(replay);
+    if (app.got_subcommand("analyze")) return run_analyze_command(analyze_dir);
+    std::fprintf(stderr, "collcheck: error: no subcommand given; allowed: verify, replay, analyze, sweep (see --help)\n");
     return 2;
   } catch (const collcheck::UsageError& ex) {
     std::fprintf(stderr, "collcheck: error: %s\n", ex.what());

@@ -1,0 +1,62 @@
+// Nemeses: the faults collcheck injects, one file each, registered in
+// faults/nemesis.cc. A nemesis is a scenario mutator (it rewrites what ranks
+// call), a link wrapper (it changes how bytes move, on any transport: threads,
+// MPI, plugins), or both. A nemesis never knows about checkers: `expected`
+// only states what a correct diagnosis must name, for the detection property
+// and `collcheck faults` to compare from outside.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <string_view>
+
+#include "harness/scenario.h"
+#include "impl/links.h"
+
+namespace collcheck {
+
+struct NemesisInfo {
+  std::string_view name;
+  std::string_view summary;
+  // Throws ScenarioError ("file:line: faults[i].<name>.<field>: ...") for bad parameters.
+  void (*validate)(const Scenario& s, const FaultSpec& f);
+  // Rewrites programs; may be null.
+  void (*mutate)(Scenario& s, const FaultSpec& f);
+  // Wraps one rank's links; returns null when this rank is untouched. May be null.
+  std::unique_ptr<Links> (*wrap)(Links& inner, const FaultSpec& f, int rank);
+  // The diagnosis a correct checker must produce for this fault.
+  ExpectSpec (*expected)(const Scenario& s, const FaultSpec& f);
+  // A random instance for a clean scenario (the detection property).
+  FaultSpec (*random)(const Scenario& s, uint64_t r);
+};
+
+std::span<const NemesisInfo> nemeses();
+const NemesisInfo* find_nemesis(std::string_view name);
+std::string nemesis_choices();
+
+// Validates every fault of `s` (unknown kinds included) and applies the
+// mutators. Link wrappers are applied per rank by the runner (wrap_links).
+Scenario apply_mutators(const Scenario& s);
+// Wraps `inner` with every link-wrapping fault of `s` that touches `rank`.
+// `keep` owns the wrappers; the returned reference is the outermost.
+Links& wrap_links(const Scenario& s, int rank, Links& inner, std::vector<std::unique_ptr<Links>>& keep);
+
+// ---- shared helpers for the nemesis files ----
+[[noreturn]] void fault_error(const Scenario& s, const FaultSpec& f, std::string_view field, const std::string& what);
+// The index in `p` of the program's call number `call` (0-based among calls), or -1.
+int step_of_call(const Program& p, int call);
+int calls_in(const Program& p);
+double fault_number(const Scenario& s, const FaultSpec& f, const std::string& key, double lo, double hi, double dflt);
+int fault_rank(const Scenario& s, const FaultSpec& f, const std::string& key);
+
+// The nemeses (one file each).
+extern const NemesisInfo kMismatchedShape;
+extern const NemesisInfo kMisordered;
+extern const NemesisInfo kMissingWait;
+extern const NemesisInfo kSlowLink;
+extern const NemesisInfo kStalledRank;
+extern const NemesisInfo kCorruptedPayload;
+
+}  // namespace collcheck

@@ -1,0 +1,119 @@
+// Slow link: added latency and a bandwidth cap on one directed edge. The
+// sender's transfer reaches the wire only after latency + bytes / bandwidth;
+// the receiver sees the delay. Results must stay correct.
+//
+// The delayed send is handed to the transport when the sender tests or waits
+// on it after its release time (algorithms wait on every send they post), so
+// the wrapper needs no thread of its own.
+#include <fmt/format.h>
+
+#include <thread>
+
+#include "faults/nemesis.h"
+
+namespace collcheck {
+namespace {
+
+struct Params {
+  int from, to;
+  double latency_s, bytes_per_s;
+};
+
+Params params(const Scenario& s, const FaultSpec& f) {
+  Params p;
+  p.from = fault_rank(s, f, "from");
+  p.to = fault_rank(s, f, "to");
+  p.latency_s = fault_number(s, f, "latency_ms", 0, 600000, 20) / 1e3;
+  p.bytes_per_s = fault_number(s, f, "bandwidth_mbps", 1e-3, 1e9, 0) * 1e6;  // 0: no cap
+  return p;
+}
+
+void validate(const Scenario& s, const FaultSpec& f) {
+  const Params p = params(s, f);
+  if (p.from == p.to) fault_error(s, f, "to", "must differ from 'from'");
+  for (const auto& [k, v] : f.fields)
+    if (k != "from" && k != "to" && k != "latency_ms" && k != "bandwidth_mbps")
+      fault_error(s, f, k, "unknown parameter; allowed: from, to, latency_ms, bandwidth_mbps");
+  if (!f.ranks.empty() || !f.calls.empty()) fault_error(s, f, "", "takes from and to, not ranks or calls");
+}
+
+class DelayedSend final : public LinkRequest {
+ public:
+  DelayedSend(Links& inner, int peer, Tag tag, std::span<const std::byte> data, Clock::time_point ready)
+      : inner_(inner), peer_(peer), tag_(tag), data_(data), ready_(ready) {}
+  bool test() override {
+    if (!req_) {
+      if (Clock::now() < ready_) return false;
+      req_ = inner_.isend(peer_, tag_, data_);
+    }
+    return req_->test();
+  }
+  void wait(Deadline deadline) override {
+    if (!req_) {
+      std::this_thread::sleep_until(std::min(ready_, deadline));
+      req_ = inner_.isend(peer_, tag_, data_);
+    }
+    req_->wait(deadline);
+  }
+
+ private:
+  Links& inner_;
+  int peer_;
+  Tag tag_;
+  std::span<const std::byte> data_;
+  Clock::time_point ready_;
+  RequestPtr req_;
+};
+
+class SlowLinks final : public Links {
+ public:
+  SlowLinks(Links& inner, Params p) : inner_(inner), p_(p) {}
+  int rank() const override { return inner_.rank(); }
+  int size() const override { return inner_.size(); }
+  RequestPtr isend(int peer, Tag tag, std::span<const std::byte> data) override {
+    if (peer != p_.to) return inner_.isend(peer, tag, data);
+    double delay = p_.latency_s;
+    if (p_.bytes_per_s > 0) delay += static_cast<double>(data.size()) / p_.bytes_per_s;
+    const auto ready = Clock::now() + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(delay));
+    return std::make_unique<DelayedSend>(inner_, peer, tag, data, ready);
+  }
+  RequestPtr irecv(int peer, Tag tag, std::span<std::byte> data) override { return inner_.irecv(peer, tag, data); }
+
+ private:
+  Links& inner_;
+  Params p_;
+};
+
+std::unique_ptr<Links> wrap(Links& inner, const FaultSpec& f, int rank) {
+  Scenario dummy;
+  dummy.ranks = inner.size();
+  const Params p = params(dummy, f);
+  if (rank != p.from) return nullptr;
+  return std::make_unique<SlowLinks>(inner, p);
+}
+
+ExpectSpec expected(const Scenario& s, const FaultSpec& f) {
+  const Params p = params(s, f);
+  ExpectSpec e;
+  e.diagnosis = "slow_link";
+  e.edge = std::make_pair(p.from, p.to);
+  return e;
+}
+
+FaultSpec random(const Scenario& s, uint64_t r) {
+  FaultSpec f;
+  f.kind = "slow_link";
+  // An edge the ring uses (rank -> rank + 1), so that the slow edge carries traffic.
+  const int from = static_cast<int>(r % static_cast<uint64_t>(s.ranks));
+  f.fields["from"] = std::to_string(from);
+  f.fields["to"] = std::to_string((from + 1) % s.ranks);
+  f.fields["latency_ms"] = std::to_string(25 + (r >> 8) % 20);
+  return f;
+}
+
+}  // namespace
+
+const NemesisInfo kSlowLink{"slow_link", "added latency and a bandwidth cap on one directed edge", validate, nullptr,
+                            wrap, expected, random};
+
+}  // namespace collcheck

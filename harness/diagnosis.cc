@@ -1,0 +1,338 @@
+#include "harness/diagnosis.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <set>
+#include <tuple>
+
+namespace collcheck {
+
+namespace {
+constexpr std::pair<DiagnosisKind, std::string_view> kNames[] = {
+    {DiagnosisKind::ShapeMismatch, "shape_mismatch"},       {DiagnosisKind::OrderMismatch, "order_mismatch"},
+    {DiagnosisKind::MissingRank, "missing_rank"},           {DiagnosisKind::Deadlock, "deadlock"},
+    {DiagnosisKind::UnwaitedWork, "unwaited_work"},         {DiagnosisKind::ReadBeforeWait, "read_before_wait"},
+    {DiagnosisKind::SlowLink, "slow_link"},                 {DiagnosisKind::CorruptedPayload, "corrupted_payload"},
+    {DiagnosisKind::WrongResult, "wrong_result"},           {DiagnosisKind::CallFailed, "call_failed"},
+};
+
+std::string ranks_text(const std::vector<int>& r) {
+  std::string s;
+  for (size_t i = 0; i < r.size(); ++i) s += fmt::format("{}{}", i ? ", " : "", r[i]);
+  return (r.size() == 1 ? "rank " : "ranks ") + s;
+}
+
+const CallRecord* call_of(const RankDump& d, uint64_t seq) {
+  for (const auto& c : d.calls)
+    if (c.seq == seq) return &c;
+  return nullptr;
+}
+
+uint64_t last_seq(const RankDump& d) { return d.calls.empty() ? 0 : d.calls.back().seq; }
+
+uint64_t last_completed(const RankDump& d) {
+  uint64_t s = 0;
+  for (const auto& c : d.calls)
+    if (c.state == CallState::Completed || c.state == CallState::Waited) s = std::max(s, c.seq);
+  return s;
+}
+
+std::string fp_text(const CallRecord& c) {
+  return fmt::format("{} count={} {} {}", c.tag, c.count, dtype_name(c.dtype), op_name(c.op));
+}
+
+// The first sequence number at which ranks disagree on the call.
+std::optional<Diagnosis> fingerprint_mismatch(const std::vector<RankDump>& dumps) {
+  uint64_t max_seq = 0;
+  for (const auto& d : dumps) max_seq = std::max(max_seq, last_seq(d));
+  for (uint64_t k = 1; k <= max_seq; ++k) {
+    std::map<std::tuple<std::string, size_t, int, int>, std::vector<int>> groups;
+    std::map<std::tuple<std::string, size_t, int, int>, const CallRecord*> sample;
+    for (const auto& d : dumps) {
+      const CallRecord* c = call_of(d, k);
+      if (!c) continue;
+      const auto key = std::make_tuple(c->tag, c->count, static_cast<int>(c->dtype), static_cast<int>(c->op));
+      groups[key].push_back(d.rank);
+      sample[key] = c;
+    }
+    if (groups.size() < 2) continue;
+    // The majority is the reference; on a tie, the group with the lowest rank.
+    auto ref = groups.begin();
+    for (auto it = groups.begin(); it != groups.end(); ++it) {
+      if (it->second.size() > ref->second.size() ||
+          (it->second.size() == ref->second.size() && it->second.front() < ref->second.front()))
+        ref = it;
+    }
+    Diagnosis d;
+    d.seq = k;
+    const CallRecord& r = *sample[ref->first];
+    std::set<std::string> fields;
+    std::string others;
+    for (auto it = groups.begin(); it != groups.end(); ++it) {
+      if (it == ref) continue;
+      d.ranks.insert(d.ranks.end(), it->second.begin(), it->second.end());
+      const CallRecord& o = *sample[it->first];
+      if (o.tag != r.tag) fields.insert("tag");
+      if (o.count != r.count) fields.insert("count");
+      if (o.dtype != r.dtype) fields.insert("dtype");
+      if (o.op != r.op) fields.insert("op");
+      others += fmt::format("; {} called {}", ranks_text(it->second), fp_text(o));
+    }
+    std::sort(d.ranks.begin(), d.ranks.end());
+    d.fields.assign(fields.begin(), fields.end());
+    d.kind = fields.count("tag") ? DiagnosisKind::OrderMismatch : DiagnosisKind::ShapeMismatch;
+    std::string flist;
+    for (const auto& f : d.fields) flist += (flist.empty() ? "" : ", ") + f;
+    d.text = fmt::format("{} at call #{}: {} called {}{} (differs in: {})",
+                         d.kind == DiagnosisKind::OrderMismatch ? "collectives called in a different order"
+                                                                : "mismatched shapes",
+                         k, ranks_text(ref->second), fp_text(r), others, flist);
+    return d;
+  }
+  return std::nullopt;
+}
+
+std::optional<Diagnosis> missing_rank(const std::vector<RankDump>& dumps) {
+  uint64_t max_seq = 0;
+  for (const auto& d : dumps) max_seq = std::max(max_seq, last_seq(d));
+  for (uint64_t k = 1; k <= max_seq; ++k) {
+    std::vector<int> joined, missing;
+    for (const auto& d : dumps) (call_of(d, k) ? joined : missing).push_back(d.rank);
+    if (missing.empty()) continue;
+    // Joined ranks that did not finish the call: they waited for the missing ones.
+    bool stuck = false;
+    for (const auto& d : dumps) {
+      const CallRecord* c = call_of(d, k);
+      if (c && c->state != CallState::Completed && c->state != CallState::Waited) stuck = true;
+    }
+    if (!stuck) continue;
+    Diagnosis dg;
+    dg.kind = DiagnosisKind::MissingRank;
+    dg.seq = k;
+    dg.ranks = missing;
+    std::string last;
+    for (const auto& d : dumps) last += fmt::format("{}{}: #{}", last.empty() ? "" : ", ", d.rank, last_completed(d));
+    dg.text = fmt::format("{} never joined call #{} ({}), which {} joined but could not finish; last call completed "
+                          "per rank: {}",
+                          ranks_text(missing), k, fp_text(*call_of(dumps[static_cast<size_t>(joined.front())], k)),
+                          ranks_text(joined), last);
+    return dg;
+  }
+  return std::nullopt;
+}
+
+// Ranks blocked on each other in a cycle (each in a call the others have not reached or left).
+std::optional<Diagnosis> wait_cycle(const std::vector<RankDump>& dumps) {
+  std::map<int, int> waits_on;
+  for (const auto& d : dumps)
+    if (d.blocked_on.blocked) waits_on[d.rank] = d.blocked_on.peer;
+  for (const auto& [start, _] : waits_on) {
+    std::vector<int> path{start};
+    int cur = start;
+    while (waits_on.count(cur)) {
+      cur = waits_on[cur];
+      auto it = std::find(path.begin(), path.end(), cur);
+      if (it != path.end()) {
+        Diagnosis dg;
+        dg.kind = DiagnosisKind::Deadlock;
+        dg.ranks.assign(it, path.end());
+        std::sort(dg.ranks.begin(), dg.ranks.end());
+        std::string chain;
+        for (auto x = it; x != path.end(); ++x) chain += fmt::format("rank {} -> ", *x);
+        dg.text = fmt::format("a wait-for cycle: {}rank {}", chain, cur);
+        return dg;
+      }
+      path.push_back(cur);
+    }
+  }
+  return std::nullopt;
+}
+
+void transfer_checks(const std::vector<RankDump>& dumps, const AnalysisOptions& o, std::vector<Diagnosis>& out) {
+  // Pair each send with its receive.
+  std::map<std::tuple<int, int, Tag, uint64_t>, std::pair<const TransferRecord*, const TransferRecord*>> pairs;
+  for (const auto& d : dumps) {
+    for (const auto& t : d.transfers) {
+      auto& p = pairs[{t.src, t.dst, t.tag, t.ordinal}];
+      (t.send ? p.first : p.second) = &t;
+    }
+  }
+  std::optional<Diagnosis> corrupt;
+  std::map<std::pair<int, int>, std::vector<double>> latency;
+  for (const auto& [key, p] : pairs) {
+    if (!p.first || !p.second) continue;
+    if (p.first->checksum != p.second->checksum && !corrupt) {
+      Diagnosis dg;
+      dg.kind = DiagnosisKind::CorruptedPayload;
+      dg.edge = std::make_pair(p.first->src, p.first->dst);
+      dg.seq = p.first->tag >> 8;
+      dg.ranks = {p.first->dst};
+      dg.text = fmt::format("the payload of a transfer from rank {} to rank {} ({}, {} bytes) changed on the link: "
+                            "checksum {:#018x} sent, {:#018x} received",
+                            p.first->src, p.first->dst, describe_tag(p.first->tag), p.first->bytes,
+                            p.first->checksum, p.second->checksum);
+      corrupt = dg;
+    }
+    latency[{p.first->src, p.first->dst}].push_back(p.second->t_completed - p.first->t_posted);
+  }
+  if (corrupt) out.push_back(*corrupt);
+  if (latency.size() < 2) return;
+  std::vector<std::pair<double, std::pair<int, int>>> med;
+  for (auto& [edge, v] : latency) {
+    std::sort(v.begin(), v.end());
+    med.push_back({v[v.size() / 2], edge});
+  }
+  std::sort(med.begin(), med.end());
+  const auto& worst = med.back();
+  // The median of the other edges.
+  const double others = med[(med.size() - 1) / 2].first;
+  if (worst.first > o.slow_factor * others && worst.first - others > o.slow_min_excess_s) {
+    Diagnosis dg;
+    dg.kind = DiagnosisKind::SlowLink;
+    dg.edge = worst.second;
+    dg.ranks = {worst.second.first, worst.second.second};
+    dg.factor = others > 0 ? worst.first / others : 0;
+    dg.text = fmt::format("the link from rank {} to rank {} is slow: median {:.1f} ms from send to arrival, against "
+                          "{:.3f} ms for the median edge ({:.0f}x)",
+                          worst.second.first, worst.second.second, worst.first * 1e3, others * 1e3, dg.factor);
+    out.push_back(dg);
+  }
+}
+
+}  // namespace
+
+std::string_view diagnosis_name(DiagnosisKind k) {
+  for (const auto& [kind, name] : kNames)
+    if (kind == k) return name;
+  return "?";
+}
+
+std::optional<DiagnosisKind> parse_diagnosis(std::string_view s) {
+  for (const auto& [kind, name] : kNames)
+    if (name == s) return kind;
+  return std::nullopt;
+}
+
+std::string diagnosis_choices() {
+  std::string s = "none";
+  for (const auto& [kind, name] : kNames) s += fmt::format(", {}", name);
+  return s;
+}
+
+std::vector<Diagnosis> analyze(const std::vector<RankDump>& dumps, const AnalysisOptions& o) {
+  std::vector<Diagnosis> out;
+  if (auto d = fingerprint_mismatch(dumps)) {
+    out.push_back(*d);
+  } else if (auto m = missing_rank(dumps)) {
+    out.push_back(*m);
+  } else if (auto c = wait_cycle(dumps)) {
+    out.push_back(*c);
+  }
+  transfer_checks(dumps, o, out);
+  // Reads before wait, and (in a finished run) async calls never waited for.
+  std::map<uint64_t, std::vector<int>> unwaited, early;
+  for (const auto& d : dumps) {
+    for (const auto& c : d.calls) {
+      if (c.async && c.t_read >= 0 && (c.t_waited < 0 || c.t_read < c.t_waited)) early[c.seq].push_back(d.rank);
+      if (c.async && o.run_finished && c.state == CallState::Completed) unwaited[c.seq].push_back(d.rank);
+    }
+  }
+  if (!early.empty()) {
+    Diagnosis dg;
+    dg.kind = DiagnosisKind::ReadBeforeWait;
+    dg.seq = early.begin()->first;
+    dg.ranks = early.begin()->second;
+    dg.text = fmt::format("the output of async call #{} was read on {} before its wait(); collcheck poisons "
+                          "unwaited outputs, so the read saw poison, not the result",
+                          *dg.seq, ranks_text(dg.ranks));
+    out.push_back(dg);
+  }
+  if (!unwaited.empty()) {
+    Diagnosis dg;
+    dg.kind = DiagnosisKind::UnwaitedWork;
+    dg.seq = unwaited.begin()->first;
+    dg.ranks = unwaited.begin()->second;
+    dg.text = fmt::format("async call #{} completed on {} but its wait() was never made", *dg.seq,
+                          ranks_text(dg.ranks));
+    out.push_back(dg);
+  }
+  if (out.empty()) {
+    // Failed calls with nothing above to explain them.
+    for (const auto& d : dumps) {
+      for (const auto& c : d.calls) {
+        if (c.state == CallState::Failed) {
+          Diagnosis dg;
+          dg.kind = DiagnosisKind::CallFailed;
+          dg.seq = c.seq;
+          dg.ranks = {d.rank};
+          dg.text = fmt::format("call #{} failed on rank {}: {}", c.seq, d.rank, c.error);
+          out.push_back(dg);
+          return out;
+        }
+      }
+    }
+  }
+  return out;
+}
+
+std::vector<RankDump> load_dumps(const std::string& dir) {
+  std::vector<RankDump> out;
+  std::error_code ec;
+  if (!std::filesystem::is_directory(dir, ec)) throw std::runtime_error(fmt::format("{}: not a directory", dir));
+  for (const auto& e : std::filesystem::directory_iterator(dir)) {
+    const auto name = e.path().filename().string();
+    if (name.rfind("rank-", 0) != 0 || e.path().extension() != ".json") continue;
+    std::ifstream in(e.path());
+    try {
+      out.push_back(rank_dump_from_json(nlohmann::json::parse(in)));
+    } catch (const std::exception& ex) {
+      throw std::runtime_error(fmt::format("{}: not a collcheck flight-recorder dump: {}", e.path().string(), ex.what()));
+    }
+  }
+  if (out.empty()) throw std::runtime_error(fmt::format("{}: no rank-*.json dumps found", dir));
+  std::sort(out.begin(), out.end(), [](const RankDump& a, const RankDump& b) { return a.rank < b.rank; });
+  for (size_t i = 0; i < out.size(); ++i) {
+    if (out[i].rank != static_cast<int>(i) || out[i].size != static_cast<int>(out.size()))
+      throw std::runtime_error(fmt::format("{}: expected dumps of ranks 0..{} of one world, found rank {} of size {}", dir,
+                                           out.size() - 1, out[i].rank, out[i].size));
+  }
+  return out;
+}
+
+std::string format_diagnosis(const Diagnosis& d) {
+  std::string s = fmt::format("{}", diagnosis_name(d.kind));
+  if (!d.ranks.empty()) s += fmt::format(" [{}]", ranks_text(d.ranks));
+  if (d.seq) s += fmt::format(" [call #{}]", *d.seq);
+  if (d.edge) s += fmt::format(" [edge {} -> {}]", d.edge->first, d.edge->second);
+  return s + ": " + d.text;
+}
+
+std::string format_timeline(const std::vector<RankDump>& dumps) {
+  std::string s = "timeline (seconds from the start; B began, D done, W waited):\n";
+  for (const auto& d : dumps) {
+    bool first = true;
+    for (const auto& c : d.calls) {
+      std::string times;
+      if (c.t_started >= 0) times += fmt::format(" B {:.3f}", c.t_started);
+      if (c.t_completed >= 0) times += fmt::format(" D {:.3f}", c.t_completed);
+      if (c.t_waited >= 0) times += fmt::format(" W {:.3f}", c.t_waited);
+      std::string state = std::string(call_state_name(c.state));
+      if (c.state == CallState::Failed) state += ": " + c.error.substr(0, 160);
+      s += fmt::format("  {:<8} #{:<3} {:<14} {:>7} {:<8} {:<9} {:<5}{:<26} {}\n",
+                       first ? fmt::format("rank {}", d.rank) : "", c.seq, c.tag, c.count, dtype_name(c.dtype),
+                       op_name(c.op), c.async ? "async" : "", times, state);
+      first = false;
+    }
+    if (d.calls.empty()) s += fmt::format("  rank {:<3} (no calls)\n", d.rank);
+    if (d.blocked_on.blocked)
+      s += fmt::format("  {:<8} blocked on {} rank {}, {}, since {:.3f}\n", "", d.blocked_on.send ? "send to" : "recv from",
+                       d.blocked_on.peer, describe_tag(d.blocked_on.tag), d.blocked_on.since);
+  }
+  return s;
+}
+
+}  // namespace collcheck

@@ -1,0 +1,293 @@
+#include "harness/flight_recorder.h"
+
+#include <fmt/format.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <map>
+#include <tuple>
+
+namespace collcheck {
+
+std::string_view call_state_name(CallState s) {
+  switch (s) {
+    case CallState::Scheduled: return "scheduled";
+    case CallState::Started: return "started";
+    case CallState::Completed: return "completed";
+    case CallState::Waited: return "waited";
+    case CallState::Failed: return "failed";
+  }
+  return "?";
+}
+
+namespace {
+std::optional<CallState> parse_state(const std::string& s) {
+  for (auto st : {CallState::Scheduled, CallState::Started, CallState::Completed, CallState::Waited, CallState::Failed})
+    if (call_state_name(st) == s) return st;
+  return std::nullopt;
+}
+}  // namespace
+
+uint64_t fnv1a(const void* data, size_t bytes) {
+  uint64_t h = 0xcbf29ce484222325ull;
+  const auto* p = static_cast<const unsigned char*>(data);
+  for (size_t i = 0; i < bytes; ++i) h = (h ^ p[i]) * 0x100000001b3ull;
+  return h;
+}
+
+FlightRecorder::FlightRecorder(int rank, int size, Clock::time_point epoch, size_t capacity)
+    : rank_(rank), size_(size), epoch_(epoch), capacity_(capacity) {}
+
+double FlightRecorder::now() const { return std::chrono::duration<double>(Clock::now() - epoch_).count(); }
+
+CallRecord* FlightRecorder::find(uint64_t seq) {
+  for (auto it = calls_.rbegin(); it != calls_.rend(); ++it)
+    if (it->seq == seq) return &*it;
+  return nullptr;
+}
+
+void FlightRecorder::scheduled(const CallRecord& r) {
+  std::lock_guard<std::mutex> g(mu_);
+  calls_.push_back(r);
+  calls_.back().state = CallState::Scheduled;
+  calls_.back().t_scheduled = now();
+  if (calls_.size() > capacity_) {
+    calls_.pop_front();
+    ++dropped_calls_;
+  }
+}
+
+void FlightRecorder::started(uint64_t seq) {
+  std::lock_guard<std::mutex> g(mu_);
+  if (auto* c = find(seq)) {
+    c->state = CallState::Started;
+    c->t_started = now();
+  }
+}
+
+void FlightRecorder::completed(uint64_t seq, const std::string& error) {
+  std::lock_guard<std::mutex> g(mu_);
+  if (auto* c = find(seq)) {
+    c->state = error.empty() ? CallState::Completed : CallState::Failed;
+    c->t_completed = now();
+    c->error = error;
+  }
+}
+
+void FlightRecorder::waited(uint64_t seq) {
+  std::lock_guard<std::mutex> g(mu_);
+  if (auto* c = find(seq)) {
+    if (c->state == CallState::Completed) c->state = CallState::Waited;
+    c->t_waited = now();
+  }
+}
+
+void FlightRecorder::read_output(uint64_t seq) {
+  std::lock_guard<std::mutex> g(mu_);
+  if (auto* c = find(seq)) c->t_read = now();
+}
+
+void FlightRecorder::blocked(int peer, bool send, Tag tag) {
+  std::lock_guard<std::mutex> g(mu_);
+  blocked_ = BlockedOn{true, peer, send, tag, now()};
+}
+
+void FlightRecorder::unblocked() {
+  std::lock_guard<std::mutex> g(mu_);
+  blocked_ = BlockedOn{};
+}
+
+void FlightRecorder::transfer(const TransferRecord& t) {
+  std::lock_guard<std::mutex> g(mu_);
+  transfers_.push_back(t);
+  if (transfers_.size() > 4 * capacity_) transfers_.pop_front();
+}
+
+std::vector<CallRecord> FlightRecorder::calls() const {
+  std::lock_guard<std::mutex> g(mu_);
+  return {calls_.begin(), calls_.end()};
+}
+
+std::vector<TransferRecord> FlightRecorder::transfers() const {
+  std::lock_guard<std::mutex> g(mu_);
+  return {transfers_.begin(), transfers_.end()};
+}
+
+BlockedOn FlightRecorder::blocked_on() const {
+  std::lock_guard<std::mutex> g(mu_);
+  return blocked_;
+}
+
+nlohmann::json FlightRecorder::to_json(const std::string& reason) const {
+  std::lock_guard<std::mutex> g(mu_);
+  nlohmann::json j;
+  j["rank"] = rank_;
+  j["size"] = size_;
+  j["reason"] = reason;
+  j["dumped_at"] = now();
+  j["dropped_calls"] = dropped_calls_;
+  auto& calls = j["calls"] = nlohmann::json::array();
+  for (const auto& c : calls_) {
+    calls.push_back({{"seq", c.seq},
+                     {"tag", c.tag},
+                     {"count", c.count},
+                     {"dtype", std::string(dtype_name(c.dtype))},
+                     {"op", std::string(op_name(c.op))},
+                     {"async", c.async},
+                     {"impl", c.impl},
+                     {"state", std::string(call_state_name(c.state))},
+                     {"t_scheduled", c.t_scheduled},
+                     {"t_started", c.t_started},
+                     {"t_completed", c.t_completed},
+                     {"t_waited", c.t_waited},
+                     {"t_read", c.t_read},
+                     {"error", c.error}});
+  }
+  auto& tr = j["transfers"] = nlohmann::json::array();
+  for (const auto& t : transfers_) {
+    tr.push_back({{"src", t.src},
+                  {"dst", t.dst},
+                  {"tag", t.tag},
+                  {"ordinal", t.ordinal},
+                  {"bytes", t.bytes},
+                  {"t_posted", t.t_posted},
+                  {"t_completed", t.t_completed},
+                  {"checksum", t.checksum},
+                  {"send", t.send}});
+  }
+  j["blocked_on"] = blocked_.blocked ? nlohmann::json{{"peer", blocked_.peer},
+                                                      {"send", blocked_.send},
+                                                      {"tag", blocked_.tag},
+                                                      {"since", blocked_.since}}
+                                     : nlohmann::json(nullptr);
+  return j;
+}
+
+void FlightRecorder::dump(const std::string& dir, const std::string& reason) const {
+  const std::string path = fmt::format("{}/rank-{}.json", dir, rank_);
+  const std::string tmp = path + ".tmp";
+  const std::string text = to_json(reason).dump(1);
+  std::FILE* f = std::fopen(tmp.c_str(), "w");
+  if (!f) throw std::runtime_error(fmt::format("cannot write {}: {}", tmp, std::strerror(errno)));
+  const bool ok = std::fwrite(text.data(), 1, text.size(), f) == text.size();
+  if (std::fclose(f) != 0 || !ok || std::rename(tmp.c_str(), path.c_str()) != 0) {
+    std::remove(tmp.c_str());
+    throw std::runtime_error(fmt::format("cannot write {}: {}", path, std::strerror(errno)));
+  }
+}
+
+RankDump rank_dump_from_json(const nlohmann::json& j) {
+  RankDump d;
+  d.rank = j.at("rank").get<int>();
+  d.size = j.at("size").get<int>();
+  d.reason = j.value("reason", "");
+  for (const auto& c : j.at("calls")) {
+    CallRecord r;
+    r.seq = c.at("seq").get<uint64_t>();
+    r.tag = c.at("tag").get<std::string>();
+    r.count = c.at("count").get<size_t>();
+    auto t = parse_dtype(c.at("dtype").get<std::string>());
+    auto op = parse_op(c.at("op").get<std::string>());
+    auto st = parse_state(c.at("state").get<std::string>());
+    if (!t || !op || !st) throw std::runtime_error("bad dtype, op or state in a call record");
+    r.dtype = *t;
+    r.op = *op;
+    r.state = *st;
+    r.async = c.at("async").get<bool>();
+    r.impl = c.value("impl", "");
+    r.t_scheduled = c.at("t_scheduled").get<double>();
+    r.t_started = c.at("t_started").get<double>();
+    r.t_completed = c.at("t_completed").get<double>();
+    r.t_waited = c.at("t_waited").get<double>();
+    r.t_read = c.value("t_read", -1.0);
+    r.error = c.value("error", "");
+    d.calls.push_back(r);
+  }
+  for (const auto& t : j.at("transfers")) {
+    TransferRecord x;
+    x.src = t.at("src").get<int>();
+    x.dst = t.at("dst").get<int>();
+    x.tag = t.at("tag").get<Tag>();
+    x.ordinal = t.at("ordinal").get<uint64_t>();
+    x.bytes = t.at("bytes").get<size_t>();
+    x.t_posted = t.at("t_posted").get<double>();
+    x.t_completed = t.at("t_completed").get<double>();
+    x.checksum = t.at("checksum").get<uint64_t>();
+    x.send = t.at("send").get<bool>();
+    d.transfers.push_back(x);
+  }
+  const auto& b = j.at("blocked_on");
+  if (!b.is_null()) {
+    d.blocked_on = BlockedOn{true, b.at("peer").get<int>(), b.at("send").get<bool>(), b.at("tag").get<Tag>(),
+                             b.at("since").get<double>()};
+  }
+  return d;
+}
+
+namespace {
+
+class RecordingRequest final : public LinkRequest {
+ public:
+  RecordingRequest(RequestPtr inner, FlightRecorder& rec, TransferRecord t, std::span<const std::byte> data)
+      : inner_(std::move(inner)), rec_(rec), t_(t), data_(data) {}
+  bool test() override {
+    if (done_) return true;
+    if (!inner_->test()) return false;
+    finish();
+    return true;
+  }
+  void wait(Deadline deadline) override {
+    if (done_) return;
+    rec_.blocked(t_.send ? t_.dst : t_.src, t_.send, t_.tag);
+    try {
+      inner_->wait(deadline);
+    } catch (...) {
+      // Stay "blocked" in the record: the dump shows what this rank was waiting for.
+      throw;
+    }
+    rec_.unblocked();
+    finish();
+  }
+
+ private:
+  void finish() {
+    done_ = true;
+    t_.t_completed = rec_.now();
+    t_.checksum = fnv1a(data_.data(), data_.size());
+    rec_.transfer(t_);
+  }
+  RequestPtr inner_;
+  FlightRecorder& rec_;
+  TransferRecord t_;
+  std::span<const std::byte> data_;
+  bool done_ = false;
+};
+
+class RecordingLinks final : public Links {
+ public:
+  RecordingLinks(Links& inner, FlightRecorder& rec) : inner_(inner), rec_(rec) {}
+  int rank() const override { return inner_.rank(); }
+  int size() const override { return inner_.size(); }
+  RequestPtr isend(int peer, Tag tag, std::span<const std::byte> data) override {
+    TransferRecord t{rank(), peer, tag, ordinal_[{peer, tag, true}]++, data.size(), rec_.now(), -1, 0, true};
+    return std::make_unique<RecordingRequest>(inner_.isend(peer, tag, data), rec_, t, data);
+  }
+  RequestPtr irecv(int peer, Tag tag, std::span<std::byte> data) override {
+    TransferRecord t{peer, rank(), tag, ordinal_[{peer, tag, false}]++, data.size(), rec_.now(), -1, 0, false};
+    return std::make_unique<RecordingRequest>(inner_.irecv(peer, tag, data), rec_, t, data);
+  }
+
+ private:
+  Links& inner_;
+  FlightRecorder& rec_;
+  std::map<std::tuple<int, Tag, bool>, uint64_t> ordinal_;
+};
+
+}  // namespace
+
+std::unique_ptr<Links> recording_links(Links& inner, FlightRecorder& rec) {
+  return std::make_unique<RecordingLinks>(inner, rec);
+}
+
+}  // namespace collcheck

@@ -1,0 +1,112 @@
+// The flight recorder: every rank records every call in a bounded ring buffer
+// (sequence number, fingerprint, state, timestamps, and the transfer it is
+// blocked on), and every transfer it makes (who, how many bytes, when, and a
+// checksum of the bytes). It dumps one JSON file per rank, on a deadline, on a
+// crash or on request; `collcheck analyze` reaches its diagnosis from those
+// files alone (harness/diagnosis.h).
+#pragma once
+
+#include <cstdint>
+#include <deque>
+#include <memory>
+#include <mutex>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "impl/links.h"
+#include "impl/semantics.h"
+
+namespace collcheck {
+
+enum class CallState : uint8_t { Scheduled, Started, Completed, Waited, Failed };
+std::string_view call_state_name(CallState s);
+
+struct CallRecord {
+  uint64_t seq = 0;
+  std::string tag;
+  size_t count = 0;
+  DType dtype = DType::Float32;
+  RedOp op = RedOp::Sum;
+  bool async = false;
+  std::string impl;
+  CallState state = CallState::Scheduled;
+  double t_scheduled = -1, t_started = -1, t_completed = -1, t_waited = -1;  // seconds since the epoch
+  double t_read = -1;  // the program read the output before the wait (async calls)
+  std::string error;
+};
+
+// What a rank is blocked on right now (a wait inside a call).
+struct BlockedOn {
+  bool blocked = false;
+  int peer = -1;
+  bool send = false;
+  Tag tag = 0;
+  double since = -1;
+};
+
+struct TransferRecord {
+  int src = -1, dst = -1;
+  Tag tag = 0;
+  uint64_t ordinal = 0;  // n-th transfer with this (src, dst, tag), from 0
+  size_t bytes = 0;
+  double t_posted = -1;     // the sender posted (src's record) or the receiver posted (dst's record)
+  double t_completed = -1;  // completed on this side
+  uint64_t checksum = 0;    // FNV-1a of the bytes, when completed
+  bool send = false;        // recorded by the sender (true) or the receiver (false)
+};
+
+class FlightRecorder {
+ public:
+  FlightRecorder(int rank, int size, Clock::time_point epoch, size_t capacity = 4096);
+
+  int rank() const { return rank_; }
+  double now() const;
+
+  void scheduled(const CallRecord& r);  // r.seq, fingerprint fields; state Scheduled
+  void started(uint64_t seq);
+  void completed(uint64_t seq, const std::string& error = "");
+  void waited(uint64_t seq);
+  void read_output(uint64_t seq);  // the program reads the call's output now
+  void blocked(int peer, bool send, Tag tag);
+  void unblocked();
+  void transfer(const TransferRecord& t);
+
+  std::vector<CallRecord> calls() const;
+  std::vector<TransferRecord> transfers() const;
+  BlockedOn blocked_on() const;
+
+  nlohmann::json to_json(const std::string& reason) const;
+  // Writes <dir>/rank-<r>.json atomically (a temporary file, then rename).
+  void dump(const std::string& dir, const std::string& reason) const;
+
+ private:
+  CallRecord* find(uint64_t seq);
+  int rank_, size_;
+  Clock::time_point epoch_;
+  size_t capacity_;
+  mutable std::mutex mu_;
+  std::deque<CallRecord> calls_;
+  std::deque<TransferRecord> transfers_;
+  BlockedOn blocked_;
+  uint64_t dropped_calls_ = 0;
+};
+
+// One rank's dump, read back (for analyze).
+struct RankDump {
+  int rank = -1, size = 0;
+  std::string reason;
+  std::vector<CallRecord> calls;
+  std::vector<TransferRecord> transfers;
+  BlockedOn blocked_on;
+};
+RankDump rank_dump_from_json(const nlohmann::json& j);
+
+uint64_t fnv1a(const void* data, size_t bytes);
+
+// Links that record every transfer and every blocking wait into a recorder.
+// The fault injectors' link wrappers sit below it, so it sees what the
+// application posted and what the application received.
+std::unique_ptr<Links> recording_links(Links& inner, FlightRecorder& rec);
+
+}  // namespace collcheck

@@ -1,0 +1,44 @@
+// Guarded mode: before each collective, every rank's call fingerprint is
+// checked against the other ranks'. In the thread world the table is shared
+// memory: the rank that arrives second at a mismatching call sees it at once,
+// without waiting for any timeout. (The MPI world does the same with a small
+// extra exchange; see the peers issue.)
+#pragma once
+
+#include <map>
+#include <mutex>
+#include <optional>
+#include <stdexcept>
+#include <vector>
+
+#include "harness/communicator.h"
+#include "harness/diagnosis.h"
+
+namespace collcheck {
+
+class GuardViolation : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+class FingerprintGuard {
+ public:
+  FingerprintGuard(int nranks, Clock::time_point epoch);
+  // Records rank's fingerprint and compares it with every other rank's
+  // fingerprint of the same sequence number. Throws GuardViolation on a
+  // mismatch. Never blocks.
+  void check(int rank, const CallFingerprint& fp);
+  // The first mismatch found, as a diagnosis, and when (seconds from the epoch).
+  std::optional<Diagnosis> violation() const;
+  double violation_time() const;
+
+ private:
+  int nranks_;
+  Clock::time_point epoch_;
+  mutable std::mutex mu_;
+  std::map<uint64_t, std::map<int, CallFingerprint>> table_;
+  std::optional<Diagnosis> violation_;
+  double when_ = -1;
+};
+
+}  // namespace collcheck

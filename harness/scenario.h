@@ -1,0 +1,94 @@
+// Scenarios: a run as pure data (DESIGN.md, "the pipeline"). The world, the
+// implementation, the per-call deadline, what every rank calls (a default
+// program plus per-rank overrides), the faults to inject, and optionally the
+// diagnosis the run is expected to produce. Read from YAML (JSON is accepted:
+// it is a subset of YAML). The format is documented in examples/bugs/README.md.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "impl/semantics.h"
+
+namespace collcheck {
+
+// A malformed scenario: the message is "file:line: field: what is wrong; allowed: ...".
+class ScenarioError : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+// Where an async call's wait() happens.
+enum class WaitAt : uint8_t {
+  Call,   // a sync call (no Work)
+  Next,   // right before the rank's next call (or at the end)
+  End,    // after the rank's last call
+  Never,  // the Work is dropped without wait()
+};
+std::string_view wait_at_name(WaitAt w);
+
+struct CallStep {
+  std::string tag;  // what the call reduces ("grad_bucket_0"); part of the fingerprint
+  size_t count = 1024;
+  DType dtype = DType::Float32;
+  RedOp op = RedOp::Sum;
+  double scalar = 1.0;
+  bool async = false;
+  WaitAt wait = WaitAt::Call;
+  bool read_before_wait = false;  // the program reads the output before wait()
+};
+
+struct Step {
+  enum Kind : uint8_t { Call, Sleep, Stall } kind = Call;
+  CallStep call;
+  double sleep_ms = 0;  // Sleep
+  int line = 0;         // where it was written, for messages
+};
+using Program = std::vector<Step>;
+
+// One fault, as written. Which fields matter depends on `kind` (faults/).
+struct FaultSpec {
+  std::string kind;
+  std::vector<int> ranks;
+  std::vector<int> calls;      // indices into the program's calls (not steps), from 0
+  std::map<std::string, std::string> fields;  // the rest: count, dtype, op, mode, latency_ms, ...
+  int line = 0;
+};
+
+struct ExpectSpec {
+  std::string diagnosis;  // a DiagnosisKind name, "none" for a clean run
+  std::vector<int> ranks;
+  std::optional<uint64_t> seq;
+  std::optional<std::pair<int, int>> edge;
+  std::vector<std::string> fields;
+};
+
+struct Scenario {
+  std::string file;  // for messages
+  std::string name;
+  std::string description;
+  int ranks = 2;
+  std::string world = "threads";
+  std::string impl = "ring";
+  double deadline_s = 5.0;  // per call
+  bool guarded = true;
+  Program defaults;
+  std::map<int, Program> overrides;
+  std::vector<FaultSpec> faults;
+  std::optional<ExpectSpec> expect;
+
+  const Program& program(int rank) const;
+  Program& mutable_program(int rank);  // makes an override for `rank` if it has none
+};
+
+Scenario load_scenario(const std::string& path);
+Scenario parse_scenario(const std::string& text, const std::string& file);
+// Back to YAML (the detection property writes the scenarios it generates).
+std::string scenario_to_yaml(const Scenario& s);
+
+}  // namespace collcheck

@@ -1,0 +1,259 @@
+#include "harness/scenario_runner.h"
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+#include <unistd.h>
+
+#include <cstring>
+#include <filesystem>
+#include <thread>
+
+#include "faults/nemesis.h"
+#include "harness/communicator.h"
+#include "harness/data.h"
+#include "harness/guard.h"
+#include "harness/oracle.h"
+#include "harness/thread_world.h"
+
+namespace collcheck {
+
+namespace {
+
+struct CallOut {
+  CallStep call;
+  uint64_t seq = 0;
+  uint64_t seed = 0;
+  std::vector<std::byte> out;
+  bool waited = false;
+};
+
+uint64_t call_seed(int index, const std::string& tag) {
+  uint64_t h = splitmix64(static_cast<uint64_t>(index) + 1);
+  for (char ch : tag) h = splitmix64(h ^ static_cast<unsigned char>(ch));
+  return h;
+}
+
+std::chrono::milliseconds millis(double s) {
+  return std::chrono::milliseconds(static_cast<long long>(std::ceil(s * 1000)));
+}
+
+}  // namespace
+
+ReplayResult replay_scenario(const Scenario& in, const ReplayOptions& o) {
+  if (in.world != "threads")
+    throw ScenarioError(fmt::format("{}: world.kind: '{}' needs the MPI world, which this build does not have yet; "
+                                    "allowed: threads",
+                                    in.file, in.world));
+  const Scenario s = apply_mutators(in);
+  ImplPtr impl;
+  try {
+    impl = make_implementation(s.impl);
+  } catch (const ImplementationError& e) {
+    throw ScenarioError(fmt::format("{}: impl: {}", s.file, e.what()));
+  }
+  ReplayResult res;
+  res.guarded = o.guarded.value_or(s.guarded);
+  const int p = s.ranks;
+  const Clock::time_point epoch = Clock::now();
+  FingerprintGuard guard(p, epoch);
+  std::vector<std::unique_ptr<FlightRecorder>> recs;
+  for (int r = 0; r < p; ++r) recs.push_back(std::make_unique<FlightRecorder>(r, p, epoch));
+  std::vector<std::vector<CallOut>> outs(static_cast<size_t>(p));
+
+  // The run's limit: every call may take its deadline, plus the sleeps.
+  double longest = 0;
+  for (int r = 0; r < p; ++r) {
+    double t = 0;
+    for (const auto& st : s.program(r)) t += st.kind == Step::Sleep ? st.sleep_ms / 1e3 : s.deadline_s;
+    longest = std::max(longest, t);
+  }
+  const double limit_s = longest + 2 * s.deadline_s + 2;
+  const auto timeout = millis(s.deadline_s);
+  const bool guarded = res.guarded;
+
+  ThreadWorld world(p);
+  const WorldRun run = world.run(
+      [&](RankContext& ctx) {
+        const int r = ctx.rank();
+        FlightRecorder& rec = *recs[static_cast<size_t>(r)];
+        std::vector<std::unique_ptr<Links>> keep;
+        Links& faulty = wrap_links(s, r, ctx.links(), keep);
+        auto links = recording_links(faulty, rec);
+        CommOptions co(s.impl, timeout, impl);
+        co.recorder = &rec;
+        co.poison_async = true;
+        if (guarded) co.before_call = [&guard, r](const CallFingerprint& fp) { guard.check(r, fp); };
+        Communicator comm(*links, co);
+        struct Pending {
+          std::unique_ptr<Work> work;
+          WaitAt at;
+          size_t index;
+        };
+        std::vector<Pending> pending;
+        std::vector<std::vector<std::byte>> inputs_alive;
+        auto& mine = outs[static_cast<size_t>(r)];
+        auto wait_for = [&](WaitAt at) {
+          for (auto& pw : pending) {
+            if (pw.work && pw.at == at) {
+              pw.work->wait();
+              mine[pw.index].waited = true;
+              pw.work.reset();
+            }
+          }
+        };
+        int index = 0;
+        for (const Step& st : s.program(r)) {
+          if (st.kind == Step::Sleep) {
+            std::this_thread::sleep_for(std::chrono::duration<double>(st.sleep_ms / 1e3));
+            continue;
+          }
+          if (st.kind == Step::Stall) {
+            // Never enter the remaining calls: wait until the others give up
+            // (their failure aborts this barrier) or the run's limit.
+            try {
+              ctx.barrier(epoch + millis(limit_s - 1));
+            } catch (const std::exception&) {
+            }
+            return;
+          }
+          wait_for(WaitAt::Next);
+          const CallStep& c = st.call;
+          CallOut co_out;
+          co_out.call = c;
+          co_out.seed = call_seed(index, c.tag);
+          co_out.seq = comm.calls_issued() + 1;
+          std::vector<std::byte> input(c.count * dtype_size(c.dtype));
+          fill_input(input.data(), c.count, c.dtype, c.op, p, r, co_out.seed, DataClass::Exact);
+          co_out.out.resize(input.size());
+          mine.push_back(std::move(co_out));
+          CallOut& out = mine.back();
+          if (c.async) {
+            auto w = comm.all_reduce_async(input.data(), out.out.data(), c.count, c.dtype, c.op, c.scalar, c.tag);
+            if (c.read_before_wait) {
+              rec.read_output(out.seq);
+              std::vector<std::byte> seen(out.out);  // the program reads its output here
+              (void)seen;
+            }
+            // The input must outlive the async call: keep it with the Work.
+            pending.push_back({std::move(w), c.wait, mine.size() - 1});
+            inputs_alive.push_back(std::move(input));
+          } else {
+            comm.all_reduce(input.data(), out.out.data(), c.count, c.dtype, c.op, c.scalar, c.tag);
+            out.waited = true;
+          }
+          ++index;
+        }
+        wait_for(WaitAt::Next);
+        wait_for(WaitAt::End);
+        // WaitAt::Never: the Work is dropped here without wait(); the
+        // communicator logs it and the recorder shows it completed, not waited.
+      },
+      millis(limit_s));
+  res.hung = run.hung;
+  res.seconds = std::chrono::duration<double>(Clock::now() - epoch).count();
+
+  const std::string reason = run.hung ? "run limit" : (run.ok() ? "end of run" : "call failed or deadline");
+  std::vector<RankDump> dumps;
+  for (const auto& rec : recs) dumps.push_back(rank_dump_from_json(rec->to_json(reason)));
+  for (const auto& d : dumps)
+    for (const auto& c : d.calls)
+      if (c.state == CallState::Failed && (res.first_failure < 0 || c.t_completed < res.first_failure))
+        res.first_failure = c.t_completed;
+
+  AnalysisOptions ao;
+  ao.run_finished = run.ok();
+  if (guarded) {
+    res.diagnoses = analyze(dumps, ao);
+    if (auto v = guard.violation()) {
+      // The guard's finding is the same classification, made before the call.
+      std::erase_if(res.diagnoses, [&](const Diagnosis& d) { return d.kind == v->kind; });
+      res.diagnoses.insert(res.diagnoses.begin(), *v);
+      res.time_to_diagnosis = guard.violation_time();
+    }
+  } else {
+    // Production: dumps on the deadline, and the diagnosis from the files alone.
+    res.dump_dir = o.dump_dir;
+    if (res.dump_dir.empty()) {
+      res.dump_dir = (std::filesystem::temp_directory_path() /
+                      fmt::format("collcheck-dumps-{}-{}", ::getpid(), epoch.time_since_epoch().count()))
+                         .string();
+    }
+    std::filesystem::create_directories(res.dump_dir);
+    for (const auto& rec : recs) rec->dump(res.dump_dir, reason);
+    dumps = load_dumps(res.dump_dir);
+    res.diagnoses = analyze(dumps, ao);
+  }
+  if (!res.diagnoses.empty() && res.time_to_diagnosis < 0)
+    res.time_to_diagnosis = std::chrono::duration<double>(Clock::now() - epoch).count();
+
+  // Every waited result against the oracle (exact data: compared bit for bit).
+  bool corrupted = false, mismatch = false;
+  for (const auto& d : res.diagnoses) {
+    corrupted |= d.kind == DiagnosisKind::CorruptedPayload;
+    mismatch |= d.kind == DiagnosisKind::ShapeMismatch || d.kind == DiagnosisKind::OrderMismatch;
+  }
+  if (!mismatch) {
+    std::optional<Diagnosis> wrong;
+    for (int r = 0; r < p && !wrong; ++r) {
+      for (const CallOut& c : outs[static_cast<size_t>(r)]) {
+        if (!c.waited) continue;
+        std::vector<std::vector<std::byte>> ins(static_cast<size_t>(p));
+        std::vector<const void*> ptrs;
+        for (int q = 0; q < p; ++q) {
+          ins[static_cast<size_t>(q)].resize(c.out.size());
+          fill_input(ins[static_cast<size_t>(q)].data(), c.call.count, c.call.dtype, c.call.op, p, q, c.seed,
+                     DataClass::Exact);
+          ptrs.push_back(ins[static_cast<size_t>(q)].data());
+        }
+        const CheckSummary cs =
+            check_all_reduce(resolve_reduction(c.call.dtype, c.call.op, p, c.call.scalar), ptrs, c.out.data(), c.call.count);
+        ++res.results_checked;
+        if (cs.wrong > 0 && !corrupted) {
+          Diagnosis d;
+          d.kind = DiagnosisKind::WrongResult;
+          d.ranks = {r};
+          d.seq = c.seq;
+          d.text = fmt::format("call #{} ({}) on rank {}: {} of {} elements wrong; {}", c.seq, c.call.tag, r, cs.wrong,
+                               cs.checked, cs.first_wrong_detail);
+          wrong = d;
+          break;
+        }
+      }
+    }
+    if (wrong) res.diagnoses.push_back(*wrong);
+  }
+  res.dumps = std::move(dumps);
+  return res;
+}
+
+bool expectation_holds(const ExpectSpec& e, const ReplayResult& r, std::string* why) {
+  auto say = [&](std::string w) {
+    if (why) *why = std::move(w);
+    return false;
+  };
+  if (e.diagnosis == "none") {
+    if (r.diagnoses.empty()) return true;
+    return say(fmt::format("expected no diagnosis, got {}", diagnosis_name(r.diagnoses.front().kind)));
+  }
+  if (r.diagnoses.empty()) return say(fmt::format("expected {}, got no diagnosis", e.diagnosis));
+  const Diagnosis& d = r.diagnoses.front();
+  if (diagnosis_name(d.kind) != e.diagnosis)
+    return say(fmt::format("expected {}, got {} first", e.diagnosis, diagnosis_name(d.kind)));
+  if (!e.ranks.empty()) {
+    auto a = e.ranks, b = d.ranks;
+    std::sort(a.begin(), a.end());
+    std::sort(b.begin(), b.end());
+    if (a != b) return say(fmt::format("expected ranks [{}], the diagnosis names [{}]", fmt::join(a, ", "), fmt::join(b, ", ")));
+  }
+  if (e.seq && d.seq != e.seq)
+    return say(fmt::format("expected call #{}, the diagnosis names #{}", *e.seq, d.seq ? std::to_string(*d.seq) : "none"));
+  if (e.edge && d.edge != e.edge)
+    return say(fmt::format("expected edge {} -> {}, the diagnosis names {}", e.edge->first, e.edge->second,
+                           d.edge ? fmt::format("{} -> {}", d.edge->first, d.edge->second) : "none"));
+  for (const auto& f : e.fields)
+    if (std::find(d.fields.begin(), d.fields.end(), f) == d.fields.end())
+      return say(fmt::format("expected field '{}' among the differing fields [{}]", f, fmt::join(d.fields, ", ")));
+  return true;
+}
+
+}  // namespace collcheck
