@@ -177,7 +177,10 @@ void transfer_checks(const std::vector<RankDump>& dumps, const AnalysisOptions& 
                             p.first->checksum, p.second->checksum);
       corrupt = dg;
     }
-    latency[{p.first->src, p.first->dst}].push_back(p.second->t_completed - p.first->t_posted);
+    // From the moment both sides had posted (so a receiver that was busy
+    // elsewhere does not make its incoming edge look slow) to the arrival.
+    latency[{p.first->src, p.first->dst}].push_back(p.second->t_completed -
+                                                    std::max(p.first->t_posted, p.second->t_posted));
   }
   if (corrupt) out.push_back(*corrupt);
   if (latency.size() < 2) return;
@@ -197,7 +200,7 @@ void transfer_checks(const std::vector<RankDump>& dumps, const AnalysisOptions& 
     dg.ranks = {worst.second.first, worst.second.second};
     dg.factor = others > 0 ? worst.first / others : 0;
     dg.text = fmt::format("the link from rank {} to rank {} is slow: median {:.1f} ms from send to arrival, against "
-                          "{:.3f} ms for the median edge ({:.0f}x)",
+                          "{:.3f} ms for the median edge ({:.0f}x; measured from when both sides had posted)",
                           worst.second.first, worst.second.second, worst.first * 1e3, others * 1e3, dg.factor);
     out.push_back(dg);
   }

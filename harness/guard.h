@@ -28,7 +28,9 @@ class FingerprintGuard {
   // fingerprint of the same sequence number. Throws GuardViolation on a
   // mismatch. Never blocks.
   void check(int rank, const CallFingerprint& fp);
-  // The first mismatch found, as a diagnosis, and when (seconds from the epoch).
+  // The first mismatch found, as a diagnosis over every fingerprint posted for
+  // that call by now (after the run: every rank that reached it), and when it
+  // was first seen (seconds from the epoch).
   std::optional<Diagnosis> violation() const;
   double violation_time() const;
 
@@ -37,6 +39,7 @@ class FingerprintGuard {
   Clock::time_point epoch_;
   mutable std::mutex mu_;
   std::map<uint64_t, std::map<int, CallFingerprint>> table_;
+  std::optional<Diagnosis> classify(uint64_t seq) const;  // mu_ held
   std::optional<Diagnosis> violation_;
   double when_ = -1;
 };
