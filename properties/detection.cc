@@ -1,0 +1,178 @@
+#include "properties/detection.h"
+
+#include <fmt/format.h>
+
+#include <filesystem>
+
+#include "faults/nemesis.h"
+#include "harness/data.h"
+
+namespace collcheck {
+
+Scenario DetectionCase::scenario() const {
+  Scenario s = clean;
+  s.guarded = guarded;
+  if (fault) {
+    s.faults = {*fault};
+    s.expect = find_nemesis(fault->kind)->expected(clean, *fault);
+  } else {
+    s.expect = ExpectSpec{"none", {}, {}, {}, {}};
+  }
+  return s;
+}
+
+namespace {
+
+class DetectionGen {
+ public:
+  DetectionGen(int lo, int hi) : lo_(lo), hi_(hi) {}
+  rc::Shrinkable<DetectionCase> operator()(const rc::Random& random, int) const {
+    rc::Random rnd = random;
+    auto next = [&] { return rnd.next(); };
+    DetectionCase c;
+    Scenario& s = c.clean;
+    s.file = "generated";
+    s.name = "generated";
+    s.ranks = lo_ + static_cast<int>(next() % static_cast<uint64_t>(hi_ - lo_ + 1));
+    s.impl = std::array<const char*, 3>{"ring", "tree", "dbtree"}[next() % 3];
+    s.deadline_s = 0.3;
+    const int calls = 1 + static_cast<int>(next() % 4);
+    const DType dtypes[] = {DType::Float32, DType::BFloat16, DType::Int32, DType::Float16};
+    const RedOp ops[] = {RedOp::Sum, RedOp::Max, RedOp::Avg, RedOp::Min};
+    for (int i = 0; i < calls; ++i) {
+      Step st;
+      st.kind = Step::Call;
+      st.call.tag = fmt::format("t{}", i);
+      st.call.count = 1 + next() % 2048;
+      st.call.dtype = dtypes[next() % 4];
+      st.call.op = ops[next() % 4];
+      if (next() % 4 == 0) {
+        st.call.async = true;
+        st.call.wait = next() % 2 ? WaitAt::Next : WaitAt::End;
+      }
+      s.defaults.push_back(st);
+      if (next() % 5 == 0) {
+        Step sl;
+        sl.kind = Step::Sleep;
+        sl.sleep_ms = static_cast<double>(next() % 3);
+        s.defaults.push_back(sl);
+      }
+    }
+    c.guarded = next() % 2 == 0;
+    // One case in eight is clean; the rest get one fault of a random kind that
+    // the scenario can carry (a shape or order fault needs a strict majority
+    // of good ranks to be attributable, and an order fault two calls).
+    if (next() % 8 != 0) {
+      std::vector<const NemesisInfo*> ok;
+      for (const auto& n : nemeses()) {
+        if ((n.name == "mismatched_shape" || n.name == "misordered") && s.ranks < 3) continue;
+        if (n.name == "misordered" && calls < 2) continue;
+        ok.push_back(&n);
+      }
+      const NemesisInfo* n = ok[next() % ok.size()];
+      // Link faults go on a ring edge (r -> r+1), which only the ring is sure to use.
+      if (n->name == "slow_link" || n->name == "corrupted_payload") s.impl = "ring";
+      c.fault = n->random(s, next());
+      c.fault->line = 0;
+      if (n->name == "slow_link") c.clean.deadline_s = 3;  // a slow run is not a hang
+    }
+    return rc::shrinkable::just(std::move(c));
+  }
+
+ private:
+  int lo_, hi_;
+};
+
+}  // namespace
+
+rc::Gen<DetectionCase> gen_detection_case(int min_ranks, int max_ranks) {
+  return rc::Gen<DetectionCase>(DetectionGen(min_ranks, max_ranks));
+}
+
+DetectionOutcome check_detection(const DetectionCase& c) {
+  DetectionOutcome o;
+  const Scenario s = c.scenario();
+  ReplayOptions ro;
+  const auto t0 = Clock::now();
+  o.result = replay_scenario(s, ro);
+  o.seconds = std::chrono::duration<double>(Clock::now() - t0).count();
+  if (!o.result.dump_dir.empty()) std::filesystem::remove_all(o.result.dump_dir);
+  // The run's budget: the sleeps, and for a stalled rank one deadline (the
+  // others wait that long for it), plus the slow link's delays, plus a margin.
+  double sleeps = 0;
+  for (const auto& st : s.defaults)
+    if (st.kind == Step::Sleep) sleeps += st.sleep_ms / 1e3;
+  const bool stalled = c.fault && c.fault->kind == "stalled_rank";
+  const bool slow = c.fault && c.fault->kind == "slow_link";
+  o.limit_s = sleeps + (stalled ? s.deadline_s : 0) + (slow ? s.deadline_s : 0) + 0.75;
+  if (stalled) o.margin_s = o.seconds - s.deadline_s - sleeps;
+  std::string why;
+  o.ok = expectation_holds(*s.expect, o.result, &why);
+  if (!o.ok) {
+    o.why = why;
+  } else if (o.seconds > o.limit_s) {
+    o.ok = false;
+    o.why = fmt::format("the run took {:.3f} s, longer than its limit of {:.3f} s", o.seconds, o.limit_s);
+  }
+  return o;
+}
+
+Scenario fault_table_scenario(int ranks, const std::string& impl) {
+  Scenario s;
+  s.file = "collcheck faults";
+  s.name = "a training step: three buckets and the loss";
+  s.ranks = ranks;
+  s.impl = impl;
+  s.deadline_s = 1;
+  const struct {
+    const char* tag;
+    size_t count;
+    DType t;
+    RedOp op;
+    bool async;
+  } calls[] = {{"bucket_0", 4096, DType::Float32, RedOp::Sum, false},
+               {"bucket_1", 4096, DType::BFloat16, RedOp::Sum, true},
+               {"bucket_2", 1024, DType::Float32, RedOp::Sum, false},
+               {"loss", 1, DType::Float32, RedOp::Avg, false}};
+  for (const auto& c : calls) {
+    Step st;
+    st.kind = Step::Call;
+    st.call.tag = c.tag;
+    st.call.count = c.count;
+    st.call.dtype = c.t;
+    st.call.op = c.op;
+    st.call.async = c.async;
+    st.call.wait = c.async ? WaitAt::Next : WaitAt::Call;
+    s.defaults.push_back(st);
+  }
+  return s;
+}
+
+FaultSpec fault_table_instance(const Scenario& s, const std::string& nemesis) {
+  FaultSpec f;
+  f.kind = nemesis;
+  const int last = s.ranks - 1;
+  if (nemesis == "mismatched_shape") {
+    f.ranks = {last};
+    f.calls = {0};
+    f.fields["count"] = "4097";
+  } else if (nemesis == "misordered") {
+    f.ranks = {last};
+    f.calls = {0, 2};
+  } else if (nemesis == "missing_wait") {
+    f.ranks = {0};
+    f.calls = {1};
+    f.fields["mode"] = "never";
+  } else if (nemesis == "stalled_rank") {
+    f.ranks = {last};
+    f.calls = {2};
+  } else if (nemesis == "slow_link") {
+    // 0 -> 1 carries data in ring, tree and dbtree alike.
+    f.fields = {{"from", "0"}, {"to", "1"}, {"latency_ms", "25"}, {"bandwidth_mbps", "500"}};
+  } else if (nemesis == "corrupted_payload") {
+    f.fields = {{"from", "0"}, {"to", "1"}, {"transfer", "1"}, {"bit", "7"}};
+  }
+  return f;
+}
+
+}  // namespace collcheck

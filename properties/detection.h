@@ -1,0 +1,42 @@
+// The detection property (the fault-injection issue): generate a random clean
+// scenario, inject a random fault with random parameters, replay it, and
+// compare from outside: the diagnosis must name the injected fault's class and
+// the right ranks, call or edge; a clean scenario must produce no diagnosis;
+// and no run may take longer than its deadline plus a small margin.
+#pragma once
+
+#include <rapidcheck.h>
+
+#include <optional>
+#include <string>
+
+#include "harness/scenario_runner.h"
+
+namespace collcheck {
+
+struct DetectionCase {
+  Scenario clean;
+  std::optional<FaultSpec> fault;
+  bool guarded = true;
+  Scenario scenario() const;  // clean + the fault + the expectation
+};
+
+rc::Gen<DetectionCase> gen_detection_case(int min_ranks, int max_ranks);
+
+struct DetectionOutcome {
+  bool ok = false;
+  std::string why;
+  double seconds = 0;
+  double limit_s = 0;   // the longest this run may take
+  double margin_s = 0;  // seconds beyond the deadline it waited on (stalled ranks), else 0
+  ReplayResult result;
+};
+
+DetectionOutcome check_detection(const DetectionCase& c);
+
+// The scenario `collcheck faults` runs each nemesis against.
+Scenario fault_table_scenario(int ranks, const std::string& impl);
+// One deterministic instance of each nemesis for that scenario.
+FaultSpec fault_table_instance(const Scenario& s, const std::string& nemesis);
+
+}  // namespace collcheck
