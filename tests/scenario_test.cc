@@ -1,0 +1,281 @@
+// Scenarios, the flight recorder and diagnosis: bad files get file, line and
+// field; every example in examples/bugs/ replays to its expected diagnosis in
+// both modes; analyze reaches the same diagnosis from the dumps alone; the
+// detection property holds for thread worlds of 2 to 8 ranks.
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+
+#include "faults/nemesis.h"
+#include "harness/communicator.h"
+#include "harness/scenario_runner.h"
+#include "harness/thread_world.h"
+#include "properties/detection.h"
+#include "tests/run_command.h"
+
+using namespace collcheck;
+using namespace std::chrono_literals;
+
+namespace {
+
+std::string error_of(const std::string& yaml) {
+  try {
+    const Scenario s = parse_scenario(yaml, "bad.yaml");
+    (void)apply_mutators(s);
+  } catch (const ScenarioError& e) {
+    return e.what();
+  }
+  return "(accepted)";
+}
+
+const char* kGood = R"(
+world: {ranks: 3}
+program:
+  - all_reduce: {tag: a, count: 10}
+  - all_reduce: {tag: b, count: 20, async: true}
+)";
+
+std::vector<std::string> examples() {
+  std::vector<std::string> v;
+  for (const auto& e : std::filesystem::directory_iterator(std::string(SOURCE_DIR) + "/examples/bugs"))
+    if (e.path().extension() == ".yaml") v.push_back(e.path().filename().string());
+  std::sort(v.begin(), v.end());
+  return v;
+}
+
+}  // namespace
+
+TEST(Scenario, BadFilesNameFileLineAndField) {
+  const std::pair<std::string, std::string> bad[] = {
+      {"world: {ranks: 0}\nprogram: []\n", "bad.yaml:1: world.ranks: expected an integer in [1, 512], got 0"},
+      {"program: []\n", "bad.yaml:1: world: missing"},
+      {"world: {ranks: 2}\nprogram:\n  - all_reduce: {count: -3}\n", "bad.yaml:3: program[0].all_reduce.count: expected a non-negative integer"},
+      {"world: {ranks: 2}\nprogram:\n  - all_reduce: {dtype: float128}\n", "bad.yaml:3: program[0].all_reduce.dtype: unknown dtype 'float128'; allowed: int8"},
+      {"world: {ranks: 2}\nprogram:\n  - all_reduce: {op: mean}\n", "program[0].all_reduce.op: unknown op 'mean'; allowed: sum"},
+      {"world: {ranks: 2}\nprogram:\n  - all_reduce: {wait: end}\n", "program[0].all_reduce.wait: only an async call has a wait"},
+      {"world: {ranks: 2}\nprogram:\n  - all_reduce: {async: true, wait: later}\n", "unknown wait 'later'; allowed: next, end, never"},
+      {"world: {ranks: 2}\nprogram:\n  - barrier: {}\n", "bad.yaml:3: program[0]: unknown step 'barrier'; allowed: all_reduce, sleep, stall"},
+      {"world: {ranks: 2}\nprogram: []\ncolour: red\n", "bad.yaml:3: scenario: unknown key 'colour'; allowed: name, description"},
+      {"world: {ranks: 2, kind: slurm}\nprogram: []\n", "world.kind: unknown world 'slurm'; allowed: threads, mpi"},
+      {"world: {ranks: 2}\nmode: paranoid\nprogram: []\n", "bad.yaml:2: mode: unknown mode 'paranoid'; allowed: guarded, unguarded"},
+      {"world: {ranks: 2}\nprogram: []\nranks: {5: {program: []}}\n", "bad.yaml:3: ranks: expected an integer in [0, 1]"},
+      {"world: {ranks: 2}\nprogram: [{all_reduce: {}}]\nfaults:\n  - gremlin: {ranks: [0]}\n", "bad.yaml:4: faults: unknown fault 'gremlin'; allowed: mismatched_shape"},
+      {"world: {ranks: 2}\nprogram: [{all_reduce: {}}]\nfaults:\n  - mismatched_shape: {ranks: [0], call: 3, count: 5}\n", "bad.yaml:4: faults.mismatched_shape.call: rank 0 has only 1 calls"},
+      {"world: {ranks: 2}\nprogram: [{all_reduce: {}}]\nfaults:\n  - slow_link: {from: 0, to: 7}\n", "faults.slow_link.to: expected a number in [0, 1], got '7'"},
+      {"world: {ranks: 2}\nprogram: [{all_reduce: {}}]\nfaults:\n  - missing_wait: {ranks: [1], call: 0, mode: sometimes}\n", "faults.missing_wait.mode: unknown mode 'sometimes'; allowed: never, read_before_wait"},
+      {"world: {ranks: 2}\nprogram: [{all_reduce: {}}\n", "bad.yaml:3: syntax: end of sequence flow not found"},
+  };
+  for (const auto& [yaml, want] : bad) {
+    const std::string got = error_of(yaml);
+    EXPECT_NE(got.find(want), std::string::npos) << "for:\n" << yaml << "got: " << got << "\nwant: " << want;
+  }
+  EXPECT_EQ(error_of(kGood), "(accepted)");
+}
+
+TEST(Scenario, YamlRoundTrip) {
+  Scenario s = parse_scenario(kGood, "good.yaml");
+  s.faults.push_back(FaultSpec{"misordered", {1}, {0, 1}, {}, 0});
+  s.expect = ExpectSpec{"order_mismatch", {1}, 1, {}, {"tag"}};
+  const Scenario back = parse_scenario(scenario_to_yaml(s), "back.yaml");
+  EXPECT_EQ(back.ranks, 3);
+  ASSERT_EQ(back.defaults.size(), 2u);
+  EXPECT_EQ(back.defaults[1].call.tag, "b");
+  EXPECT_TRUE(back.defaults[1].call.async);
+  EXPECT_EQ(back.defaults[1].call.wait, WaitAt::Next);
+  ASSERT_EQ(back.faults.size(), 1u);
+  EXPECT_EQ(back.faults[0].calls, (std::vector<int>{0, 1}));
+  ASSERT_TRUE(back.expect);
+  EXPECT_EQ(back.expect->diagnosis, "order_mismatch");
+}
+
+class Example : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(Example, ReplaysToItsExpectedDiagnosisInBothModes) {
+  const Scenario s = load_scenario(std::string(SOURCE_DIR) + "/examples/bugs/" + GetParam());
+  ASSERT_TRUE(s.expect) << "every example states its expected diagnosis";
+  for (bool guarded : {true, false}) {
+    ReplayOptions o;
+    o.guarded = guarded;
+    const ReplayResult r = replay_scenario(s, o);
+    std::string why;
+    EXPECT_TRUE(expectation_holds(*s.expect, r, &why))
+        << GetParam() << (guarded ? " guarded: " : " unguarded: ") << why << "\n"
+        << (r.diagnoses.empty() ? "" : format_diagnosis(r.diagnoses.front())) << "\n"
+        << format_timeline(r.dumps);
+    std::printf("[ example ] %-32s %-9s diagnosed at %.3f s (run %.3f s): %s\n", GetParam().c_str(),
+                guarded ? "guarded" : "unguarded", r.time_to_diagnosis, r.seconds,
+                r.diagnoses.empty() ? "none" : std::string(diagnosis_name(r.diagnoses.front().kind)).c_str());
+    if (!guarded) {
+      // analyze, from the files alone, agrees.
+      const auto again = analyze(load_dumps(r.dump_dir), AnalysisOptions{!r.hung && r.first_failure < 0, 4.0, 0.010});
+      if (!r.diagnoses.empty() && r.diagnoses.front().kind != DiagnosisKind::WrongResult) {
+        ASSERT_FALSE(again.empty());
+        EXPECT_EQ(again.front().kind, r.diagnoses.front().kind);
+      }
+      std::filesystem::remove_all(r.dump_dir);
+    }
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Bugs, Example, ::testing::ValuesIn(examples()), [](const auto& i) {
+  std::string n = i.param.substr(0, i.param.size() - 5);
+  return n;
+});
+
+TEST(Examples, AtLeastSixBugReports) {
+  int bugs = 0;
+  for (const auto& e : examples()) {
+    const Scenario s = load_scenario(std::string(SOURCE_DIR) + "/examples/bugs/" + e);
+    bugs += s.expect && s.expect->diagnosis != "none";
+  }
+  EXPECT_GE(bugs, 6);
+}
+
+TEST(FlightRecorder, RingBufferIsBoundedAndDumpRoundTrips) {
+  FlightRecorder rec(1, 4, Clock::now(), 8);
+  for (uint64_t i = 1; i <= 20; ++i) {
+    CallRecord c;
+    c.seq = i;
+    c.tag = "t" + std::to_string(i);
+    rec.scheduled(c);
+    rec.started(i);
+    rec.completed(i);
+  }
+  rec.blocked(2, false, 21 << 8);
+  const auto calls = rec.calls();
+  ASSERT_EQ(calls.size(), 8u);
+  EXPECT_EQ(calls.front().seq, 13u);
+  const RankDump d = rank_dump_from_json(rec.to_json("test"));
+  EXPECT_EQ(d.rank, 1);
+  EXPECT_EQ(d.calls.size(), 8u);
+  EXPECT_EQ(d.calls.back().state, CallState::Completed);
+  EXPECT_TRUE(d.blocked_on.blocked);
+  EXPECT_EQ(d.blocked_on.peer, 2);
+}
+
+TEST(MissingWait, PoisonedOutputUntilWait) {
+  ThreadWorld w(2);
+  auto run = w.run(
+      [](RankContext& c) {
+        CommOptions o("ring", 5000ms);
+        o.poison_async = true;
+        Communicator comm(c.links(), o);
+        std::vector<float> in(64, 1.0f), out(64, 0.0f);
+        auto work = comm.all_reduce_async(in.data(), out.data(), 64, DType::Float32, RedOp::Sum);
+        std::vector<unsigned char> seen(64 * 4);
+        std::memcpy(seen.data(), out.data(), seen.size());  // a read before the wait
+        for (unsigned char b : seen)
+          if (b != static_cast<unsigned char>(kPoisonByte)) throw std::runtime_error("output not poisoned before wait");
+        work->wait();
+        for (float v : out)
+          if (v != 2.0f) throw std::runtime_error("wrong result after wait");
+      },
+      10s);
+  EXPECT_TRUE(run.ok()) << run.failures();
+}
+
+// ---- the detection property ----
+
+// 1,000 cases in two shards of 500 (different seeds) that ctest runs side by
+// side: most of a case's time is spent waiting out a stalled rank's deadline
+// or a slow link's delay, not computing.
+class Detection : public ::testing::TestWithParam<int> {};
+
+TEST_P(Detection, RandomFaultsAreNamedAndCleanRunsAreClean) {
+  size_t cases = 500;
+  if (const char* env = std::getenv("COLLCHECK_DETECTION_CASES")) {
+    cases = std::strtoull(env, nullptr, 10) / 2;
+    std::printf("[ note    ] COLLCHECK_DETECTION_CASES: %zu cases in this shard (sanitizer builds run fewer; the "
+                "default build runs 2 x 500)\n",
+                cases);
+  }
+  const auto gen = gen_detection_case(2, 8);
+  rc::Random rnd(static_cast<uint64_t>(5 + GetParam()));
+  std::map<std::string, std::pair<int, int>> by_kind;  // detected, total
+  double worst_margin = 0, worst_guarded = 0;
+  size_t failures = 0;
+  for (size_t i = 0; i < cases; ++i) {
+    const DetectionCase c = gen(rnd.split(), 50).value();
+    const DetectionOutcome o = check_detection(c);
+    const std::string kind = c.fault ? c.fault->kind : "clean";
+    auto& k = by_kind[kind];
+    ++k.second;
+    if (o.ok) {
+      ++k.first;
+    } else if (failures++ < 5) {
+      ADD_FAILURE() << "case " << i << " (" << kind << ", " << (c.guarded ? "guarded" : "unguarded") << "): " << o.why
+                    << "\nscenario:\n"
+                    << scenario_to_yaml(c.scenario())
+                    << (o.result.diagnoses.empty() ? "" : format_diagnosis(o.result.diagnoses.front()));
+    }
+    worst_margin = std::max(worst_margin, o.margin_s);
+    if (c.guarded && c.fault && (c.fault->kind == "mismatched_shape" || c.fault->kind == "misordered"))
+      worst_guarded = std::max(worst_guarded, o.result.time_to_diagnosis);
+  }
+  for (const auto& [kind, k] : by_kind)
+    std::printf("[ detect  ] %-18s %4d of %4d named correctly\n", kind.c_str(), k.first, k.second);
+  std::printf("[ detect  ] stalled ranks: runs ended at most %.3f s after the deadline; guarded mismatches named at "
+              "most %.3f s after the start\n",
+              worst_margin, worst_guarded);
+  EXPECT_EQ(failures, 0u);
+  EXPECT_EQ(by_kind.size(), 7u) << "every nemesis and the clean case were drawn";
+}
+
+INSTANTIATE_TEST_SUITE_P(Shards, Detection, ::testing::Values(0, 1));
+
+// ---- the CLI ----
+
+TEST(ReplayCli, ExitCodes) {
+  const std::string dir = ::testing::TempDir();
+  auto r = testutil::collcheck("replay " + std::string(SOURCE_DIR) + "/examples/bugs/bucket_off_by_one.yaml");
+  EXPECT_EQ(r.code, 0) << r.out;
+  EXPECT_NE(r.out.find("-> holds"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("timeline"), std::string::npos) << r.out;
+  // An expectation that does not hold: exit 1, and the reason.
+  {
+    std::ofstream f(dir + "/wrong.yaml");
+    f << "world: {ranks: 3}\nprogram: [{all_reduce: {count: 8}}]\nexpect: {diagnosis: slow_link, edge: [0, 1]}\n";
+  }
+  r = testutil::collcheck("replay " + dir + "/wrong.yaml");
+  EXPECT_EQ(r.code, 1) << r.out;
+  EXPECT_NE(r.out.find("DOES NOT HOLD: expected slow_link, got no diagnosis"), std::string::npos) << r.out;
+  // Bad input: exit 2, one line with file, line and field.
+  {
+    std::ofstream f(dir + "/bad.yaml");
+    f << "world: {ranks: 3}\nprogram:\n  - all_reduce: {count: 8, dtype: float99}\n";
+  }
+  r = testutil::collcheck("replay " + dir + "/bad.yaml");
+  EXPECT_EQ(r.code, 2) << r.out;
+  EXPECT_NE(r.out.find("bad.yaml:3: program[0].all_reduce.dtype: unknown dtype 'float99'"), std::string::npos) << r.out;
+  EXPECT_EQ(std::count(r.out.begin(), r.out.end(), '\n'), 1) << r.out;
+  r = testutil::collcheck("replay /nonexistent.yaml");
+  EXPECT_EQ(r.code, 2) << r.out;
+  r = testutil::collcheck("replay " + std::string(SOURCE_DIR) + "/examples/bugs/swapped_buckets.yaml --mode sometimes");
+  EXPECT_EQ(r.code, 2) << r.out;
+}
+
+TEST(AnalyzeCli, SameDiagnosisFromTheDumps) {
+  const std::string dir = ::testing::TempDir() + "/stuck-dumps";
+  std::filesystem::remove_all(dir);
+  auto r = testutil::collcheck("replay " + std::string(SOURCE_DIR) +
+                               "/examples/bugs/rank_stuck_in_dataloader.yaml --mode unguarded --dump-dir " + dir);
+  ASSERT_EQ(r.code, 0) << r.out;
+  r = testutil::collcheck("analyze " + dir);
+  EXPECT_EQ(r.code, 1) << r.out;
+  EXPECT_NE(r.out.find("missing_rank [rank 1] [call #2]"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("blocked on"), std::string::npos) << r.out;
+  r = testutil::collcheck("analyze /nonexistent-dir");
+  EXPECT_EQ(r.code, 2) << r.out;
+  EXPECT_NE(r.out.find("not a directory"), std::string::npos) << r.out;
+}
+
+TEST(FaultsCli, EveryNemesisDetectedInBothModes) {
+  const auto r = testutil::collcheck("faults --ranks 4");
+  EXPECT_EQ(r.code, 0) << r.out;
+  EXPECT_NE(r.out.find("every fault detected and named"), std::string::npos) << r.out;
+  for (const auto& n : nemeses()) EXPECT_NE(r.out.find(std::string(n.name)), std::string::npos) << n.name;
+  const auto bad = testutil::collcheck("faults --ranks 1");
+  EXPECT_EQ(bad.code, 2) << bad.out;
+}
