@@ -324,7 +324,7 @@ std::string format_timeline(const std::vector<RankDump>& dumps) {
       if (c.t_completed >= 0) times += fmt::format(" D {:.3f}", c.t_completed);
       if (c.t_waited >= 0) times += fmt::format(" W {:.3f}", c.t_waited);
       std::string state = std::string(call_state_name(c.state));
-      if (c.state == CallState::Failed) state += ": " + c.error.substr(0, 160);
+      if (c.state == CallState::Failed) state += ": " + (c.error.size() > 90 ? c.error.substr(0, 87) + "..." : c.error);
       s += fmt::format("  {:<8} #{:<3} {:<14} {:>7} {:<8} {:<9} {:<5}{:<26} {}\n",
                        first ? fmt::format("rank {}", d.rank) : "", c.seq, c.tag, c.count, dtype_name(c.dtype),
                        op_name(c.op), c.async ? "async" : "", times, state);

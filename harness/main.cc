@@ -185,7 +185,8 @@ void add_replay(CLI::App& app, ReplayFlags& f) {
                                          "timeline; exit 0 when its expectation holds");
   r->add_option("file", f.file, "scenario file (see examples/bugs/)")->required();
   r->add_option("--mode", f.mode, "guarded or unguarded (default: the scenario's mode)");
-  r->add_option("--dump-dir", f.dump_dir, "unguarded mode: where each rank's flight-recorder dump goes");
+  r->add_option("--dump-dir", f.dump_dir, "where each rank's flight-recorder dump goes (unguarded mode always "
+                                          "dumps, to a temporary directory by default)");
 }
 
 void print_replay(const collcheck::Scenario& s, const collcheck::ReplayResult& r) {
@@ -194,7 +195,7 @@ void print_replay(const collcheck::Scenario& s, const collcheck::ReplayResult& r
   fmt::print("collcheck replay: {} ({})\n", s.file, s.name);
   fmt::print("  {} ranks as threads, impl {}, deadline {} s per call, {} mode; faults: {}\n", s.ranks, s.impl,
              s.deadline_s, r.guarded ? "guarded" : "unguarded", faults.empty() ? "none" : faults);
-  if (!r.guarded) fmt::print("  flight-recorder dumps: {} (collcheck analyze {})\n", r.dump_dir, r.dump_dir);
+  if (!r.dump_dir.empty()) fmt::print("  flight-recorder dumps: {} (collcheck analyze {})\n", r.dump_dir, r.dump_dir);
   if (r.diagnoses.empty()) {
     fmt::print("diagnosis: none (clean run, {} results checked against the oracle)\n", r.results_checked);
   } else {

@@ -170,6 +170,11 @@ ReplayResult replay_scenario(const Scenario& in, const ReplayOptions& o) {
       res.diagnoses.insert(res.diagnoses.begin(), *v);
       res.time_to_diagnosis = guard.violation_time();
     }
+    if (!o.dump_dir.empty()) {  // dumps on request
+      res.dump_dir = o.dump_dir;
+      std::filesystem::create_directories(res.dump_dir);
+      for (const auto& rec : recs) rec->dump(res.dump_dir, reason);
+    }
   } else {
     // Production: dumps on the deadline, and the diagnosis from the files alone.
     res.dump_dir = o.dump_dir;

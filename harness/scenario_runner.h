@@ -19,7 +19,9 @@ namespace collcheck {
 
 struct ReplayOptions {
   std::optional<bool> guarded;  // overrides the scenario's mode
-  std::string dump_dir;         // where unguarded mode writes dumps ("" = a fresh temporary directory)
+  // Where each rank's flight-recorder dump goes. Unguarded mode always dumps
+  // ("" = a fresh temporary directory); guarded mode dumps when this is set.
+  std::string dump_dir;
 };
 
 struct ReplayResult {

@@ -74,6 +74,19 @@ TEST(Scenario, BadFilesNameFileLineAndField) {
   EXPECT_EQ(error_of(kGood), "(accepted)");
 }
 
+TEST(Scenario, JsonIsAccepted) {
+  const Scenario s = parse_scenario(
+      R"({"world": {"ranks": 2}, "program": [{"all_reduce": {"tag": "g", "count": 5, "dtype": "int8", "op": "max"}}],
+          "faults": [{"missing_wait": {"ranks": [1], "call": 0, "mode": "never"}}],
+          "expect": {"diagnosis": "unwaited_work", "ranks": [1], "seq": 1}})",
+      "s.json");
+  ASSERT_EQ(s.defaults.size(), 1u);
+  EXPECT_EQ(s.defaults[0].call.dtype, DType::Int8);
+  const ReplayResult r = replay_scenario(s);
+  std::string why;
+  EXPECT_TRUE(expectation_holds(*s.expect, r, &why)) << why;
+}
+
 TEST(Scenario, YamlRoundTrip) {
   Scenario s = parse_scenario(kGood, "good.yaml");
   s.faults.push_back(FaultSpec{"misordered", {1}, {0, 1}, {}, 0});
