@@ -238,3 +238,21 @@ TEST(Oracle, CheckAllReducePinpointsTheFirstWrongElement) {
   EXPECT_NE(bad.first_wrong_detail.find("element 17"), std::string::npos) << bad.first_wrong_detail;
   EXPECT_NE(bad.first_wrong_detail.find("rank 1:"), std::string::npos) << bad.first_wrong_detail;
 }
+
+// Found by `collcheck verify` (seed 1, case 53): the exact value of a float64
+// avg was computed as (sum of x) / p, and two inputs near the largest double
+// overflowed that sum to -inf, so the oracle rejected a correct result. The
+// exact mean is now summed as x_i / p.
+TEST(Oracle, Float64AvgNearTheLargestDoubleHasAFiniteExactValue) {
+  const Reduction red = resolve_reduction(DType::Float64, RedOp::Avg, 2);
+  const uint64_t a = 0xffeeeb3185b6f8e1ull;  // -1.73694933e+308
+  const uint64_t b = 0xffe0000000000000ull;  // -8.98846567e+307
+  const std::vector<uint64_t> in = {a, b};
+  const Expectation e = expect_element(red, in);
+  ASSERT_EQ(e.kind, CheckKind::Bound) << e.describe(DType::Float64);
+  EXPECT_TRUE(std::isfinite(e.exact_hi));
+  // What every reduction order gives: fl(a * 0.5) + fl(b * 0.5).
+  const uint64_t got = to_element_bits(DType::Float64, element_to_double(DType::Float64, a) * 0.5 +
+                                                           element_to_double(DType::Float64, b) * 0.5);
+  EXPECT_TRUE(judge(red, e, got).ok) << e.describe(DType::Float64);
+}
