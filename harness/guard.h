@@ -5,6 +5,7 @@
 // extra exchange; see the peers issue.)
 #pragma once
 
+#include <condition_variable>
 #include <map>
 #include <mutex>
 #include <optional>
@@ -23,10 +24,15 @@ class GuardViolation : public std::runtime_error {
 
 class FingerprintGuard {
  public:
-  FingerprintGuard(int nranks, Clock::time_point epoch);
+  // `settle`: how long a rank that sees a mismatch may wait for more ranks'
+  // fingerprints of that call, so that the odd ones out can be told apart.
+  FingerprintGuard(int nranks, Clock::time_point epoch, std::chrono::milliseconds settle);
   // Records rank's fingerprint and compares it with every other rank's
-  // fingerprint of the same sequence number. Throws GuardViolation on a
-  // mismatch. Never blocks.
+  // fingerprint of the same sequence number. Returns at once when they agree.
+  // On a mismatch it waits until a strict majority of the world agrees on one
+  // fingerprint, or every rank has posted, or `settle` passes (the mismatching
+  // ranks are already known then; only who is the odd one out may still be
+  // open), and throws GuardViolation naming it.
   void check(int rank, const CallFingerprint& fp);
   // The first mismatch found, as a diagnosis over every fingerprint posted for
   // that call by now (after the run: every rank that reached it), and when it
@@ -37,7 +43,9 @@ class FingerprintGuard {
  private:
   int nranks_;
   Clock::time_point epoch_;
+  std::chrono::milliseconds settle_;
   mutable std::mutex mu_;
+  std::condition_variable cv_;
   std::map<uint64_t, std::map<int, CallFingerprint>> table_;
   std::optional<Diagnosis> classify(uint64_t seq) const;  // mu_ held
   std::optional<Diagnosis> violation_;

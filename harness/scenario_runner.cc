@@ -55,7 +55,7 @@ ReplayResult replay_scenario(const Scenario& in, const ReplayOptions& o) {
   res.guarded = o.guarded.value_or(s.guarded);
   const int p = s.ranks;
   const Clock::time_point epoch = Clock::now();
-  FingerprintGuard guard(p, epoch);
+  FingerprintGuard guard(p, epoch, millis(s.deadline_s));
   std::vector<std::unique_ptr<FlightRecorder>> recs;
   for (int r = 0; r < p; ++r) recs.push_back(std::make_unique<FlightRecorder>(r, p, epoch));
   std::vector<std::vector<CallOut>> outs(static_cast<size_t>(p));

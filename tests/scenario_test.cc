@@ -189,6 +189,34 @@ TEST(MissingWait, PoisonedOutputUntilWait) {
   EXPECT_TRUE(run.ok()) << run.failures();
 }
 
+// Found by the detection property: with 3 ranks, rank 1 swaps its last two
+// async calls. The guard saw ranks 1 and 2 disagree at call #3 before rank 0
+// got there, and blamed rank 2 on a 1-vs-1 tie (one replay in five). It now
+// waits for a strict majority (or every rank) before naming the odd one out.
+TEST(Guard, WaitsForAMajorityBeforeNamingTheOddRankOut) {
+  const Scenario s = parse_scenario(R"(
+world: {ranks: 3}
+impl: tree
+deadline: 0.3
+program:
+  - all_reduce: {tag: t0, count: 1064, dtype: float32, op: avg}
+  - all_reduce: {tag: t1, count: 2033, dtype: float32, op: max, async: true, wait: end}
+  - all_reduce: {tag: t2, count: 216, dtype: int32, op: max, async: true, wait: next}
+  - all_reduce: {tag: t3, count: 113, dtype: bfloat16, op: min, async: true, wait: next}
+faults:
+  - misordered: {ranks: [1], calls: [2, 3]}
+expect: {diagnosis: order_mismatch, ranks: [1], seq: 3}
+)",
+                                    "race.yaml");
+  int wrong = 0;
+  for (int i = 0; i < 200; ++i) {
+    const ReplayResult r = replay_scenario(s);
+    std::string why;
+    if (!expectation_holds(*s.expect, r, &why) && wrong++ == 0) ADD_FAILURE() << why;
+  }
+  EXPECT_EQ(wrong, 0);
+}
+
 // ---- the detection property ----
 
 // 1,000 cases in two shards of 500 (different seeds) that ctest runs side by
