@@ -152,6 +152,67 @@ std::optional<Diagnosis> wait_cycle(const std::vector<RankDump>& dumps) {
   return std::nullopt;
 }
 
+// The alpha-beta model of a ring all-reduce, T = 2(p-1) alpha + 2(p-1)/p N beta,
+// with alpha and beta fitted (least squares) to the transfers of the healthy
+// edges, against the slowest call that crossed the slow edge.
+template <typename Pairs>
+std::string alpha_beta_comparison(const std::vector<RankDump>& dumps, const Pairs& pairs, std::pair<int, int> slow) {
+  double n = 0, sx = 0, sy = 0, sxx = 0, sxy = 0;
+  std::vector<double> slow_lat;
+  std::set<uint64_t> slow_calls;
+  for (const auto& [key, p] : pairs) {
+    if (!p.first || !p.second) continue;
+    const double lat = p.second->t_completed - std::max(p.first->t_posted, p.second->t_posted);
+    const double bytes = static_cast<double>(p.first->bytes);
+    if (std::make_pair(p.first->src, p.first->dst) == slow) {
+      slow_lat.push_back(lat);
+      slow_calls.insert(p.first->tag >> 8);
+      continue;
+    }
+    n += 1;
+    sx += bytes;
+    sy += lat;
+    sxx += bytes * bytes;
+    sxy += bytes * lat;
+  }
+  if (n < 2 || slow_calls.empty()) return "";
+  const double den = n * sxx - sx * sx;
+  double beta = den > 0 ? (n * sxy - sx * sy) / den : 0;
+  beta = std::max(beta, 0.0);
+  const double alpha = std::max((sy - beta * sx) / n, 0.0);
+  // The slowest call that used the slow edge: its time on the slowest rank.
+  const int p = static_cast<int>(dumps.size());
+  double measured = 0, bytes = 0;
+  uint64_t seq = 0;
+  for (uint64_t k : slow_calls) {
+    double t = 0, b = 0;
+    for (const auto& d : dumps) {
+      const CallRecord* c = call_of(d, k);
+      if (!c || c->t_started < 0 || c->t_completed < 0) continue;
+      t = std::max(t, c->t_completed - c->t_started);
+      b = static_cast<double>(c->count * dtype_size(c->dtype));
+    }
+    if (t > measured) {
+      measured = t;
+      bytes = b;
+      seq = k;
+    }
+  }
+  if (seq == 0) return "";
+  const double steps = 2.0 * (p - 1);
+  const double model = steps * alpha + steps / p * bytes * beta;
+  std::sort(slow_lat.begin(), slow_lat.end());
+  const double extra = slow_lat[slow_lat.size() / 2] - (alpha + bytes / p * beta);
+  const std::string fit = den > 0 ? fmt::format("a = {:.1f} us and b = {:.3f} ns/B", alpha * 1e6, beta * 1e9)
+                                   : fmt::format("a = {:.1f} us (every healthy transfer had the same size, so b is "
+                                                 "folded into a)",
+                                                 alpha * 1e6);
+  return fmt::format(". Call #{} took {:.2f} ms; the alpha-beta model of a ring, 2(p-1)a + 2(p-1)/p N b with {} "
+                     "fitted to the healthy edges, predicts {:.2f} ms; {} steps each waiting ~{:.1f} ms extra on the "
+                     "slow edge account for {:.2f} ms of the difference",
+                     seq, measured * 1e3, fit, model * 1e3, static_cast<int>(steps), extra * 1e3, steps * extra * 1e3);
+}
+
 void transfer_checks(const std::vector<RankDump>& dumps, const AnalysisOptions& o, std::vector<Diagnosis>& out) {
   // Pair each send with its receive.
   std::map<std::tuple<int, int, Tag, uint64_t>, std::pair<const TransferRecord*, const TransferRecord*>> pairs;
@@ -202,6 +263,7 @@ void transfer_checks(const std::vector<RankDump>& dumps, const AnalysisOptions& 
     dg.text = fmt::format("the link from rank {} to rank {} is slow: median {:.1f} ms from send to arrival, against "
                           "{:.3f} ms for the median edge ({:.0f}x; measured from when both sides had posted)",
                           worst.second.first, worst.second.second, worst.first * 1e3, others * 1e3, dg.factor);
+    dg.text += alpha_beta_comparison(dumps, pairs, worst.second);
     out.push_back(dg);
   }
 }

@@ -137,6 +137,26 @@ INSTANTIATE_TEST_SUITE_P(Bugs, Example, ::testing::ValuesIn(examples()), [](cons
   return n;
 });
 
+// The slow link's diagnosis compares the measured call time with the ring's
+// alpha-beta model fitted to the healthy edges, and the slow edge's extra
+// latency over 2(p-1) steps must account for most of the difference.
+TEST(SlowLink, AlphaBetaModelAccountsForTheSlowdown) {
+  const Scenario s = load_scenario(std::string(SOURCE_DIR) + "/examples/bugs/slow_nic.yaml");
+  const ReplayResult r = replay_scenario(s);
+  ASSERT_FALSE(r.diagnoses.empty());
+  const std::string& t = r.diagnoses.front().text;
+  double took = 0, predicts = 0, accounted = 0;
+  const size_t a = t.find(" took "), b = t.find(" predicts "), c = t.find(" account for ");
+  ASSERT_TRUE(a != std::string::npos && b != std::string::npos && c != std::string::npos) << t;
+  took = std::stod(t.substr(a + 6));
+  predicts = std::stod(t.substr(b + 10));
+  accounted = std::stod(t.substr(c + 13));
+  std::printf("[ slow    ] call took %.2f ms, the model predicts %.2f ms, the slow edge accounts for %.2f ms\n", took,
+              predicts, accounted);
+  EXPECT_GT(took, 5 * predicts);
+  EXPECT_NEAR(accounted, took - predicts, 0.25 * (took - predicts)) << t;
+}
+
 TEST(Examples, AtLeastSixBugReports) {
   int bugs = 0;
   for (const auto& e : examples()) {
