@@ -16,7 +16,6 @@ std::string CallFingerprint::describe() const {
                      tag.empty() ? "" : " tag=" + tag, count, dtype_name(dtype), op_name(op), algorithm);
 }
 
-namespace {
 CallRecord record_of(const CallFingerprint& f) {
   CallRecord r;
   r.seq = f.seq;
@@ -28,7 +27,6 @@ CallRecord record_of(const CallFingerprint& f) {
   r.impl = f.algorithm;
   return r;
 }
-}  // namespace
 
 struct Work::State {
   std::mutex mu;

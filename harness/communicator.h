@@ -58,6 +58,9 @@ struct CommOptions {
       : algorithm(std::move(algo)), timeout(t), impl(std::move(i)) {}
 };
 
+// A call's fingerprint as a flight-recorder record (state Scheduled).
+CallRecord record_of(const CallFingerprint& f);
+
 // The byte pattern of a poisoned output (see CommOptions::poison_async).
 inline constexpr std::byte kPoisonByte{0xEB};
 

@@ -1,5 +1,7 @@
 #include "harness/flight_recorder.h"
 
+#include "harness/atomic_file.h"
+
 #include <fmt/format.h>
 
 #include <cerrno>
@@ -165,16 +167,7 @@ nlohmann::json FlightRecorder::to_json(const std::string& reason) const {
 }
 
 void FlightRecorder::dump(const std::string& dir, const std::string& reason) const {
-  const std::string path = fmt::format("{}/rank-{}.json", dir, rank_);
-  const std::string tmp = path + ".tmp";
-  const std::string text = to_json(reason).dump(1);
-  std::FILE* f = std::fopen(tmp.c_str(), "w");
-  if (!f) throw std::runtime_error(fmt::format("cannot write {}: {}", tmp, std::strerror(errno)));
-  const bool ok = std::fwrite(text.data(), 1, text.size(), f) == text.size();
-  if (std::fclose(f) != 0 || !ok || std::rename(tmp.c_str(), path.c_str()) != 0) {
-    std::remove(tmp.c_str());
-    throw std::runtime_error(fmt::format("cannot write {}: {}", path, std::strerror(errno)));
-  }
+  write_file_atomically(fmt::format("{}/rank-{}.json", dir, rank_), to_json(reason).dump(1));
 }
 
 RankDump rank_dump_from_json(const nlohmann::json& j) {

@@ -23,13 +23,7 @@ std::optional<Diagnosis> FingerprintGuard::classify(uint64_t seq) const {
     RankDump d;
     d.rank = r;
     d.size = nranks_;
-    CallRecord c;
-    c.seq = f.seq;
-    c.tag = f.tag;
-    c.count = f.count;
-    c.dtype = f.dtype;
-    c.op = f.op;
-    d.calls.push_back(c);
+    d.calls.push_back(record_of(f));
     dumps.push_back(d);
   }
   auto found = analyze(dumps);

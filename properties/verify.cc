@@ -1,5 +1,7 @@
 #include "properties/verify.h"
 
+#include "harness/atomic_file.h"
+
 #include <fmt/format.h>
 
 #include <cerrno>
@@ -209,14 +211,7 @@ void write_junit(const std::string& path, const VerifyOptions& o, const VerifyRe
     x += "</testcase>\n";
   }
   x += "</testsuite>\n";
-  const std::string tmp = path + ".tmp";
-  std::FILE* f = std::fopen(tmp.c_str(), "w");
-  if (!f) throw std::runtime_error(fmt::format("cannot write {}: {}", tmp, std::strerror(errno)));
-  const bool ok = std::fwrite(x.data(), 1, x.size(), f) == x.size();
-  if (std::fclose(f) != 0 || !ok || std::rename(tmp.c_str(), path.c_str()) != 0) {
-    std::remove(tmp.c_str());
-    throw std::runtime_error(fmt::format("cannot write {}: {}", path, std::strerror(errno)));
-  }
+  write_file_atomically(path, x);
 }
 
 }  // namespace collcheck
