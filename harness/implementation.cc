@@ -2,6 +2,11 @@
 
 #include <fmt/format.h>
 
+#include "harness/gloo_impl.h"
+#include "harness/oracle.h"
+
+#include <cmath>
+
 namespace collcheck {
 
 namespace {
@@ -19,13 +24,28 @@ class ReferenceImplementation final : public Implementation {
 
 }  // namespace
 
+std::vector<uint64_t> compare_select_outcomes(const Reduction& red, std::span<const uint64_t> values) {
+  std::vector<uint64_t> out;
+  const Expectation e = expect_element(red, values);
+  if (e.kind == CheckKind::Bitwise) out.push_back(e.bits);
+  const double want = e.kind == CheckKind::Bitwise ? element_to_double(red.dtype, e.bits) : 0.0;
+  for (uint64_t v : values) {
+    const double d = element_to_double(red.dtype, v);
+    if (std::isnan(d)) out.push_back(v);
+    if (d == 0.0 && want == 0.0) out.push_back(v);
+  }
+  return out;
+}
+
 ImplPtr reference_implementation(std::string_view name) {
   const AlgorithmInfo* a = find_algorithm(name);
   if (!a) return nullptr;
   return std::make_shared<ReferenceImplementation>(*a);
 }
 
-std::string implementation_choices() { return algorithm_choices() + ", plugin:<path.so>"; }
+std::string implementation_choices() {
+  return algorithm_choices() + ", gloo:{" + gloo_algorithm_choices() + "}, mpi, nccl, plugin:<path.so>";
+}
 
 ImplPtr make_implementation(std::string_view spec) {
   constexpr std::string_view kPlugin = "plugin:";
@@ -34,8 +54,26 @@ ImplPtr make_implementation(std::string_view spec) {
     if (path.empty()) throw ImplementationError("--impl plugin: needs a path, as in plugin:/path/libmine.so");
     return load_plugin(path);
   }
+  constexpr std::string_view kGloo = "gloo:";
+  if (spec.substr(0, kGloo.size()) == kGloo) return make_gloo_implementation(spec.substr(kGloo.size()));
+  if (spec == "mpi") return make_mpi_implementation();
+  if (spec == "nccl") return make_nccl_implementation();
   if (auto impl = reference_implementation(spec)) return impl;
   throw ImplementationError(fmt::format("unknown implementation '{}'; allowed: {}", spec, implementation_choices()));
+}
+
+std::vector<ImplPtr> make_implementations(std::string_view specs) {
+  std::vector<ImplPtr> out;
+  size_t start = 0;
+  while (start <= specs.size()) {
+    const size_t comma = specs.find(',', start);
+    const auto one = specs.substr(start, comma == std::string_view::npos ? std::string_view::npos : comma - start);
+    if (one.empty()) throw ImplementationError(fmt::format("empty name in '{}'; allowed: {}", specs, implementation_choices()));
+    out.push_back(make_implementation(one));
+    if (comma == std::string_view::npos) break;
+    start = comma + 1;
+  }
+  return out;
 }
 
 }  // namespace collcheck

@@ -1,15 +1,41 @@
 // The implementations under test, behind one small interface: the reference
-// algorithms (impl/algorithms/), and external plugins loaded through the C ABI
-// of harness/include/collcheck/plugin.h. Later: NCCL, MPI_Allreduce, Gloo.
+// algorithms (impl/algorithms/), external plugins loaded through the C ABI of
+// harness/include/collcheck/plugin.h, and the collective libraries: Gloo
+// (gloo_impl.cc), MPI_Allreduce (mpi_impl.cc) and NCCL (nccl_impl.cc). Every
+// one of them can be the thing under test (--impl) or a peer (--against).
 #pragma once
 
+#include <cstdint>
 #include <memory>
+#include <optional>
+#include <span>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "impl/algorithm.h"
 
 namespace collcheck {
+
+// A documented way in which an implementation's results differ from NCCL's
+// semantics. Results it explains are accepted only if they are one of the
+// outcomes it lists for that element, and are counted and reported: a known
+// deviation is checked, never silently accepted.
+struct Deviation {
+  std::string name;  // "gloo-max-nan": short, stable, printed in reports
+  std::string doc;   // one sentence: what differs and why
+  // Every outcome the deviation allows for one element, given each rank's input.
+  std::vector<uint64_t> (*outcomes)(const Reduction& red, std::span<const uint64_t> values);
+};
+
+// The outcomes of a float max/min written with a comparison (std::max, a > b ?
+// a : b) instead of fmax/fmin, in some reduction order: NCCL's result, any
+// input NaN (a NaN survives as the left operand), or, where the result is
+// zero, a zero of either sign (of two equal values the left one is kept).
+std::vector<uint64_t> compare_select_outcomes(const Reduction& red, std::span<const uint64_t> values);
+
+// Where the ranks of an implementation can live.
+enum class WorldKind : uint8_t { Threads, Mpi };
 
 class Implementation {
  public:
@@ -21,6 +47,17 @@ class Implementation {
   // Whether a failure can leave the process unusable (a crash or a call that
   // never returns): such implementations run in an isolated child process.
   virtual bool untrusted() const { return false; }
+  // Why it cannot reduce (dtype, op), or nullopt when it can. Verify draws only
+  // supported pairs and prints every skipped one with this reason.
+  virtual std::optional<std::string> unsupported(DType, RedOp) const { return std::nullopt; }
+  // Why it cannot run in a world of this kind, or nullopt when it can.
+  virtual std::optional<std::string> unsupported_world(WorldKind) const { return std::nullopt; }
+  // The documented deviation from NCCL semantics for (dtype, op), if any.
+  virtual const Deviation* deviation(DType, RedOp) const { return nullptr; }
+  // After a failed or abandoned call in a world of p ranks: drop any per-world
+  // state (Gloo contexts, NCCL communicators) so the next call starts clean.
+  // Called when no rank of that world is inside a call.
+  virtual void reset(int /*p*/) const {}
 };
 
 using ImplPtr = std::shared_ptr<const Implementation>;
@@ -32,12 +69,19 @@ class ImplementationError : public std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
-// "ring", "tree", "dbtree" or "plugin:<path.so>".
+// "ring", "tree", "dbtree", "gloo:<algorithm>", "mpi", "nccl" or "plugin:<path.so>".
 ImplPtr make_implementation(std::string_view spec);
+// A comma list of specs (for --against).
+std::vector<ImplPtr> make_implementations(std::string_view specs);
 std::string implementation_choices();
 
 // A reference algorithm by name (nullptr if unknown).
 ImplPtr reference_implementation(std::string_view name);
+
+// MPI_Allreduce of the MPI library (mpi_impl.cc); runs only in the MPI world.
+ImplPtr make_mpi_implementation();
+// ncclAllReduce (nccl_impl.cc); throws ImplementationError when built without NCCL.
+ImplPtr make_nccl_implementation();
 
 // Loads a plugin (see plugin.h). Throws ImplementationError naming the problem.
 ImplPtr load_plugin(const std::string& path);

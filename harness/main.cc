@@ -4,7 +4,9 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
+#include <map>
 #include <cstdio>
 #include <cstring>
 #include <random>
@@ -21,9 +23,21 @@
 #include <filesystem>
 #include <fmt/ranges.h>
 
+#include "harness/gloo_impl.h"
+#include "harness/mpi_impl.h"
+#include "harness/mpi_world.h"
+#include "harness/nccl_impl.h"
+#include "properties/mpi_executor.h"
+
 namespace {
 
 constexpr int kMaxThreadRanks = 512;
+// Exit code of a run that could not happen here (no GPU for nccl): not a pass.
+constexpr int kExitSkipped = 77;
+
+// Open MPI's coll/tuned allreduce algorithms (4.1), for --mpi-algo.
+constexpr const char* kMpiAllreduceAlgos[] = {"default (tuned's decision rules)", "basic_linear", "nonoverlapping",
+                                              "recursive_doubling", "ring", "segmented_ring", "rabenseifner"};
 
 void add_sweep(CLI::App& app, collcheck::SweepOptions& o, std::string& b, std::string& e, std::string& d,
                std::string& op, std::string& algo, std::string& count, std::string& data, int& check) {
@@ -51,9 +65,12 @@ void add_sweep(CLI::App& app, collcheck::SweepOptions& o, std::string& b, std::s
 
 struct VerifyFlags {
   std::string impl = "ring";
+  std::string against;
+  std::string world = "threads";
+  int mpi_algo = -1;
   std::string cases = "2000";
   std::string seed;
-  int max_ranks = 8;
+  int max_ranks = 0;  // 0: 8 for threads, the world size for MPI
   std::string max_count = "4096";
   std::string dtypes = "all";
   std::string ops = "all";
@@ -69,11 +86,21 @@ struct VerifyFlags {
 void add_verify(CLI::App& app, VerifyFlags& f) {
   auto* v = app.add_subcommand("verify", "Property-based verification of an all-reduce implementation: random "
                                          "cases, shrinking, a replayable minimal counterexample");
-  v->add_option("--impl", f.impl, "implementation under test: ring, tree, dbtree, or plugin:<path.so>")
+  v->add_option("--impl", f.impl,
+                "implementation under test: ring, tree, dbtree, gloo:<algorithm>, mpi, nccl, or plugin:<path.so>")
       ->capture_default_str();
+  v->add_option("--against", f.against,
+                "peers to compare with, comma list of the same names (default: the other reference algorithms)");
+  v->add_option("--world", f.world, "threads (ranks as threads, the default) or mpi (one rank per process, under "
+                                    "mpirun)")
+      ->capture_default_str();
+  v->add_option("--mpi-algo", f.mpi_algo,
+                "Open MPI coll/tuned allreduce algorithm for mpi: 0 default, 1 basic_linear, 2 nonoverlapping, "
+                "3 recursive_doubling, 4 ring, 5 segmented_ring, 6 rabenseifner");
   v->add_option("--cases", f.cases, "number of random cases")->capture_default_str();
   v->add_option("--seed", f.seed, "seed of the case generator (default: random, printed)");
-  v->add_option("--max-ranks", f.max_ranks, "largest world size generated")->capture_default_str();
+  v->add_option("--max-ranks", f.max_ranks, "largest world size generated (default: 8 for threads, every process for "
+                                            "mpi)");
   v->add_option("--max-count", f.max_count, "largest element count generated")->capture_default_str();
   v->add_option("--dtypes", f.dtypes, "dtypes to draw from: comma list or all")->capture_default_str();
   v->add_option("--ops", f.ops, "ops to draw from: comma list or all")->capture_default_str();
@@ -108,10 +135,14 @@ int run_verify_command(const VerifyFlags& f) {
       throw UsageError(fmt::format("--seed must be a non-negative integer (decimal or 0x hex), got '{}'", f.seed));
     }
   }
-  if (f.max_ranks < 1 || f.max_ranks > kMaxThreadRanks)
-    throw UsageError(fmt::format("--max-ranks must be between 1 and {} for the thread world, got {}", kMaxThreadRanks,
-                                 f.max_ranks));
-  o.space.max_ranks = f.max_ranks;
+  collcheck::MpiWorld* mpi = collcheck::MpiWorld::get();
+  const auto kind = mpi ? collcheck::WorldKind::Mpi : collcheck::WorldKind::Threads;
+  const int limit = mpi ? mpi->size() : kMaxThreadRanks;
+  const int max_ranks = f.max_ranks == 0 ? (mpi ? mpi->size() : 8) : f.max_ranks;
+  if (max_ranks < 1 || max_ranks > limit)
+    throw UsageError(fmt::format("--max-ranks must be between 1 and {} for {}, got {}", limit,
+                                 mpi ? "this MPI world (its process count)" : "the thread world", max_ranks));
+  o.space.max_ranks = max_ranks;
   o.space.max_count = collcheck::parse_count(f.max_count, "--max-count");
   if (o.space.max_count > (size_t{1} << 24))
     throw UsageError(fmt::format("--max-count must be at most 16777216 (use sweep for large buffers), got {}",
@@ -156,8 +187,111 @@ int run_verify_command(const VerifyFlags& f) {
   }
   collcheck::RunConfig cfg;
   cfg.impl = impl;
-  cfg.peers = collcheck::default_peers(*impl);
+  try {
+    cfg.peers = f.against.empty() ? collcheck::default_peers(*impl) : collcheck::make_implementations(f.against);
+  } catch (const collcheck::ImplementationError& e) {
+    throw UsageError(fmt::format("--against: {}", e.what()));
+  }
+  o.against = f.against;
   cfg.timeout = std::chrono::milliseconds(static_cast<long long>(f.timeout * 1000));
+  const bool root = !mpi || mpi->rank() == 0;
+  auto say = [&](const std::string& line) {
+    if (root) fmt::print("{}\n", line);
+  };
+
+  // Every implementation must run in this world, and have a GPU if it needs one.
+  std::vector<std::pair<std::string, collcheck::ImplPtr>> all{{"--impl", impl}};
+  for (const auto& p : cfg.peers) all.emplace_back("--against", p);
+  for (const auto& [flag, x] : all) {
+    if (auto why = x->unsupported_world(kind)) throw UsageError(fmt::format("{} {}: {}", flag, x->name(), *why));
+    if (x->name() == "nccl") {
+      if (auto why = collcheck::nccl_unavailable()) {
+        say(fmt::format("collcheck verify: SKIPPED (not a pass): {} nccl cannot run here: {}", flag, *why));
+        return kExitSkipped;
+      }
+      const int gpus = collcheck::nccl_device_count();
+      if (!mpi && o.space.max_ranks > gpus) {
+        say(fmt::format("note: {} visible GPU(s) and NCCL needs one per rank: p <= {} (NCCL 2.28 refuses two ranks on "
+                        "one GPU)", gpus, gpus));
+        o.space.max_ranks = gpus;
+      }
+    }
+  }
+  if (f.mpi_algo >= 0) {
+    bool uses_mpi = false;
+    for (const auto& [flag, x] : all) uses_mpi |= x->name() == "mpi";
+    if (!uses_mpi) throw UsageError("--mpi-algo applies to MPI_Allreduce: use it with --impl mpi or --against mpi");
+    say(fmt::format("MPI_Allreduce algorithm asked for: {} ({}) via coll_tuned_use_dynamic_rules=1 "
+                    "coll_tuned_allreduce_algorithm={}",
+                    f.mpi_algo, kMpiAllreduceAlgos[f.mpi_algo], f.mpi_algo));
+  }
+
+  // Draw only what every implementation can reduce; say what is left out, and why.
+  std::map<std::string, std::vector<std::string>> skipped;  // reason -> "dtype/op"
+  for (auto t : o.space.dtypes)
+    for (auto op : o.space.ops)
+      for (const auto& [flag, x] : all)
+        if (auto why = x->unsupported(t, op)) {
+          o.space.excluded.emplace_back(t, op);
+          skipped[fmt::format("{}: {}", x->name(), *why)].push_back(
+              fmt::format("{}/{}", collcheck::dtype_name(t), collcheck::op_name(op)));
+          break;
+        }
+  std::erase_if(o.space.dtypes, [&](collcheck::DType t) {
+    for (auto op : o.space.ops)
+      if (std::find(o.space.excluded.begin(), o.space.excluded.end(), std::pair{t, op}) == o.space.excluded.end())
+        return false;
+    return true;
+  });
+  std::erase_if(o.space.ops, [&](collcheck::RedOp op) {
+    for (auto t : o.space.dtypes)
+      if (std::find(o.space.excluded.begin(), o.space.excluded.end(), std::pair{t, op}) == o.space.excluded.end())
+        return false;
+    return true;
+  });
+  for (const auto& [why, pairs] : skipped)
+    say(fmt::format("skipped {} dtype/op pair(s), {}: {}", pairs.size(), why, fmt::join(pairs, " ")));
+  if (o.space.dtypes.empty() || o.space.ops.empty())
+    throw UsageError("nothing left to verify: every dtype/op pair asked for is unsupported (see the lines above)");
+  if (o.replay) {
+    for (const auto& [flag, x] : all)
+      if (auto why = x->unsupported(o.replay->dtype, o.replay->op))
+        throw UsageError(fmt::format("--replay: {} cannot run this case: {}", x->name(), *why));
+    if (o.replay->p > (mpi ? mpi->size() : kMaxThreadRanks))
+      throw UsageError(fmt::format("--replay: the case has {} ranks and this world has {}", o.replay->p,
+                                   mpi ? mpi->size() : kMaxThreadRanks));
+  }
+
+  if (mpi) {
+    o.launcher = fmt::format("mpirun -np {} ", mpi->size());
+    o.world_flags = " --world mpi";
+    o.world_desc = fmt::format("MPI world of {} processes ({})", mpi->size(), collcheck::mpi_library_version());
+    if (f.mpi_algo >= 0) o.world_flags += fmt::format(" --mpi-algo {}", f.mpi_algo);
+    if (f.isolate == "on") throw UsageError("--isolate on is for the thread world; in the MPI world each rank is a process already");
+    if (mpi->rank() != 0) return collcheck::serve_mpi_cases(*mpi, cfg);
+    collcheck::MpiCaseExecutor exec(*mpi, cfg);
+    collcheck::VerifyResult result;
+    try {
+      result = collcheck::run_verify(o, exec, stdout);
+    } catch (const collcheck::MpiWorldLost& lost) {
+      std::fflush(stdout);
+      // Which case: the last one the executor ran.
+      collcheck::report_unshrunk_failure(o, exec.last_case(), lost.outcome.failure, stdout);
+      mpi->abort(1);
+    }
+    std::fflush(stdout);
+    int code = result.exit_code();
+    if (!f.junit.empty()) {
+      try {
+        collcheck::write_junit(f.junit, o, result);
+      } catch (const std::runtime_error& e) {
+        std::fprintf(stderr, "collcheck: error: --junit: %s\n", e.what());
+        code = result.failed ? 1 : 2;
+      }
+    }
+    exec.stop(code);
+    return code;
+  }
   const bool isolate = f.isolate == "on" || (f.isolate == "auto" && impl->untrusted());
   auto exec = collcheck::make_executor(cfg, isolate);
   const auto result = collcheck::run_verify(o, *exec, stdout);
@@ -346,10 +480,45 @@ int main(int argc, char** argv) {
 
   if (version) {
     fmt::print("collcheck {}\n", COLLCHECK_VERSION);
-    fmt::print("implementations: ring, tree, dbtree (reference, CPU), plugin:<path.so> (plugin ABI version {})\n",
-               COLLCHECK_PLUGIN_ABI_VERSION);
+    fmt::print("implementations:\n");
+    fmt::print("  ring, tree, dbtree   reference algorithms (CPU; threads or MPI world)\n");
+    fmt::print("  gloo:<algorithm>     Gloo {} over TCP on 127.0.0.1 (threads): {}\n", collcheck::gloo_version(),
+               collcheck::gloo_algorithm_choices());
+    fmt::print("  mpi                  MPI_Allreduce of {} (MPI world)\n", collcheck::mpi_library_version());
+    fmt::print("  nccl                 ncclAllReduce: {}\n", collcheck::nccl_version_string());
+    fmt::print("  plugin:<path.so>     plugin ABI version {}\n", COLLCHECK_PLUGIN_ABI_VERSION);
     return 0;
   }
+
+  // The MPI world starts before anything else runs; every process parsed the
+  // same command line, so they all reach here, or all failed above alike.
+  const bool mpi_world = app.got_subcommand("verify") && verify.world == "mpi";
+  if (app.got_subcommand("verify") && verify.world != "threads" && verify.world != "mpi") {
+    std::fprintf(stderr, "collcheck: error: --world must be threads or mpi, got '%s'\n", verify.world.c_str());
+    return 2;
+  }
+  if (app.got_subcommand("verify") && verify.mpi_algo != -1 && (verify.mpi_algo < 0 || verify.mpi_algo > 6)) {
+    std::fprintf(stderr, "collcheck: error: --mpi-algo must be 0..6 (0 default, 1 basic_linear, 2 nonoverlapping, "
+                         "3 recursive_doubling, 4 ring, 5 segmented_ring, 6 rabenseifner), got %d\n", verify.mpi_algo);
+    return 2;
+  }
+  if (mpi_world) {
+    if (verify.mpi_algo >= 0) {
+      // Both, or coll/tuned silently ignores the choice.
+      ::setenv("OMPI_MCA_coll_tuned_use_dynamic_rules", "1", 1);
+      ::setenv("OMPI_MCA_coll_tuned_allreduce_algorithm", std::to_string(verify.mpi_algo).c_str(), 1);
+    }
+    try {
+      collcheck::MpiWorld::init(&argc, &argv);
+    } catch (const std::exception& ex) {
+      std::fprintf(stderr, "collcheck: error: --world mpi: %s\n", ex.what());
+      return 2;
+    }
+  } else if (const char* n = std::getenv("OMPI_COMM_WORLD_SIZE"); n && std::atoi(n) > 1) {
+    std::fprintf(stderr, "collcheck: warning: started by mpirun with %s processes but without --world mpi: each "
+                         "process runs its own thread world\n", n);
+  }
+  const int code = [&]() -> int {
 
   try {
     if (app.got_subcommand("sweep")) {
@@ -385,10 +554,15 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "collcheck: error: no subcommand given; allowed: verify, replay, analyze, faults, sweep (see --help)\n");
     return 2;
   } catch (const collcheck::UsageError& ex) {
-    std::fprintf(stderr, "collcheck: error: %s\n", ex.what());
+    // In the MPI world every rank finds the same error; rank 0 says it.
+    if (!collcheck::MpiWorld::get() || collcheck::MpiWorld::get()->rank() == 0)
+      std::fprintf(stderr, "collcheck: error: %s\n", ex.what());
     return 2;
   } catch (const std::bad_alloc&) {
     std::fprintf(stderr, "collcheck: error: out of memory for the requested sizes and --ranks\n");
     return 2;
   }
+  }();
+  if (mpi_world) collcheck::MpiWorld::get()->finalize();
+  return code;
 }

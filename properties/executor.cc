@@ -19,7 +19,9 @@ std::string outcome_to_json(const CaseOutcome& o) {
                       {"by_kind", {o.by_kind[0], o.by_kind[1], o.by_kind[2], o.by_kind[3]}},
                       {"max_err_units", o.max_err_units},
                       {"max_peer_diff_units", o.max_peer_diff_units},
-                      {"world_broken", o.world_broken}};
+                      {"world_broken", o.world_broken},
+                      {"deviant_elements", o.deviant_elements},
+                      {"deviation", o.deviation}};
   return j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
 }
 
@@ -37,6 +39,8 @@ CaseOutcome outcome_from_json(const std::string& line) {
   o.max_err_units = num("max_err_units");
   o.max_peer_diff_units = num("max_peer_diff_units");
   o.world_broken = j.at("world_broken").get<bool>();
+  o.deviant_elements = j.at("deviant_elements").get<size_t>();
+  o.deviation = j.at("deviation").get<std::string>();
   return o;
 }
 
@@ -134,7 +138,7 @@ CaseOutcome IsolatedExecutor::run(const Case& c) {
   }
   // Every call of the case (4, plus one per peer) has its own deadline; the
   // child reports a hang itself after them, this is the backstop.
-  const auto budget = cfg_.timeout * static_cast<int>(4 + cfg_.peers.size()) + std::chrono::seconds(15);
+  const auto budget = case_limit(cfg_) + std::chrono::seconds(13);
   const Deadline deadline = Clock::now() + budget;
   std::string line;
   std::string acc;

@@ -261,7 +261,15 @@ class CaseGen {
     const int pmax = 1 + (space_.max_ranks - 1) * std::max(sz, 10) / rc::kNominalSize;
     c.p = 1 + static_cast<int>(next() % static_cast<uint64_t>(std::max(1, pmax)));
     c.dtype = pick(space_.dtypes, next());
-    c.op = pick(space_.ops, next());
+    if (space_.excluded.empty()) {
+      c.op = pick(space_.ops, next());
+    } else {
+      std::vector<RedOp> ops;
+      for (RedOp op : space_.ops)
+        if (std::find(space_.excluded.begin(), space_.excluded.end(), std::pair{c.dtype, op}) == space_.excluded.end())
+          ops.push_back(op);
+      c.op = pick(ops, next());
+    }
     const double scalar = kScalars[next() % std::size(kScalars)];
     c.scalar = c.op == RedOp::PreMulSum ? scalar : 1.0;  // only premulsum has one
     // Count: two in three from the edges, else uniform; both capped by the size.

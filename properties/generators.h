@@ -24,6 +24,9 @@ struct CaseSpace {
   size_t max_count = 4096;
   std::vector<DType> dtypes{kAllDTypes.begin(), kAllDTypes.end()};
   std::vector<RedOp> ops{kAllOps.begin(), kAllOps.end()};
+  // Pairs never drawn (an implementation cannot reduce them). Every dtype must
+  // keep at least one op.
+  std::vector<std::pair<DType, RedOp>> excluded;
   // Input distributions to draw from; empty means all that fit the dtype
   // (wrap only for integers).
   std::vector<DataClass> data;

@@ -28,23 +28,10 @@ std::vector<ImplPtr> default_peers(const Implementation& impl) {
 
 namespace {
 
-constexpr size_t kCanary = 64;
-
-// The calls each rank makes per case.
-enum CallKind { kPrimary, kRepeat, kOtherPlacement, kAsync, kNumCalls };
 const char* const kCallNames[kNumCalls] = {"the call", "the same call again", "the other placement",
                                            "all_reduce_async + wait"};
 
 std::byte canary_byte(size_t k) { return static_cast<std::byte>(0xA5u ^ (k * 0x3Bu) ^ (k >> 3)); }
-
-// Buffers of one call on one rank, each framed by canaries.
-struct CallBuffers {
-  bool inplace = false;
-  std::vector<std::byte> send;  // out-of-place only
-  std::vector<std::byte> recv;
-  std::byte* send_data() { return send.data() + kCanary; }
-  std::byte* recv_data() { return recv.data() + kCanary; }
-};
 
 std::vector<std::byte> framed(const std::vector<std::byte>& payload, bool poison) {
   std::vector<std::byte> b(payload.size() + 2 * kCanary);
@@ -52,14 +39,6 @@ std::vector<std::byte> framed(const std::vector<std::byte>& payload, bool poison
   if (!poison && !payload.empty()) std::memcpy(b.data() + kCanary, payload.data(), payload.size());
   return b;
 }
-
-// Everything one run touches, kept on the heap: when a rank hangs, its thread
-// may still write here, so a hung run's state is deliberately never freed.
-struct RunState {
-  std::vector<std::vector<CallBuffers>> bufs;  // [rank][call]
-  std::vector<std::vector<std::byte>> peer_out;
-  ThreadWorld::RankFn fn;
-};
 
 std::string first_diff_detail(const Case& c, const Reduction& red, const std::vector<std::vector<std::byte>>& inputs,
                               const std::byte* want, const std::byte* got, std::string_view want_name,
@@ -112,28 +91,15 @@ std::string indent(const std::string& text, std::string_view pad = "    ") {
 
 }  // namespace
 
-CaseRunner::CaseRunner(RunConfig cfg) : cfg_(std::move(cfg)) {}
-CaseRunner::~CaseRunner() = default;
 
-ThreadWorld& CaseRunner::world(int p) {
-  auto& w = worlds_[p];
-  if (!w) w = std::make_unique<ThreadWorld>(p);
-  return *w;
+std::chrono::milliseconds case_limit(const RunConfig& cfg) {
+  return cfg.timeout * static_cast<int>(kNumCalls + cfg.peers.size()) + std::chrono::seconds(2);
 }
 
-CaseOutcome CaseRunner::run(const Case& c) {
-  CaseOutcome out;
-  auto fail = [&](std::string_view property, std::string detail) {
-    out.ok = false;
-    out.failure = Failure{std::string(property), std::move(detail)};
-    return out;
-  };
+std::shared_ptr<CaseExecution> prepare_execution(const Case& c, size_t npeers) {
   const auto inputs = c.input_buffers();
-  const Reduction red = c.reduction();
-  const size_t bytes = c.count * dtype_size(c.dtype);
   const auto P = static_cast<size_t>(c.p);
-
-  auto st = std::make_shared<RunState>();
+  auto st = std::make_shared<CaseExecution>();
   st->bufs.resize(P);
   for (size_t r = 0; r < P; ++r) {
     for (int k = 0; k < kNumCalls; ++k) {
@@ -148,54 +114,141 @@ CaseOutcome CaseRunner::run(const Case& c) {
       st->bufs[r].push_back(std::move(b));
     }
   }
-  const auto limit = cfg_.timeout * kNumCalls + std::chrono::seconds(2);
-  RunState* s = st.get();
-  // The rank bodies capture by value: a hung rank may outlive this call.
-  struct Call {
-    size_t count;
-    DType dtype;
-    RedOp op;
-    double scalar;
-  };
-  const Call call{c.count, c.dtype, c.op, c.scalar};
-  ImplPtr impl = cfg_.impl;
-  const auto timeout = cfg_.timeout;
-  st->fn = [s, call, impl, timeout](RankContext& ctx) {
-    const Call* cp = &call;
-    Communicator comm(ctx.links(), CommOptions{"", timeout, impl});
-    auto& mine = s->bufs[static_cast<size_t>(ctx.rank())];
+  st->peer_out.assign(npeers, inputs);
+  st->ranks.assign(P, RankOutcome{});
+  st->failed_phase.assign(P, -1);
+  return st;
+}
+
+void execute_rank(const Case& c, CaseExecution& st, const RunConfig& cfg, Links& links) {
+  const auto r = static_cast<size_t>(links.rank());
+  st.failed_phase[r] = 0;
+  {
+    Communicator comm(links, CommOptions{"", cfg.timeout, cfg.impl});
+    auto& mine = st.bufs[r];
     for (int k = 0; k < kNumCalls; ++k) {
       CallBuffers& b = mine[static_cast<size_t>(k)];
       const void* send = b.inplace ? b.recv_data() : b.send_data();
       try {
         if (k == kAsync) {
-          auto w = comm.all_reduce_async(send, b.recv_data(), cp->count, cp->dtype, cp->op, cp->scalar);
+          auto w = comm.all_reduce_async(send, b.recv_data(), c.count, c.dtype, c.op, c.scalar);
           w->wait();
         } else {
-          comm.all_reduce(send, b.recv_data(), cp->count, cp->dtype, cp->op, cp->scalar);
+          comm.all_reduce(send, b.recv_data(), c.count, c.dtype, c.op, c.scalar);
         }
       } catch (const std::exception& e) {
         throw std::runtime_error(fmt::format("in {} ({}): {}", kCallNames[k], b.inplace ? "in-place" : "out-of-place",
                                              e.what()));
       }
     }
-  };
-  const WorldRun run = world(c.p).run(st->fn, std::chrono::duration_cast<std::chrono::milliseconds>(limit));
+  }
+  for (size_t i = 0; i < cfg.peers.size(); ++i) {
+    st.failed_phase[r] = static_cast<int>(1 + i);
+    Communicator comm(links, CommOptions{"", cfg.timeout, cfg.peers[i]});
+    auto& b = st.peer_out[i][r];
+    try {
+      comm.all_reduce(b.data(), b.data(), c.count, c.dtype, c.op, c.scalar);
+    } catch (const std::exception& e) {
+      throw std::runtime_error(fmt::format("peer {}: {}", cfg.peers[i]->name(), e.what()));
+    }
+  }
+  st.failed_phase[r] = -1;
+}
+
+CaseRunner::CaseRunner(RunConfig cfg) : cfg_(std::move(cfg)) {}
+CaseRunner::~CaseRunner() = default;
+
+ThreadWorld& CaseRunner::world(int p) {
+  auto& w = worlds_[p];
+  if (!w) w = std::make_unique<ThreadWorld>(p);
+  return *w;
+}
+
+CaseOutcome CaseRunner::run(const Case& c) {
+  auto st = prepare_execution(c, cfg_.peers.size());
+  st->limit = case_limit(cfg_);
+  CaseExecution* s = st.get();
+  // The rank body captures by value: a hung rank may outlive this call.
+  const Case cc = c;
+  const RunConfig cfg = cfg_;
+  st->fn = [s, cc, cfg](RankContext& ctx) { execute_rank(cc, *s, cfg, ctx.links()); };
+  const WorldRun run = world(c.p).run(st->fn, st->limit);
+  st->ranks = run.ranks;
+  st->hung = run.hung;
+  if (!run.ok()) {
+    // A failed call can leave a native backend's per-world state (Gloo pairs,
+    // NCCL communicators) unusable: start the next case from scratch.
+    cfg_.impl->reset(c.p);
+    for (const auto& peer : cfg_.peers) peer->reset(c.p);
+  }
   if (run.hung) {
-    new std::shared_ptr<RunState>(st);  // never freed: a hung rank may still write to it
-    worlds_.erase(c.p);                 // the world is broken; its hung thread is abandoned
+    new std::shared_ptr<CaseExecution>(st);  // never freed: a hung rank may still write to it
+    worlds_.erase(c.p);                      // the world is broken; its hung thread is abandoned
+  }
+  return check_execution(c, *st, cfg_);
+}
+
+namespace {
+
+// Whether `got` is acceptable for an element of `impl`: the oracle's verdict,
+// or else one of the outcomes the implementation's documented deviation from
+// NCCL semantics allows (counted, never silently).
+bool accepted(const Implementation& impl, const Reduction& red, const Expectation& e, std::span<const uint64_t> vals,
+              uint64_t got, CaseOutcome& out) {
+  if (judge(red, e, got).ok) return true;
+  const Deviation* d = impl.deviation(red.dtype, red.op);
+  if (!d) return false;
+  for (uint64_t v : d->outcomes(red, vals)) {
+    if (v == got) {
+      ++out.deviant_elements;
+      out.deviation = d->name;
+      return true;
+    }
+  }
+  return false;
+}
+
+}  // namespace
+
+CaseOutcome check_execution(const Case& c, const CaseExecution& st, const RunConfig& cfg) {
+  CaseOutcome out;
+  auto fail = [&](std::string_view property, std::string detail) {
+    out.ok = false;
+    out.failure = Failure{std::string(property), std::move(detail)};
+    return out;
+  };
+  const auto inputs = c.input_buffers();
+  const Reduction red = c.reduction();
+  const size_t bytes = c.count * dtype_size(c.dtype);
+  const auto P = static_cast<size_t>(c.p);
+
+  WorldRun run;
+  run.ranks = st.ranks;
+  run.hung = st.hung;
+  if (st.hung) {
     out.world_broken = true;
     return fail("call-completes",
                 fmt::format("  ranks did not return within {:.1f} s ({} calls of deadline {} ms each):\n{}",
-                            std::chrono::duration<double>(limit).count(), static_cast<int>(kNumCalls),
-                            cfg_.timeout.count(), indent(run.failures())));
+                            std::chrono::duration<double>(st.limit).count(),
+                            static_cast<int>(kNumCalls + cfg.peers.size()), cfg.timeout.count(),
+                            indent(run.failures())));
   }
-  if (!run.ok()) return fail("call-completes", indent(run.failures(), "  "));
+  if (!run.ok()) {
+    // The implementation's own calls come first; a peer's failure is the peer's.
+    int phase = 0;
+    for (size_t r = 0; r < P; ++r)
+      if (!st.ranks[r].ok && st.failed_phase[r] >= 0) phase = std::max(phase, st.failed_phase[r]);
+    bool impl_failed = false;
+    for (size_t r = 0; r < P; ++r) impl_failed |= !st.ranks[r].ok && st.failed_phase[r] == 0;
+    if (impl_failed || phase == 0) return fail("call-completes", indent(run.failures(), "  "));
+    return fail("peers-agree", fmt::format("  peer {} failed:\n{}", cfg.peers[static_cast<size_t>(phase - 1)]->name(),
+                                           indent(run.failures())));
+  }
 
   // Canaries, and inputs left alone.
   for (size_t r = 0; r < P; ++r) {
     for (int k = 0; k < kNumCalls; ++k) {
-      CallBuffers& b = st->bufs[r][static_cast<size_t>(k)];
+      const CallBuffers& b = st.bufs[r][static_cast<size_t>(k)];
       for (size_t j = 0; j < b.recv.size(); ++j) {
         if (j >= kCanary && j < kCanary + bytes) continue;
         if (b.recv[j] != canary_byte(j)) {
@@ -222,19 +275,31 @@ CaseOutcome CaseRunner::run(const Case& c) {
   }
 
   // The result against the oracle (rank 0's primary call; then the others must be identical).
-  std::vector<const void*> ptrs;
-  for (const auto& in : inputs) ptrs.push_back(in.data());
-  const std::byte* result = st->bufs[0][kPrimary].recv_data();
-  const CheckSummary cs = check_all_reduce(red, ptrs, result, c.count);
-  for (int k = 0; k < 4; ++k) out.by_kind[k] = cs.by_kind[k];
-  out.max_err_units = cs.max_err_units;
-  if (cs.wrong > 0) {
-    return fail("agrees-with-oracle",
-                fmt::format("  {} of {} elements wrong\n", cs.wrong, cs.checked) +
-                    oracle_detail(c, red, inputs, result, *cs.first_wrong, "rank 0"));
+  const std::byte* result = st.bufs[0][kPrimary].recv_data();
+  std::vector<uint64_t> vals(P);
+  size_t wrong = 0;
+  std::optional<size_t> first_wrong;
+  for (size_t i = 0; i < c.count; ++i) {
+    for (size_t r = 0; r < P; ++r) vals[r] = load_element(c.dtype, inputs[r].data(), i);
+    const Expectation e = expect_element(red, vals);
+    const uint64_t got = load_element(c.dtype, result, i);
+    ++out.by_kind[static_cast<int>(e.kind)];
+    const Verdict v = judge(red, e, got);
+    if (v.ok) {
+      if (e.kind == CheckKind::Bound || e.kind == CheckKind::Coarse)
+        out.max_err_units = std::max(out.max_err_units, v.err_units);
+      continue;
+    }
+    if (accepted(*cfg.impl, red, e, vals, got, out)) continue;
+    ++wrong;
+    if (!first_wrong) first_wrong = i;
+  }
+  if (wrong > 0) {
+    return fail("agrees-with-oracle", fmt::format("  {} of {} elements wrong\n", wrong, c.count) +
+                                          oracle_detail(c, red, inputs, result, *first_wrong, "rank 0"));
   }
   for (size_t r = 1; r < P; ++r) {
-    const std::byte* other = st->bufs[r][kPrimary].recv_data();
+    const std::byte* other = st.bufs[r][kPrimary].recv_data();
     if (std::memcmp(other, result, bytes) != 0)
       return fail("ranks-identical", fmt::format("  rank {} differs from rank 0\n", r) +
                                          first_diff_detail(c, red, inputs, result, other, "rank 0",
@@ -246,9 +311,9 @@ CaseOutcome CaseRunner::run(const Case& c) {
   } same[] = {{kRepeat, "deterministic"}, {kOtherPlacement, "inplace-equals-out-of-place"}, {kAsync, "async-wait-equals-sync"}};
   for (const auto& x : same) {
     for (size_t r = 0; r < P; ++r) {
-      const std::byte* other = st->bufs[r][x.k].recv_data();
+      const std::byte* other = st.bufs[r][x.k].recv_data();
       if (std::memcmp(other, result, bytes) != 0) {
-        auto& b = st->bufs[r][x.k];
+        const auto& b = st.bufs[r][x.k];
         return fail(x.property, fmt::format("  rank {}: {} ({}) differs from the call ({})\n", r, kCallNames[x.k],
                                             b.inplace ? "in-place" : "out-of-place",
                                             c.inplace ? "in-place" : "out-of-place") +
@@ -257,37 +322,24 @@ CaseOutcome CaseRunner::run(const Case& c) {
     }
   }
 
-  // Peers: each must pass the oracle too, and match bitwise where the oracle is bitwise.
-  for (const auto& peer : cfg_.peers) {
-    std::vector<std::vector<std::byte>> peer_out(P);
-    for (size_t r = 0; r < P; ++r) peer_out[r] = inputs[r];
-    auto pst = std::make_shared<std::vector<std::vector<std::byte>>>(std::move(peer_out));
-    ThreadWorld::RankFn pfn = [pst, call, peer, timeout](RankContext& ctx) {
-      const Call* cp = &call;
-      Communicator comm(ctx.links(), CommOptions{"", timeout, peer});
-      auto& b = (*pst)[static_cast<size_t>(ctx.rank())];
-      comm.all_reduce(b.data(), b.data(), cp->count, cp->dtype, cp->op, cp->scalar);
-    };
-    const WorldRun prun = world(c.p).run(pfn, std::chrono::duration_cast<std::chrono::milliseconds>(
-                                                  cfg_.timeout + std::chrono::seconds(2)));
-    if (!prun.ok()) {
-      if (prun.hung) {
-        new ThreadWorld::RankFn(pfn);
-        worlds_.erase(c.p);
-        out.world_broken = true;
-      }
-      return fail("peers-agree", fmt::format("  peer {} failed:\n{}", peer->name(), indent(prun.failures())));
+  // Peers: each must pass the oracle too (or its own documented deviation),
+  // agree across its ranks, and match bitwise where the oracle is bitwise.
+  for (size_t pi = 0; pi < cfg.peers.size(); ++pi) {
+    const auto& peer = cfg.peers[pi];
+    const std::byte* pres = st.peer_out[pi][0].data();
+    for (size_t r = 1; r < P; ++r) {
+      if (bytes > 0 && std::memcmp(st.peer_out[pi][r].data(), pres, bytes) != 0)
+        return fail("peers-agree", fmt::format("  peer {}: rank {} differs from rank 0\n", peer->name(), r) +
+                                       first_diff_detail(c, red, inputs, pres, st.peer_out[pi][r].data(), "rank 0",
+                                                         fmt::format("rank {}", r)));
     }
-    const std::byte* pres = (*pst)[0].data();
-    std::vector<uint64_t> vals(P);
     for (size_t i = 0; i < c.count; ++i) {
       for (size_t r = 0; r < P; ++r) vals[r] = load_element(c.dtype, inputs[r].data(), i);
       const Expectation e = expect_element(red, vals);
       const uint64_t a = load_element(c.dtype, result, i), b = load_element(c.dtype, pres, i);
-      const Verdict vb = judge(red, e, b);
-      if (!vb.ok) {  // the impl passed the oracle already, so bitwise elements now agree
+      if (!accepted(*peer, red, e, vals, b, out)) {
         return fail("peers-agree", fmt::format("  peer {} disagrees at element [{}]: {} has {}, {} has {}; oracle: {}\n",
-                                               peer->name(), i, cfg_.impl->name(), format_element(c.dtype, a),
+                                               peer->name(), i, cfg.impl->name(), format_element(c.dtype, a),
                                                peer->name(), format_element(c.dtype, b), e.describe(c.dtype)));
       }
       if ((e.kind == CheckKind::Bound || e.kind == CheckKind::Coarse) && e.bound > 0) {
@@ -298,6 +350,75 @@ CaseOutcome CaseRunner::run(const Case& c) {
     }
   }
   return out;
+}
+
+// ---- packing one rank's part (MPI world) ----
+
+namespace {
+
+void put_u64(std::string& s, uint64_t v) { s.append(reinterpret_cast<const char*>(&v), sizeof v); }
+void put_bytes(std::string& s, const std::vector<std::byte>& b) {
+  put_u64(s, b.size());
+  s.append(reinterpret_cast<const char*>(b.data()), b.size());
+}
+
+struct Reader {
+  std::string_view s;
+  uint64_t u64() {
+    if (s.size() < 8) throw std::runtime_error("rank result truncated");
+    uint64_t v;
+    std::memcpy(&v, s.data(), 8);
+    s.remove_prefix(8);
+    return v;
+  }
+  void bytes(std::vector<std::byte>& into) {
+    const uint64_t n = u64();
+    if (n != into.size() || s.size() < n)
+      throw std::runtime_error(fmt::format("rank result has a buffer of {} bytes where {} were expected", n, into.size()));
+    if (n) std::memcpy(into.data(), s.data(), n);
+    s.remove_prefix(n);
+  }
+  std::string str() {
+    const uint64_t n = u64();
+    if (s.size() < n) throw std::runtime_error("rank result truncated");
+    std::string v(s.substr(0, n));
+    s.remove_prefix(n);
+    return v;
+  }
+};
+
+}  // namespace
+
+std::string pack_rank(const CaseExecution& st, int rank) {
+  const auto r = static_cast<size_t>(rank);
+  std::string s;
+  const RankOutcome& o = st.ranks[r];
+  put_u64(s, (o.returned ? 1u : 0u) | (o.ok ? 2u : 0u));
+  put_u64(s, static_cast<uint64_t>(static_cast<int64_t>(st.failed_phase[r])));
+  put_u64(s, o.error.size());
+  s += o.error;
+  for (const auto& b : st.bufs[r]) {
+    put_bytes(s, b.send);
+    put_bytes(s, b.recv);
+  }
+  for (const auto& p : st.peer_out) put_bytes(s, p[r]);
+  return s;
+}
+
+void unpack_rank(CaseExecution& st, int rank, std::string_view bytes) {
+  const auto r = static_cast<size_t>(rank);
+  Reader in{bytes};
+  const uint64_t flags = in.u64();
+  st.ranks[r].returned = flags & 1u;
+  st.ranks[r].ok = flags & 2u;
+  st.failed_phase[r] = static_cast<int>(static_cast<int64_t>(in.u64()));
+  st.ranks[r].error = in.str();
+  for (auto& b : st.bufs[r]) {
+    in.bytes(b.send);
+    in.bytes(b.recv);
+  }
+  for (auto& p : st.peer_out) in.bytes(p[r]);
+  if (!in.s.empty()) throw std::runtime_error("rank result has trailing bytes");
 }
 
 }  // namespace collcheck

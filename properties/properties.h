@@ -19,6 +19,7 @@
 
 #include <chrono>
 #include <map>
+#include <optional>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -45,6 +46,8 @@ struct CaseOutcome {
   double max_err_units = 0;          // worst |result - exact| / bound over bound-checked elements
   double max_peer_diff_units = 0;    // worst |result - peer| / bound over bound-checked elements
   bool world_broken = false;         // a rank never returned: the runner cannot be reused
+  size_t deviant_elements = 0;       // accepted only under an implementation's documented deviation
+  std::string deviation;             // ...its name
 };
 
 struct RunConfig {
@@ -52,6 +55,50 @@ struct RunConfig {
   std::vector<ImplPtr> peers;  // compared with impl on every case
   std::chrono::milliseconds timeout{10000};  // per call
 };
+
+// ---- one case, executed: what every world (threads, MPI) produces and the
+// checks consume. Worlds differ only in where the rank bodies run.
+
+inline constexpr size_t kCanary = 64;
+// The calls each rank makes per case, before the peers' calls.
+enum CallKind { kPrimary, kRepeat, kOtherPlacement, kAsync, kNumCalls };
+
+// Buffers of one call on one rank, each framed by canaries.
+struct CallBuffers {
+  bool inplace = false;
+  std::vector<std::byte> send;  // out-of-place only
+  std::vector<std::byte> recv;
+  std::byte* send_data() { return send.data() + kCanary; }
+  std::byte* recv_data() { return recv.data() + kCanary; }
+  const std::byte* send_data() const { return send.data() + kCanary; }
+  const std::byte* recv_data() const { return recv.data() + kCanary; }
+};
+
+// Everything one run touches, kept on the heap: when a rank hangs, its thread
+// may still write here, so a hung run's state is deliberately never freed.
+struct CaseExecution {
+  std::vector<std::vector<CallBuffers>> bufs;                 // [rank][call]
+  std::vector<std::vector<std::vector<std::byte>>> peer_out;  // [peer][rank], in-place
+  std::vector<RankOutcome> ranks;                             // [rank]
+  std::vector<int> failed_phase;  // [rank]: -1 none, 0 the implementation, 1 + i peer i
+  bool hung = false;
+  std::chrono::milliseconds limit{0};  // what the world allowed the rank bodies
+  ThreadWorld::RankFn fn;
+};
+
+// The buffers of every rank, inputs and canaries in place.
+std::shared_ptr<CaseExecution> prepare_execution(const Case& c, size_t npeers);
+// One rank's part of a case on `links`: the implementation's four calls, then
+// one call of each peer. Throws (after setting failed_phase[rank]) on failure.
+void execute_rank(const Case& c, CaseExecution& st, const RunConfig& cfg, Links& links);
+// The properties, in order, over a finished execution.
+CaseOutcome check_execution(const Case& c, const CaseExecution& st, const RunConfig& cfg);
+// How long a world may let the rank bodies of one case run.
+std::chrono::milliseconds case_limit(const RunConfig& cfg);
+// One rank's buffers and outcome as bytes, and back (for the MPI world's gather).
+std::string pack_rank(const CaseExecution& st, int rank);
+// Throws std::runtime_error if the bytes do not fit the case's buffers.
+void unpack_rank(CaseExecution& st, int rank, std::string_view bytes);
 
 // The peers a verify run uses by default: the reference algorithms other than
 // `impl` (ring for a plugin).

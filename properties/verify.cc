@@ -10,8 +10,19 @@
 
 namespace collcheck {
 
-std::string replay_command(const std::string& impl_spec, const Case& c) {
-  return fmt::format("collcheck verify --impl {} --replay {}", impl_spec, encode_case(c));
+std::string replay_command(const VerifyOptions& o, const Case& c) {
+  return fmt::format("{}collcheck verify --impl {}{}{} --replay {}", o.launcher, o.impl_spec,
+                     o.against.empty() ? "" : " --against " + o.against, o.world_flags, encode_case(c));
+}
+
+int report_unshrunk_failure(const VerifyOptions& o, const Case& c, const Failure& f, std::FILE* out) {
+  fmt::print(out, "\nFAIL: property {} does not hold, and the world was lost (a rank never returned or never "
+                  "answered): the case is not shrunk\n", f.property);
+  fmt::print(out, "  case: {}", describe_case(c, 16));
+  fmt::print(out, "{}", f.detail);
+  fmt::print(out, "  replay: {}\n", replay_command(o, c));
+  std::fflush(out);
+  return 1;
 }
 
 namespace {
@@ -22,7 +33,9 @@ struct Stats {
   std::map<std::pair<DType, RedOp>, size_t> cases;
   size_t by_kind[4] = {0, 0, 0, 0};
   double max_err = 0, max_peer = 0;
+  std::map<std::string, size_t> deviant;  // documented deviation -> elements it explained
   void add(const Case& c, const CaseOutcome& o) {
+    if (o.deviant_elements) deviant[o.deviation] += o.deviant_elements;
     ++cases[{c.dtype, c.op}];
     for (int k = 0; k < 4; ++k) by_kind[k] += o.by_kind[k];
     max_err = std::max(max_err, o.max_err_units);
@@ -56,13 +69,16 @@ void print_table(std::FILE* out, const VerifyOptions& o, const Stats& s) {
              s.by_kind[2], s.by_kind[3]);
   fmt::print(out, "worst error: {:.3g} of the bound; worst difference from a peer: {:.3g} of the bound\n", s.max_err,
              s.max_peer);
+  for (const auto& [name, n] : s.deviant)
+    fmt::print(out, "documented deviation {}: {} elements differ from NCCL semantics exactly as documented "
+                    "(README, Findings)\n", name, n);
 }
 
 void print_failure(std::FILE* out, const VerifyOptions& o, const VerifyResult& r) {
   fmt::print(out, "\nFAIL: property {} does not hold\n", r.failure.property);
   fmt::print(out, "  minimal case: {}", describe_case(r.minimal, 16).insert(0, ""));
   fmt::print(out, "{}", r.failure.detail);
-  fmt::print(out, "  replay: {}\n", replay_command(o.impl_spec, r.minimal));
+  fmt::print(out, "  replay: {}\n", replay_command(o, r.minimal));
 }
 
 }  // namespace
@@ -91,8 +107,9 @@ VerifyResult run_verify(const VerifyOptions& o, CaseExecutor& exec, std::FILE* o
     return r;
   }
 
-  fmt::print(out, "collcheck verify: impl {}, seed {:#x}, {} cases, p <= {}, count <= {}{}\n", o.impl_spec, o.seed,
-             o.cases, o.space.max_ranks, o.space.max_count,
+  fmt::print(out, "collcheck verify: impl {}{}, {}, seed {:#x}, {} cases, p <= {}, count <= {}{}\n", o.impl_spec,
+             o.against.empty() ? "" : " against " + o.against, o.world_desc.empty() ? "ranks as threads" : o.world_desc,
+             o.seed, o.cases, o.space.max_ranks, o.space.max_count,
              o.time_budget_s > 0 ? fmt::format(", time budget {} s", o.time_budget_s) : "");
   std::fflush(out);
   rc::Random base(o.seed);
@@ -204,7 +221,7 @@ void write_junit(const std::string& path, const VerifyOptions& o, const VerifyRe
     x += fmt::format("  <testcase classname=\"collcheck.verify\" name=\"{}\">", name);
     if (r.failed && r.failure.property == name) {
       const std::string body = fmt::format("minimal case: {}{}replay: {}\n", describe_case(r.minimal, 16),
-                                           r.failure.detail, replay_command(o.impl_spec, r.minimal));
+                                           r.failure.detail, replay_command(o, r.minimal));
       x += fmt::format("<failure message=\"{} does not hold (case {} of seed {:#x})\">{}</failure>", name,
                        r.failing_case, o.seed, xml_escape(body));
     }

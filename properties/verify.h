@@ -14,6 +14,10 @@ namespace collcheck {
 
 struct VerifyOptions {
   std::string impl_spec;  // as given to --impl (for the replay line)
+  std::string against;    // as given to --against ("" for the default peers)
+  std::string launcher;   // what the replay line needs in front, as "mpirun -np 4 " ("" for threads)
+  std::string world_flags;  // what the replay line needs after the impl, as " --world mpi"
+  std::string world_desc;   // "ranks as threads" or "MPI world of 4 processes on 1 host"
   CaseSpace space;
   size_t cases = 1000;
   uint64_t seed = 0;
@@ -47,7 +51,11 @@ VerifyResult run_verify(const VerifyOptions& o, CaseExecutor& exec, std::FILE* o
 // (a temporary file, then rename). Throws std::runtime_error on I/O failure.
 void write_junit(const std::string& path, const VerifyOptions& o, const VerifyResult& r);
 
-// The command line that replays `c` against the implementation `impl_spec`.
-std::string replay_command(const std::string& impl_spec, const Case& c);
+// The command line that replays `c` with the implementation, peers and world of `o`.
+std::string replay_command(const VerifyOptions& o, const Case& c);
+
+// Prints the report of a failure that could not be shrunk (the MPI world was
+// lost) and returns its exit code.
+int report_unshrunk_failure(const VerifyOptions& o, const Case& c, const Failure& f, std::FILE* out);
 
 }  // namespace collcheck

@@ -1,0 +1,261 @@
+// Gloo's allreduce algorithms as implementations (--impl / --against gloo:<algo>).
+//
+// Debian's libgloo (0.5) ships four legacy algorithms (one class each, in place
+// over a vector of pointers) and the options-based gloo::allreduce. The ranks
+// are threads of this process; each rank gets a gloo::rendezvous::Context over
+// Gloo's TCP transport on 127.0.0.1, connected through an in-process HashStore.
+// Contexts are kept per world size and dropped (reset) after a failed call.
+//
+// What Gloo can reduce, and how it differs from NCCL (README, "Findings"):
+// - dtypes: every integer type, float16 (gloo::float16), float32, float64. It
+//   has no bfloat16 and no fp8 type.
+// - ops: sum, product, max, min. It has no avg and no pre-multiplied sum.
+// - float max/min use std::max/std::min, not fmax/fmin: a NaN is kept when it
+//   is the left operand and dropped when it is the right one, and of two equal
+//   values (+0 and -0) the left one is kept. The result then depends on the
+//   order of the reduction. This is checked as the documented deviation
+//   "gloo-nan-order", which allows exactly NCCL's result, an input NaN, or a
+//   zero of either sign where the result is zero.
+// - Sum/product of signed integers use signed arithmetic: an overflow is
+//   undefined behaviour in C++; with GCC it wraps, as NCCL's does.
+#include <fmt/format.h>
+#include <gloo/allreduce.h>
+#include <gloo/config.h>
+#include <gloo/allreduce_bcube.h>
+#include <gloo/allreduce_halving_doubling.h>
+#include <gloo/allreduce_ring.h>
+#include <gloo/allreduce_ring_chunked.h>
+#include <gloo/rendezvous/context.h>
+#include <gloo/rendezvous/hash_store.h>
+#include <gloo/rendezvous/prefix_store.h>
+#include <gloo/transport/tcp/device.h>
+
+#include <climits>
+#include <cstring>
+#include <map>
+#include <mutex>
+
+#include "harness/gloo_impl.h"
+#include "harness/oracle.h"
+
+namespace collcheck {
+
+namespace {
+
+enum class GlooAlgo { Ring, RingChunked, HalvingDoubling, Bcube, Allreduce, AllreduceBcube };
+
+struct GlooAlgoInfo {
+  const char* name;
+  GlooAlgo algo;
+  const char* summary;
+};
+
+constexpr GlooAlgoInfo kGlooAlgos[] = {
+    {"ring", GlooAlgo::Ring, "gloo::AllreduceRing: reduce around the ring, then pass the result around"},
+    {"ring_chunked", GlooAlgo::RingChunked, "gloo::AllreduceRingChunked: reduce-scatter + allgather in chunks"},
+    {"halving_doubling", GlooAlgo::HalvingDoubling,
+     "gloo::AllreduceHalvingDoubling: recursive halving/doubling, binary blocks for non-powers of two"},
+    {"bcube", GlooAlgo::Bcube, "gloo::AllreduceBcube: BCube groups of base 2"},
+    {"allreduce", GlooAlgo::Allreduce, "gloo::allreduce (options API), its default algorithm (ring)"},
+    {"allreduce_bcube", GlooAlgo::AllreduceBcube, "gloo::allreduce (options API) with Algorithm::BCUBE"},
+};
+
+std::shared_ptr<gloo::transport::Device> loopback_device() {
+  static std::once_flag once;
+  static std::shared_ptr<gloo::transport::Device> dev;
+  std::call_once(once, [] {
+    gloo::transport::tcp::attr a("127.0.0.1");
+    dev = gloo::transport::tcp::CreateDevice(a);
+  });
+  return dev;
+}
+
+// The contexts of every world size, shared by the rank threads of one world.
+struct GlooWorlds {
+  std::mutex mu;
+  gloo::rendezvous::HashStore store;
+  struct World {
+    uint64_t epoch = 0;
+    std::vector<std::shared_ptr<gloo::Context>> ctx;
+  };
+  std::map<int, World> worlds;
+};
+
+const Deviation kNanOrder{
+    "gloo-nan-order",
+    "float max/min use std::max/std::min: a NaN survives only as the left operand, and of +0 and -0 the left "
+    "one is kept, so the result depends on the reduction order (NCCL: fmax/fmin, NaN dropped, +0 > -0)",
+    &compare_select_outcomes};
+
+template <typename T>
+const gloo::ReductionFunction<T>* legacy_fn(Combine c) {
+  switch (c) {
+    case Combine::Sum: return gloo::ReductionFunction<T>::sum;
+    case Combine::Prod: return gloo::ReductionFunction<T>::product;
+    case Combine::Max: return gloo::ReductionFunction<T>::max;
+    case Combine::Min: return gloo::ReductionFunction<T>::min;
+  }
+  return nullptr;
+}
+
+template <typename T>
+gloo::AllreduceOptions::Func options_fn(Combine c) {
+  using F = void (*)(void*, const void*, const void*, size_t);
+  switch (c) {
+    case Combine::Sum: return static_cast<F>(&gloo::sum<T>);
+    case Combine::Prod: return static_cast<F>(&gloo::product<T>);
+    case Combine::Max: return static_cast<F>(&gloo::max<T>);
+    case Combine::Min: return static_cast<F>(&gloo::min<T>);
+  }
+  return nullptr;
+}
+
+template <typename T>
+void run_typed(GlooAlgo algo, const std::shared_ptr<gloo::Context>& ctx, const AllReduceArgs& a) {
+  const size_t bytes = a.count * sizeof(T);
+  T* out = static_cast<T*>(a.recv);
+  if (algo == GlooAlgo::Allreduce || algo == GlooAlgo::AllreduceBcube) {
+    gloo::AllreduceOptions opts(ctx);
+    if (algo == GlooAlgo::AllreduceBcube) opts.setAlgorithm(gloo::AllreduceOptions::Algorithm::BCUBE);
+    // Out of place for real: the options API takes an input and an output.
+    if (a.send != a.recv) opts.setInput(const_cast<T*>(static_cast<const T*>(a.send)), a.count);
+    opts.setOutput(out, a.count);
+    opts.setReduceFunction(options_fn<T>(a.red.combine));
+    opts.setTag(static_cast<uint32_t>(a.tag));
+    opts.setTimeout(std::chrono::duration_cast<std::chrono::milliseconds>(a.deadline - Clock::now()));
+    gloo::allreduce(opts);
+    return;
+  }
+  // The legacy algorithms reduce in place.
+  if (a.send != a.recv && bytes) std::memcpy(a.recv, a.send, bytes);
+  if (a.count > static_cast<size_t>(INT_MAX))
+    throw std::runtime_error(fmt::format("gloo's legacy algorithms take an int count; {} elements do not fit", a.count));
+  const std::vector<T*> ptrs{out};
+  const int n = static_cast<int>(a.count);
+  const auto* fn = legacy_fn<T>(a.red.combine);
+  switch (algo) {
+    case GlooAlgo::Ring: gloo::AllreduceRing<T>(ctx, ptrs, n, fn).run(); break;
+    case GlooAlgo::RingChunked: gloo::AllreduceRingChunked<T>(ctx, ptrs, n, fn).run(); break;
+    case GlooAlgo::HalvingDoubling: gloo::AllreduceHalvingDoubling<T>(ctx, ptrs, n, fn).run(); break;
+    case GlooAlgo::Bcube: gloo::AllreduceBcube<T>(ctx, ptrs, n, fn).run(); break;
+    default: break;
+  }
+}
+
+class GlooImplementation final : public Implementation {
+ public:
+  explicit GlooImplementation(const GlooAlgoInfo& info)
+      : info_(info), name_(std::string("gloo:") + info.name), worlds_(std::make_shared<GlooWorlds>()) {}
+  const std::string& name() const override { return name_; }
+
+  std::optional<std::string> unsupported(DType t, RedOp op) const override {
+    switch (t) {
+      case DType::BFloat16:
+      case DType::Fp8E4M3:
+      case DType::Fp8E5M2:
+        return fmt::format("Gloo {}.{} has no {} type", GLOO_VERSION_MAJOR, GLOO_VERSION_MINOR, dtype_name(t));
+      default: break;
+    }
+    if (op == RedOp::Avg || op == RedOp::PreMulSum)
+      return fmt::format("Gloo has no {} reduction (only sum, product, max, min)", op_name(op));
+    return std::nullopt;
+  }
+
+  std::optional<std::string> unsupported_world(WorldKind w) const override {
+    if (w == WorldKind::Mpi) return "gloo runs its ranks as threads of one process (over TCP on 127.0.0.1); use --world threads";
+    return std::nullopt;
+  }
+
+  const Deviation* deviation(DType t, RedOp op) const override {
+    const bool fp = t == DType::Float16 || t == DType::Float32 || t == DType::Float64;
+    return fp && (op == RedOp::Max || op == RedOp::Min) ? &kNanOrder : nullptr;
+  }
+
+  void reset(int p) const override {
+    std::lock_guard lk(worlds_->mu);
+    auto& w = worlds_->worlds[p];
+    ++w.epoch;
+    w.ctx.clear();
+  }
+
+  void all_reduce(const AllReduceArgs& a) const override {
+    if (auto why = unsupported(a.red.dtype, a.red.op)) throw std::runtime_error(*why);
+    const auto ctx = context(a.links.rank(), a.links.size(), a.deadline);
+    try {
+      switch (a.red.dtype) {
+        case DType::Int8: run_typed<int8_t>(info_.algo, ctx, a); break;
+        case DType::Uint8: run_typed<uint8_t>(info_.algo, ctx, a); break;
+        case DType::Int32: run_typed<int32_t>(info_.algo, ctx, a); break;
+        case DType::Uint32: run_typed<uint32_t>(info_.algo, ctx, a); break;
+        case DType::Int64: run_typed<int64_t>(info_.algo, ctx, a); break;
+        case DType::Uint64: run_typed<uint64_t>(info_.algo, ctx, a); break;
+        case DType::Float16: run_typed<gloo::float16>(info_.algo, ctx, a); break;
+        case DType::Float32: run_typed<float>(info_.algo, ctx, a); break;
+        case DType::Float64: run_typed<double>(info_.algo, ctx, a); break;
+        default: throw std::logic_error("unreachable: unsupported gloo dtype");
+      }
+    } catch (const gloo::Exception& e) {
+      throw std::runtime_error(fmt::format("{} on rank {}: {}", name_, a.links.rank(), e.what()));
+    }
+  }
+
+ private:
+  // This rank's context for a world of p ranks; every rank of the world
+  // connects at once through the shared store, under the world's epoch.
+  std::shared_ptr<gloo::Context> context(int rank, int p, Deadline deadline) const {
+    uint64_t epoch;
+    {
+      std::lock_guard lk(worlds_->mu);
+      auto& w = worlds_->worlds[p];
+      if (w.ctx.size() != static_cast<size_t>(p)) w.ctx.assign(static_cast<size_t>(p), nullptr);
+      if (auto c = w.ctx[static_cast<size_t>(rank)]) return c;
+      epoch = w.epoch;
+    }
+    auto ctx = std::make_shared<gloo::rendezvous::Context>(rank, p);
+    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
+    ctx->setTimeout(std::max(left, std::chrono::milliseconds(1)));
+    gloo::rendezvous::PrefixStore store(fmt::format("p{}e{}", p, epoch), worlds_->store);
+    auto dev = loopback_device();
+    try {
+      ctx->connectFullMesh(store, dev);
+    } catch (const gloo::Exception& e) {
+      throw std::runtime_error(fmt::format("{}: rank {} could not connect to its {} peers over TCP on 127.0.0.1: {}",
+                                           name_, rank, p - 1, e.what()));
+    }
+    std::lock_guard lk(worlds_->mu);
+    auto& w = worlds_->worlds[p];
+    if (w.epoch == epoch) w.ctx[static_cast<size_t>(rank)] = ctx;
+    return ctx;
+  }
+
+  const GlooAlgoInfo& info_;
+  std::string name_;
+  std::shared_ptr<GlooWorlds> worlds_;
+};
+
+}  // namespace
+
+std::string gloo_algorithm_choices() {
+  std::string s;
+  for (const auto& a : kGlooAlgos) s += (s.empty() ? "" : ", ") + std::string(a.name);
+  return s;
+}
+
+std::string gloo_version() {
+  return fmt::format("{}.{}.{}", GLOO_VERSION_MAJOR, GLOO_VERSION_MINOR, GLOO_VERSION_PATCH);
+}
+
+std::vector<std::string> gloo_algorithm_names() {
+  std::vector<std::string> v;
+  for (const auto& a : kGlooAlgos) v.emplace_back(a.name);
+  return v;
+}
+
+ImplPtr make_gloo_implementation(std::string_view algo) {
+  for (const auto& a : kGlooAlgos)
+    if (algo == a.name) return std::make_shared<GlooImplementation>(a);
+  throw ImplementationError(fmt::format("unknown gloo algorithm '{}'; allowed: gloo:{{{}}}", algo,
+                                        gloo_algorithm_choices()));
+}
+
+}  // namespace collcheck

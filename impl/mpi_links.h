@@ -1,0 +1,40 @@
+// The links interface over MPI: MPI_Isend/MPI_Irecv of bytes on a communicator
+// of its own, so that the reference algorithms (and plugins, and the link
+// nemeses) run one rank per process, on any number of nodes. MPI has no wait
+// with a deadline, so every wait polls MPI_Test until the deadline.
+#pragma once
+
+#include <mpi.h>
+
+#include "impl/links.h"
+
+namespace collcheck {
+
+class MpiLinks final : public Links {
+ public:
+  // `comm` is owned by the caller and must outlive the links. Its error
+  // handler is set to MPI_ERRORS_RETURN.
+  explicit MpiLinks(MPI_Comm comm);
+  int rank() const override { return rank_; }
+  int size() const override { return size_; }
+  RequestPtr isend(int peer, Tag tag, std::span<const std::byte> data) override;
+  RequestPtr irecv(int peer, Tag tag, std::span<std::byte> data) override;
+  // Mixed into every MPI tag, so that a transfer left over from an earlier,
+  // failed case can never match one of a later case (whose call sequence
+  // numbers start again at 1).
+  void set_epoch(uint64_t epoch) { epoch_ = epoch; }
+  // The MPI tag a link tag travels under.
+  int mpi_tag(Tag tag) const;
+
+ private:
+  MPI_Comm comm_;
+  int rank_ = 0;
+  int size_ = 1;
+  int tag_ub_ = 32767;
+  uint64_t epoch_ = 0;
+};
+
+// The message of an MPI error code.
+std::string mpi_error_string(int code);
+
+}  // namespace collcheck
