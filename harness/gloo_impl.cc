@@ -83,8 +83,9 @@ struct GlooWorlds {
 
 const Deviation kNanOrder{
     "gloo-nan-order",
-    "float max/min use std::max/std::min: a NaN survives only as the left operand, and of +0 and -0 the left "
-    "one is kept, so the result depends on the reduction order (NCCL: fmax/fmin, NaN dropped, +0 > -0)",
+    "float max/min use std::max/std::min, a comparison and a select: with a NaN among the inputs the result "
+    "can be the NaN or any input (values reduced before the NaN are lost), and of +0 and -0 either may come "
+    "out, depending on the reduction order (NCCL: fmax/fmin, NaN dropped, +0 > -0)",
     &compare_select_outcomes};
 
 template <typename T>

@@ -28,11 +28,17 @@ std::vector<uint64_t> compare_select_outcomes(const Reduction& red, std::span<co
   std::vector<uint64_t> out;
   const Expectation e = expect_element(red, values);
   if (e.kind == CheckKind::Bitwise) out.push_back(e.bits);
-  const double want = e.kind == CheckKind::Bitwise ? element_to_double(red.dtype, e.bits) : 0.0;
+  bool any_nan = false;
+  for (uint64_t v : values) any_nan |= std::isnan(element_to_double(red.dtype, v));
+  const double want = e.kind == CheckKind::Bitwise ? element_to_double(red.dtype, e.bits) : 1.0;
   for (uint64_t v : values) {
     const double d = element_to_double(red.dtype, v);
-    if (std::isnan(d)) out.push_back(v);
-    if (d == 0.0 && want == 0.0) out.push_back(v);
+    // A NaN operand makes a comparison false, so the select returns the NaN
+    // or the other operand depending on the side: a NaN can survive, or hide
+    // every value reduced before it. With a NaN present, any input can come out.
+    if (any_nan) out.push_back(v);
+    // Of +0 and -0 (equal), the select keeps one by position.
+    else if (d == 0.0 && want == 0.0) out.push_back(v);
   }
   return out;
 }

@@ -29,9 +29,11 @@ struct Deviation {
 };
 
 // The outcomes of a float max/min written with a comparison (std::max, a > b ?
-// a : b) instead of fmax/fmin, in some reduction order: NCCL's result, any
-// input NaN (a NaN survives as the left operand), or, where the result is
-// zero, a zero of either sign (of two equal values the left one is kept).
+// a : b) instead of fmax/fmin, in some reduction order. Without a NaN among the
+// inputs: NCCL's result, or where it is zero, a zero of either sign from the
+// inputs (of two equal values the select keeps one by position). With a NaN:
+// any input, since a NaN operand makes the comparison false, so the select
+// either keeps the NaN or drops every value reduced before it.
 std::vector<uint64_t> compare_select_outcomes(const Reduction& red, std::span<const uint64_t> values);
 
 // Where the ranks of an implementation can live.

@@ -12,9 +12,11 @@
 // - avg and premulsum (MPI has neither) are composed as NCCL executes them:
 //   collcheck pre-multiplies each input (apply_pre), MPI sums (native or
 //   user-defined as above), and collcheck divides integer avg (apply_post).
-// Known deviation, checked as such: Open MPI's MPI_MAX/MPI_MIN on floats
-// compare with > and <, so NaN and signed-zero handling depends on the order
-// ("mpi-nan-order", the same outcome set as Gloo's).
+// Known deviations, checked as such (README, Findings):
+// - Open MPI's MPI_MAX/MPI_MIN on floats compare with > and <, so NaN and
+//   signed-zero handling depends on the order ("mpi-nan-order", the same
+//   outcome set as Gloo's);
+// - Open MPI 4.1's op/avx saturates int8/uint8 sums ("ompi-avx-saturating-int8").
 //
 // MPI_Allreduce cannot be given a deadline. The MPI world runs every case on a
 // watched thread: a call that never returns is reported by rank 0 when the
@@ -22,6 +24,8 @@
 #include <fmt/format.h>
 #include <mpi.h>
 
+#include <algorithm>
+#include <climits>
 #include <cmath>
 #include <cstring>
 #include <mutex>
@@ -97,9 +101,52 @@ void make_user_defined() {
 
 const Deviation kMpiNanOrder{
     "mpi-nan-order",
-    "Open MPI's MPI_MAX/MPI_MIN on float and double compare with > and <: whether a NaN survives, and which of "
-    "+0 and -0 comes out, depends on the reduction order (NCCL: fmax/fmin, NaN dropped, +0 > -0)",
+    "Open MPI's MPI_MAX/MPI_MIN on float and double compare with > and <: with a NaN among the inputs the "
+    "result can be the NaN or any input, and of +0 and -0 either may come out, depending on the reduction order "
+    "(NCCL: fmax/fmin, NaN dropped, +0 > -0)",
     &compare_select_outcomes};
+
+// Open MPI 4.1's vectorized op component (op/avx) adds int8 and uint8 with
+// saturating instructions on its vector path (16 elements or more), where NCCL
+// and C wrap. For uint8 every order saturates alike: min(255, sum). For int8 the
+// order matters; any order's result lies between the fold that adds every
+// positive term first and the one that adds every negative term first.
+int sat8(bool is_signed, int v) { return is_signed ? std::clamp(v, -128, 127) : std::clamp(v, 0, 255); }
+
+std::vector<uint64_t> saturating_sum_outcomes(const Reduction& red, std::span<const uint64_t> values) {
+  const bool sgn = red.dtype == DType::Int8;
+  std::vector<int> terms;
+  const int scalar = sgn ? static_cast<int8_t>(red.scalar_bits) : static_cast<uint8_t>(red.scalar_bits);
+  for (uint64_t v : values) {
+    int x = sgn ? static_cast<int8_t>(v) : static_cast<uint8_t>(v);
+    if (red.premul) x = sgn ? static_cast<int8_t>(static_cast<uint8_t>(x * scalar)) : static_cast<uint8_t>(x * scalar);
+    terms.push_back(x);
+  }
+  auto fold = [&](bool positives_first) {
+    int acc = 0;
+    for (int pass = 0; pass < 2; ++pass)
+      for (int x : terms)
+        if ((x >= 0) == (pass == 0 ? positives_first : !positives_first)) acc = sat8(sgn, acc + x);
+    return acc;
+  };
+  const int lo = std::min(fold(true), fold(false)), hi = std::max(fold(true), fold(false));
+  std::vector<uint64_t> out;
+  auto post = [&](int v) {
+    if (red.postdiv) v /= static_cast<int>(red.divisor);  // truncates toward zero, as NCCL's integer avg
+    return static_cast<uint64_t>(static_cast<uint8_t>(v));
+  };
+  for (int v = lo; v <= hi; ++v) out.push_back(post(v));
+  const Expectation e = expect_element(red, values);
+  if (e.kind == CheckKind::Bitwise) out.push_back(e.bits);
+  return out;
+}
+
+const Deviation kMpiSaturatingInt8{
+    "ompi-avx-saturating-int8",
+    "Open MPI 4.1's op/avx adds int8 and uint8 with saturating vector instructions (16 or more elements): "
+    "200+100 gives 255, not 44 (NCCL and the scalar path wrap); it also reaches avg and premulsum, which "
+    "collcheck composes from MPI's sum",
+    &saturating_sum_outcomes};
 
 class MpiImplementation final : public Implementation {
  public:
@@ -112,6 +159,8 @@ class MpiImplementation final : public Implementation {
   }
 
   const Deviation* deviation(DType t, RedOp op) const override {
+    if ((t == DType::Int8 || t == DType::Uint8) && (op == RedOp::Sum || op == RedOp::Avg || op == RedOp::PreMulSum))
+      return &kMpiSaturatingInt8;
     return mpi_support(t, op) == MpiSupport::Native && dtype_is_float(t) && (op == RedOp::Max || op == RedOp::Min)
                ? &kMpiNanOrder
                : nullptr;
