@@ -70,7 +70,7 @@ struct VerifyFlags {
   int mpi_algo = -1;
   std::string cases = "2000";
   std::string seed;
-  int max_ranks = 0;  // 0: 8 for threads, the world size for MPI
+  int max_ranks = -1;  // -1: 8 for threads, the world size for MPI
   std::string max_count = "4096";
   std::string dtypes = "all";
   std::string ops = "all";
@@ -138,7 +138,7 @@ int run_verify_command(const VerifyFlags& f) {
   collcheck::MpiWorld* mpi = collcheck::MpiWorld::get();
   const auto kind = mpi ? collcheck::WorldKind::Mpi : collcheck::WorldKind::Threads;
   const int limit = mpi ? mpi->size() : kMaxThreadRanks;
-  const int max_ranks = f.max_ranks == 0 ? (mpi ? mpi->size() : 8) : f.max_ranks;
+  const int max_ranks = f.max_ranks == -1 ? (mpi ? mpi->size() : 8) : f.max_ranks;
   if (max_ranks < 1 || max_ranks > limit)
     throw UsageError(fmt::format("--max-ranks must be between 1 and {} for {}, got {}", limit,
                                  mpi ? "this MPI world (its process count)" : "the thread world", max_ranks));
@@ -178,6 +178,16 @@ int run_verify_command(const VerifyFlags& f) {
     if (!jf) throw UsageError(fmt::format("--junit: cannot write '{}': {}", f.junit, std::strerror(errno)));
     std::fclose(jf);
     std::remove(probe.c_str());
+  }
+  // NCCL needs a build with it and a GPU; without either the run is skipped
+  // (exit 77, never a pass), with the reason.
+  const auto mentions_nccl = [](const std::string& specs) {
+    return ("," + specs + ",").find(",nccl,") != std::string::npos;
+  };
+  if ((mentions_nccl(f.impl) || mentions_nccl(f.against)) && !collcheck::nccl_compiled_in()) {
+    if (!collcheck::MpiWorld::get() || collcheck::MpiWorld::get()->rank() == 0)
+      fmt::print("collcheck verify: SKIPPED (not a pass): nccl cannot run here: {}\n", *collcheck::nccl_unavailable());
+    return kExitSkipped;
   }
   collcheck::ImplPtr impl;
   try {
