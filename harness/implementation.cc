@@ -5,6 +5,7 @@
 #include "harness/gloo_impl.h"
 #include "harness/oracle.h"
 
+#include <algorithm>
 #include <cmath>
 
 namespace collcheck {
@@ -41,6 +42,35 @@ std::vector<uint64_t> compare_select_outcomes(const Reduction& red, std::span<co
     else if (d == 0.0 && want == 0.0) out.push_back(v);
   }
   return out;
+}
+
+std::vector<uint64_t> tree_outcomes(std::span<const uint64_t> values, uint64_t (*step)(DType, uint64_t, uint64_t),
+                                    DType t) {
+  const size_t n = values.size();
+  auto add = [](std::vector<uint64_t>& v, uint64_t x) {
+    if (std::find(v.begin(), v.end(), x) == v.end()) v.push_back(x);
+  };
+  if (n > 8) {
+    std::vector<uint64_t> out;
+    uint64_t a = values[0], b = values[n - 1];
+    for (size_t i = 1; i < n; ++i) {
+      a = step(t, a, values[i]);
+      b = step(t, b, values[n - 1 - i]);
+    }
+    add(out, a);
+    add(out, b);
+    return out;
+  }
+  std::vector<std::vector<uint64_t>> reach(size_t{1} << n);
+  for (size_t i = 0; i < n; ++i) reach[size_t{1} << i] = {values[i]};
+  for (size_t s = 1; s < reach.size(); ++s) {
+    if ((s & (s - 1)) == 0) continue;
+    // Every ordered split of s into two non-empty parts (left, right).
+    for (size_t a = (s - 1) & s; a > 0; a = (a - 1) & s)
+      for (uint64_t x : reach[a])
+        for (uint64_t y : reach[s ^ a]) add(reach[s], step(t, x, y));
+  }
+  return reach.back();
 }
 
 ImplPtr reference_implementation(std::string_view name) {

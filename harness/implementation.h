@@ -36,6 +36,13 @@ struct Deviation {
 // either keeps the NaN or drops every value reduced before it.
 std::vector<uint64_t> compare_select_outcomes(const Reduction& red, std::span<const uint64_t> values);
 
+// Every result a binary `step(left, right)` can give when it reduces `values`
+// in any binary tree with any operand order (p <= 8; exact, by dynamic
+// programming over subsets), for checking a library's own documented op.
+// For more than 8 values: the left folds in the given order and its reverse.
+std::vector<uint64_t> tree_outcomes(std::span<const uint64_t> values, uint64_t (*step)(DType, uint64_t, uint64_t),
+                                    DType t);
+
 // Where the ranks of an implementation can live.
 enum class WorldKind : uint8_t { Threads, Mpi };
 
