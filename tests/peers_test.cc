@@ -292,6 +292,9 @@ TEST(MpiWorld, OpenMpiSaturatingInt8IsReportedAsTheDocumentedDeviation) {
                                            z + ".c8/" + z + ".64",
                                        120);
   EXPECT_EQ(r.code, 0) << r.out;
+  // The finding reproduces: Open MPI saturated the sum, and the deviation explained it.
+  EXPECT_NE(r.out.find("documented deviation ompi-avx-saturating-int8: 1 elements"), std::string::npos)
+      << "Open MPI no longer saturates int8 sums: update the README's Findings\n" << r.out;
 }
 
 TEST(MpiWorld, AMutantIsCaughtShrunkAndReplayable) {
