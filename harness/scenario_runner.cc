@@ -6,6 +6,7 @@
 
 #include <cstring>
 #include <filesystem>
+#include <functional>
 #include <thread>
 
 #include "faults/nemesis.h"
@@ -38,6 +39,97 @@ std::chrono::milliseconds millis(double s) {
 }
 
 }  // namespace
+
+// What one rank's program needs from the world it runs in.
+struct RankEnv {
+  const Scenario& s;
+  int rank;
+  int p;
+  ImplPtr impl;
+  std::chrono::milliseconds timeout;
+  FlightRecorder& rec;
+  std::vector<CallOut>& outs;
+  std::function<void(const CallFingerprint&)> before_call;  // guarded mode, or empty
+  std::function<void()> stall;  // a stalled rank: wait, never entering the remaining calls
+};
+
+// One rank's program over `base` (the world's links): faults applied, every
+// call recorded, every waited output kept for the oracle.
+void run_rank_program(RankEnv& env, Links& base) {
+  const int r = env.rank;
+  const int p = env.p;
+  const Scenario& s = env.s;
+  FlightRecorder& rec = env.rec;
+  std::vector<std::unique_ptr<Links>> keep;
+  Links& faulty = wrap_links(s, r, base, keep);
+  auto links = recording_links(faulty, rec);
+  CommOptions co(s.impl, env.timeout, env.impl);
+  co.recorder = &rec;
+  co.poison_async = true;
+  co.before_call = env.before_call;
+  Communicator comm(*links, co);
+  struct Pending {
+    std::unique_ptr<Work> work;
+    WaitAt at;
+    size_t index;
+  };
+  std::vector<Pending> pending;
+  std::vector<std::vector<std::byte>> inputs_alive;
+  auto& mine = env.outs;
+  auto wait_for = [&](WaitAt at) {
+    for (auto& pw : pending) {
+      if (pw.work && pw.at == at) {
+        pw.work->wait();
+        mine[pw.index].waited = true;
+        pw.work.reset();
+      }
+    }
+  };
+  int index = 0;
+  for (const Step& st : s.program(r)) {
+    if (st.kind == Step::Sleep) {
+      std::this_thread::sleep_for(std::chrono::duration<double>(st.sleep_ms / 1e3));
+      continue;
+    }
+    if (st.kind == Step::Stall) {
+      // Never enter the remaining calls: wait until the others give up
+      // (their failure aborts this barrier) or the run's limit.
+      env.stall();
+      return;
+    }
+    wait_for(WaitAt::Next);
+    const CallStep& c = st.call;
+    CallOut co_out;
+    co_out.call = c;
+    co_out.seed = call_seed(index, c.tag);
+    co_out.seq = comm.calls_issued() + 1;
+    std::vector<std::byte> input(c.count * dtype_size(c.dtype));
+    fill_input(input.data(), c.count, c.dtype, c.op, p, r, co_out.seed, DataClass::Exact);
+    co_out.out.resize(input.size());
+    mine.push_back(std::move(co_out));
+    CallOut& out = mine.back();
+    if (c.async) {
+      auto w = comm.all_reduce_async(input.data(), out.out.data(), c.count, c.dtype, c.op, c.scalar, c.tag);
+      if (c.read_before_wait) {
+        rec.read_output(out.seq);
+        std::vector<std::byte> seen(out.out);  // the program reads its output here
+        (void)seen;
+      }
+      // The input must outlive the async call: keep it with the Work.
+      pending.push_back({std::move(w), c.wait, mine.size() - 1});
+      inputs_alive.push_back(std::move(input));
+    } else {
+      comm.all_reduce(input.data(), out.out.data(), c.count, c.dtype, c.op, c.scalar, c.tag);
+      out.waited = true;
+    }
+    ++index;
+  }
+  wait_for(WaitAt::Next);
+  wait_for(WaitAt::End);
+  // WaitAt::Never: the Work is dropped here without wait(); the
+  // communicator logs it and the recorder shows it completed, not waited.
+
+}
 
 ReplayResult replay_scenario(const Scenario& in, const ReplayOptions& o) {
   if (in.world != "threads")
@@ -75,78 +167,17 @@ ReplayResult replay_scenario(const Scenario& in, const ReplayOptions& o) {
   const WorldRun run = world.run(
       [&](RankContext& ctx) {
         const int r = ctx.rank();
-        FlightRecorder& rec = *recs[static_cast<size_t>(r)];
-        std::vector<std::unique_ptr<Links>> keep;
-        Links& faulty = wrap_links(s, r, ctx.links(), keep);
-        auto links = recording_links(faulty, rec);
-        CommOptions co(s.impl, timeout, impl);
-        co.recorder = &rec;
-        co.poison_async = true;
-        if (guarded) co.before_call = [&guard, r](const CallFingerprint& fp) { guard.check(r, fp); };
-        Communicator comm(*links, co);
-        struct Pending {
-          std::unique_ptr<Work> work;
-          WaitAt at;
-          size_t index;
-        };
-        std::vector<Pending> pending;
-        std::vector<std::vector<std::byte>> inputs_alive;
-        auto& mine = outs[static_cast<size_t>(r)];
-        auto wait_for = [&](WaitAt at) {
-          for (auto& pw : pending) {
-            if (pw.work && pw.at == at) {
-              pw.work->wait();
-              mine[pw.index].waited = true;
-              pw.work.reset();
-            }
+        RankEnv env{s, r, p, impl, timeout, *recs[static_cast<size_t>(r)], outs[static_cast<size_t>(r)], {}, {}};
+        if (guarded) env.before_call = [&guard, r](const CallFingerprint& fp) { guard.check(r, fp); };
+        env.stall = [&] {
+          // Wait until the others give up (their failure aborts this barrier)
+          // or the run's limit.
+          try {
+            ctx.barrier(epoch + millis(limit_s - 1));
+          } catch (const std::exception&) {
           }
         };
-        int index = 0;
-        for (const Step& st : s.program(r)) {
-          if (st.kind == Step::Sleep) {
-            std::this_thread::sleep_for(std::chrono::duration<double>(st.sleep_ms / 1e3));
-            continue;
-          }
-          if (st.kind == Step::Stall) {
-            // Never enter the remaining calls: wait until the others give up
-            // (their failure aborts this barrier) or the run's limit.
-            try {
-              ctx.barrier(epoch + millis(limit_s - 1));
-            } catch (const std::exception&) {
-            }
-            return;
-          }
-          wait_for(WaitAt::Next);
-          const CallStep& c = st.call;
-          CallOut co_out;
-          co_out.call = c;
-          co_out.seed = call_seed(index, c.tag);
-          co_out.seq = comm.calls_issued() + 1;
-          std::vector<std::byte> input(c.count * dtype_size(c.dtype));
-          fill_input(input.data(), c.count, c.dtype, c.op, p, r, co_out.seed, DataClass::Exact);
-          co_out.out.resize(input.size());
-          mine.push_back(std::move(co_out));
-          CallOut& out = mine.back();
-          if (c.async) {
-            auto w = comm.all_reduce_async(input.data(), out.out.data(), c.count, c.dtype, c.op, c.scalar, c.tag);
-            if (c.read_before_wait) {
-              rec.read_output(out.seq);
-              std::vector<std::byte> seen(out.out);  // the program reads its output here
-              (void)seen;
-            }
-            // The input must outlive the async call: keep it with the Work.
-            pending.push_back({std::move(w), c.wait, mine.size() - 1});
-            inputs_alive.push_back(std::move(input));
-          } else {
-            comm.all_reduce(input.data(), out.out.data(), c.count, c.dtype, c.op, c.scalar, c.tag);
-            out.waited = true;
-          }
-          ++index;
-        }
-        wait_for(WaitAt::Next);
-        wait_for(WaitAt::End);
-        // WaitAt::Never: the Work is dropped here without wait(); the
-        // communicator logs it and the recorder shows it completed, not waited.
+        run_rank_program(env, ctx.links());
       },
       millis(limit_s));
   res.hung = run.hung;
