@@ -319,6 +319,7 @@ int run_verify_command(const VerifyFlags& f) {
 }
 
 struct ReplayFlags {
+  std::string world = "threads";
   std::string file;
   std::string mode;  // "" = the scenario's
   std::string dump_dir;
@@ -329,6 +330,8 @@ void add_replay(CLI::App& app, ReplayFlags& f) {
                                          "timeline; exit 0 when its expectation holds");
   r->add_option("file", f.file, "scenario file (see examples/bugs/)")->required();
   r->add_option("--mode", f.mode, "guarded or unguarded (default: the scenario's mode)");
+  r->add_option("--world", f.world, "threads (the default) or mpi (one rank per process, under mpirun -np <ranks>)")
+      ->capture_default_str();
   r->add_option("--dump-dir", f.dump_dir, "where each rank's flight-recorder dump goes (unguarded mode always "
                                           "dumps, to a temporary directory by default)");
 }
@@ -337,8 +340,9 @@ void print_replay(const collcheck::Scenario& s, const collcheck::ReplayResult& r
   std::string faults;
   for (const auto& f : s.faults) faults += (faults.empty() ? "" : ", ") + f.kind;
   fmt::print("collcheck replay: {} ({})\n", s.file, s.name);
-  fmt::print("  {} ranks as threads, impl {}, deadline {} s per call, {} mode; faults: {}\n", s.ranks, s.impl,
-             s.deadline_s, r.guarded ? "guarded" : "unguarded", faults.empty() ? "none" : faults);
+  fmt::print("  {} ranks {}, impl {}, deadline {} s per call, {} mode; faults: {}\n", s.ranks,
+             collcheck::MpiWorld::get() ? "as MPI processes" : "as threads", s.impl, s.deadline_s,
+             r.guarded ? "guarded" : "unguarded", faults.empty() ? "none" : faults);
   if (!r.dump_dir.empty()) fmt::print("  flight-recorder dumps: {} (collcheck analyze {})\n", r.dump_dir, r.dump_dir);
   if (r.diagnoses.empty()) {
     fmt::print("diagnosis: none (clean run, {} results checked against the oracle)\n", r.results_checked);
@@ -370,10 +374,16 @@ int run_replay_command(const ReplayFlags& f) {
     throw collcheck::UsageError(fmt::format("{}: expect.diagnosis: unknown diagnosis '{}'; allowed: {}", s.file,
                                             s.expect->diagnosis, collcheck::diagnosis_choices()));
   collcheck::ReplayResult r;
+  collcheck::MpiWorld* mpi = collcheck::MpiWorld::get();
   try {
-    r = collcheck::replay_scenario(s, o);
+    r = mpi ? collcheck::replay_scenario_mpi(s, o, *mpi) : collcheck::replay_scenario(s, o);
   } catch (const collcheck::ScenarioError& e) {
     throw collcheck::UsageError(e.what());
+  }
+  if (mpi && mpi->rank() != 0) {
+    // Rank 0 judges; every rank exits with its code.
+    auto code = mpi->recv(0, 21, collcheck::Clock::now() + std::chrono::seconds(60));
+    return code ? std::atoi(code->c_str()) : 1;
   }
   print_replay(s, r);
   const collcheck::ExpectSpec none{"none", {}, {}, {}, {}};
@@ -385,6 +395,11 @@ int run_replay_command(const ReplayFlags& f) {
              e.seq ? fmt::format(" call #{}", *e.seq) : "",
              e.edge ? fmt::format(" edge {} -> {}", e.edge->first, e.edge->second) : "",
              ok ? "holds" : "DOES NOT HOLD: " + why);
+  if (mpi) {
+    std::fflush(stdout);
+    for (int q = 1; q < mpi->size(); ++q)
+      mpi->send(q, 21, ok ? "0" : "1", collcheck::Clock::now() + std::chrono::seconds(30));
+  }
   return ok ? 0 : 1;
 }
 
@@ -502,11 +517,13 @@ int main(int argc, char** argv) {
 
   // The MPI world starts before anything else runs; every process parsed the
   // same command line, so they all reach here, or all failed above alike.
-  const bool mpi_world = app.got_subcommand("verify") && verify.world == "mpi";
-  if (app.got_subcommand("verify") && verify.world != "threads" && verify.world != "mpi") {
-    std::fprintf(stderr, "collcheck: error: --world must be threads or mpi, got '%s'\n", verify.world.c_str());
-    return 2;
-  }
+  const bool mpi_world = (app.got_subcommand("verify") && verify.world == "mpi") ||
+                         (app.got_subcommand("replay") && replay.world == "mpi");
+  for (const std::string* w : {&verify.world, &replay.world})
+    if (*w != "threads" && *w != "mpi") {
+      std::fprintf(stderr, "collcheck: error: --world must be threads or mpi, got '%s'\n", w->c_str());
+      return 2;
+    }
   if (app.got_subcommand("verify") && verify.mpi_algo != -1 && (verify.mpi_algo < 0 || verify.mpi_algo > 6)) {
     std::fprintf(stderr, "collcheck: error: --mpi-algo must be 0..6 (0 default, 1 basic_linear, 2 nonoverlapping, "
                          "3 recursive_doubling, 4 ring, 5 segmented_ring, 6 rabenseifner), got %d\n", verify.mpi_algo);

@@ -15,6 +15,11 @@
 #include "harness/guard.h"
 #include "harness/oracle.h"
 #include "harness/thread_world.h"
+#include "harness/atomic_file.h"
+#include "harness/mpi_world.h"
+
+#include <mpi.h>
+#include <nlohmann/json.hpp>
 
 namespace collcheck {
 
@@ -39,6 +44,35 @@ std::chrono::milliseconds millis(double s) {
 }
 
 }  // namespace
+
+// Every waited result of rank r against the oracle (exact data: compared bit
+// for bit); the first wrong one as a diagnosis.
+std::optional<Diagnosis> check_outs(int p, int r, const std::vector<CallOut>& outs, size_t& checked) {
+  for (const CallOut& c : outs) {
+    if (!c.waited) continue;
+    std::vector<std::vector<std::byte>> ins(static_cast<size_t>(p));
+    std::vector<const void*> ptrs;
+    for (int q = 0; q < p; ++q) {
+      ins[static_cast<size_t>(q)].resize(c.out.size());
+      fill_input(ins[static_cast<size_t>(q)].data(), c.call.count, c.call.dtype, c.call.op, p, q, c.seed,
+                 DataClass::Exact);
+      ptrs.push_back(ins[static_cast<size_t>(q)].data());
+    }
+    const CheckSummary cs =
+        check_all_reduce(resolve_reduction(c.call.dtype, c.call.op, p, c.call.scalar), ptrs, c.out.data(), c.call.count);
+    ++checked;
+    if (cs.wrong > 0) {
+      Diagnosis d;
+      d.kind = DiagnosisKind::WrongResult;
+      d.ranks = {r};
+      d.seq = c.seq;
+      d.text = fmt::format("call #{} ({}) on rank {}: {} of {} elements wrong; {}", c.seq, c.call.tag, r, cs.wrong,
+                           cs.checked, cs.first_wrong_detail);
+      return d;
+    }
+  }
+  return std::nullopt;
+}
 
 // What one rank's program needs from the world it runs in.
 struct RankEnv {
@@ -133,9 +167,9 @@ void run_rank_program(RankEnv& env, Links& base) {
 
 ReplayResult replay_scenario(const Scenario& in, const ReplayOptions& o) {
   if (in.world != "threads")
-    throw ScenarioError(fmt::format("{}: world.kind: '{}' needs the MPI world, which this build does not have yet; "
-                                    "allowed: threads",
-                                    in.file, in.world));
+    throw ScenarioError(fmt::format("{}: world.kind: '{}' runs one rank per process: mpirun -np {} collcheck replay "
+                                    "{} --world mpi",
+                                    in.file, in.world, in.ranks, in.file));
   const Scenario s = apply_mutators(in);
   ImplPtr impl;
   try {
@@ -229,34 +263,236 @@ ReplayResult replay_scenario(const Scenario& in, const ReplayOptions& o) {
     mismatch |= d.kind == DiagnosisKind::ShapeMismatch || d.kind == DiagnosisKind::OrderMismatch;
   }
   if (!mismatch) {
-    std::optional<Diagnosis> wrong;
-    for (int r = 0; r < p && !wrong; ++r) {
-      for (const CallOut& c : outs[static_cast<size_t>(r)]) {
-        if (!c.waited) continue;
-        std::vector<std::vector<std::byte>> ins(static_cast<size_t>(p));
-        std::vector<const void*> ptrs;
-        for (int q = 0; q < p; ++q) {
-          ins[static_cast<size_t>(q)].resize(c.out.size());
-          fill_input(ins[static_cast<size_t>(q)].data(), c.call.count, c.call.dtype, c.call.op, p, q, c.seed,
-                     DataClass::Exact);
-          ptrs.push_back(ins[static_cast<size_t>(q)].data());
-        }
-        const CheckSummary cs =
-            check_all_reduce(resolve_reduction(c.call.dtype, c.call.op, p, c.call.scalar), ptrs, c.out.data(), c.call.count);
-        ++res.results_checked;
-        if (cs.wrong > 0 && !corrupted) {
-          Diagnosis d;
-          d.kind = DiagnosisKind::WrongResult;
-          d.ranks = {r};
-          d.seq = c.seq;
-          d.text = fmt::format("call #{} ({}) on rank {}: {} of {} elements wrong; {}", c.seq, c.call.tag, r, cs.wrong,
-                               cs.checked, cs.first_wrong_detail);
-          wrong = d;
-          break;
-        }
+    for (int r = 0; r < p; ++r) {
+      auto wrong = check_outs(p, r, outs[static_cast<size_t>(r)], res.results_checked);
+      if (wrong && !corrupted) {
+        res.diagnoses.push_back(*wrong);
+        break;
       }
     }
-    if (wrong) res.diagnoses.push_back(*wrong);
+  }
+  res.dumps = std::move(dumps);
+  return res;
+}
+
+// ---- the MPI world: one rank per process ----
+
+namespace {
+
+constexpr int kTagDump = 11;
+constexpr int kTagChecked = 12;
+
+std::string fingerprint_to_json(const CallFingerprint& f) {
+  return nlohmann::json{{"seq", f.seq},   {"tag", f.tag},         {"count", f.count}, {"dtype", static_cast<int>(f.dtype)},
+                        {"op", static_cast<int>(f.op)}, {"algorithm", f.algorithm}, {"async", f.async}}
+      .dump();
+}
+
+CallFingerprint fingerprint_from_json(const std::string& text) {
+  const auto j = nlohmann::json::parse(text);
+  CallFingerprint f;
+  f.seq = j.at("seq").get<uint64_t>();
+  f.tag = j.at("tag").get<std::string>();
+  f.count = j.at("count").get<size_t>();
+  f.dtype = static_cast<DType>(j.at("dtype").get<int>());
+  f.op = static_cast<RedOp>(j.at("op").get<int>());
+  f.algorithm = j.at("algorithm").get<std::string>();
+  f.async = j.at("async").get<bool>();
+  return f;
+}
+
+// Guarded mode in the MPI world: before each call every rank sends its
+// fingerprint to every other rank (a small extra exchange on a communicator
+// of its own) and posts all of them into a local FingerprintGuard, so every
+// rank reaches the same classification. A rank that never posts (stalled) is
+// waited for until the call's deadline; the call then times out as in
+// unguarded mode.
+class MpiGuardExchange {
+ public:
+  MpiGuardExchange(int p, Clock::time_point epoch, std::chrono::milliseconds deadline)
+      : p_(p), deadline_(deadline), guard_(p, epoch, std::chrono::milliseconds(0)) {
+    MPI_Comm_dup(MPI_COMM_WORLD, &comm_);
+    void* ub = nullptr;
+    int flag = 0;
+    MPI_Comm_get_attr(MPI_COMM_WORLD, MPI_TAG_UB, &ub, &flag);
+    if (flag && ub) tag_ub_ = *static_cast<int*>(ub);
+  }
+  ~MpiGuardExchange() { MPI_Comm_free(&comm_); }
+  MpiGuardExchange(const MpiGuardExchange&) = delete;
+  MpiGuardExchange& operator=(const MpiGuardExchange&) = delete;
+
+  void check(int rank, const CallFingerprint& fp) {
+    const Deadline until = Clock::now() + deadline_;
+    const std::string mine = fingerprint_to_json(fp);
+    const int tag = static_cast<int>(fp.seq % (static_cast<uint64_t>(tag_ub_) + 1));
+    std::vector<MPI_Request> sends;
+    for (int q = 0; q < p_; ++q) {
+      if (q == rank) continue;
+      sends.emplace_back();
+      MPI_Isend(mine.data(), static_cast<int>(mine.size()), MPI_CHAR, q, tag, comm_, &sends.back());
+    }
+    std::vector<bool> got(static_cast<size_t>(p_), false);
+    got[static_cast<size_t>(rank)] = true;
+    int missing = p_ - 1;
+    while (missing > 0 && Clock::now() < until) {
+      int flag = 0;
+      MPI_Status st;
+      MPI_Iprobe(MPI_ANY_SOURCE, tag, comm_, &flag, &st);
+      if (!flag) {
+        std::this_thread::sleep_for(std::chrono::microseconds(50));
+        continue;
+      }
+      int n = 0;
+      MPI_Get_count(&st, MPI_CHAR, &n);
+      std::string text(static_cast<size_t>(n), '\0');
+      MPI_Recv(text.data(), n, MPI_CHAR, st.MPI_SOURCE, tag, comm_, MPI_STATUS_IGNORE);
+      if (!got[static_cast<size_t>(st.MPI_SOURCE)]) {
+        got[static_cast<size_t>(st.MPI_SOURCE)] = true;
+        --missing;
+      }
+      try {
+        guard_.check(st.MPI_SOURCE, fingerprint_from_json(text));
+      } catch (const GuardViolation&) {  // judged below, once this rank's own fingerprint is in
+      }
+    }
+    for (auto& r : sends) {  // small messages go eagerly; a peer that never reads them cannot hold us
+      int done = 0;
+      MPI_Test(&r, &done, MPI_STATUS_IGNORE);
+      if (!done) MPI_Request_free(&r);
+    }
+    guard_.check(rank, fp);  // throws GuardViolation naming the mismatch, the same on every rank
+  }
+  std::optional<Diagnosis> violation() const { return guard_.violation(); }
+  double violation_time() const { return guard_.violation_time(); }
+
+ private:
+  int p_;
+  std::chrono::milliseconds deadline_;
+  FingerprintGuard guard_;
+  MPI_Comm comm_ = MPI_COMM_NULL;
+  int tag_ub_ = 32767;
+};
+
+}  // namespace
+
+ReplayResult replay_scenario_mpi(const Scenario& in, const ReplayOptions& o, MpiWorld& world) {
+  const Scenario s = apply_mutators(in);
+  if (s.ranks != world.size())
+    throw ScenarioError(fmt::format("{}: world.ranks is {}, but mpirun started {} processes; run it with -np {}",
+                                    s.file, s.ranks, world.size(), s.ranks));
+  ImplPtr impl;
+  try {
+    impl = make_implementation(s.impl);
+  } catch (const ImplementationError& e) {
+    throw ScenarioError(fmt::format("{}: impl: {}", s.file, e.what()));
+  }
+  if (auto why = impl->unsupported_world(WorldKind::Mpi)) throw ScenarioError(fmt::format("{}: impl: {}", s.file, *why));
+  ReplayResult res;
+  res.guarded = o.guarded.value_or(s.guarded);
+  const int p = s.ranks, r = world.rank();
+  // All ranks are alive at the start: a plain barrier gives them one time origin.
+  MPI_Barrier(world.control());
+  const Clock::time_point epoch = Clock::now();
+  double longest = 0;
+  for (int q = 0; q < p; ++q) {
+    double t = 0;
+    for (const auto& st : s.program(q)) t += st.kind == Step::Sleep ? st.sleep_ms / 1e3 : 2 * s.deadline_s;
+    longest = std::max(longest, t);
+  }
+  const double limit_s = longest + 2 * s.deadline_s + 2;
+  const auto timeout = millis(s.deadline_s);
+  MpiGuardExchange guard(p, epoch, timeout);
+  FlightRecorder rec(r, p, epoch);
+  std::vector<CallOut> outs;
+  RankEnv env{s, r, p, impl, timeout, rec, outs, {}, {}};
+  if (res.guarded) env.before_call = [&guard, r](const CallFingerprint& fp) { guard.check(r, fp); };
+  env.stall = [&] { std::this_thread::sleep_until(epoch + millis(limit_s - 1)); };
+  MpiLinks& links = world.links(p);
+  links.set_epoch(1);
+  bool ok = true;
+  try {
+    run_rank_program(env, links);
+  } catch (const std::exception& e) {
+    ok = false;
+  }
+
+  // Rank 0 gathers every rank's dump and oracle verdict (every wait bounded).
+  const std::string reason = ok ? "end of run" : "call failed or deadline";
+  size_t checked = 0;
+  auto wrong = check_outs(p, r, outs, checked);
+  nlohmann::json verdict = {{"ok", ok}, {"checked", checked}, {"wrong", wrong ? wrong->text : ""},
+                            {"wrong_seq", wrong && wrong->seq ? *wrong->seq : 0}};
+  const Deadline gather_by = epoch + millis(limit_s + 5);
+  if (r != 0) {
+    world.send(0, kTagDump, rec.to_json(reason).dump(), gather_by);
+    world.send(0, kTagChecked, verdict.dump(), gather_by);
+    res.seconds = std::chrono::duration<double>(Clock::now() - epoch).count();
+    return res;  // rank 0 reports
+  }
+  std::vector<std::string> texts{rec.to_json(reason).dump()};
+  std::vector<nlohmann::json> verdicts{verdict};
+  bool all_ok = ok;
+  for (int q = 1; q < p; ++q) {
+    auto d = world.recv(q, kTagDump, gather_by);
+    auto v = world.recv(q, kTagChecked, gather_by);
+    if (!d || !v) {
+      res.hung = true;
+      continue;
+    }
+    texts.push_back(*d);
+    verdicts.push_back(nlohmann::json::parse(*v));
+    all_ok = all_ok && verdicts.back().at("ok").get<bool>();
+  }
+  res.seconds = std::chrono::duration<double>(Clock::now() - epoch).count();
+  std::vector<RankDump> dumps;
+  for (const auto& t : texts) dumps.push_back(rank_dump_from_json(nlohmann::json::parse(t)));
+  for (const auto& d : dumps)
+    for (const auto& c : d.calls)
+      if (c.state == CallState::Failed && (res.first_failure < 0 || c.t_completed < res.first_failure))
+        res.first_failure = c.t_completed;
+  AnalysisOptions ao;
+  ao.run_finished = all_ok && !res.hung;
+  if (res.guarded) {
+    res.diagnoses = analyze(dumps, ao);
+    if (auto v = guard.violation()) {
+      std::erase_if(res.diagnoses, [&](const Diagnosis& d) { return d.kind == v->kind; });
+      res.diagnoses.insert(res.diagnoses.begin(), *v);
+      res.time_to_diagnosis = guard.violation_time();
+    }
+  } else {
+    // Production: the dumps written on the deadline, and the diagnosis from the files alone.
+    res.dump_dir = o.dump_dir;
+    if (res.dump_dir.empty())
+      res.dump_dir = (std::filesystem::temp_directory_path() /
+                      fmt::format("collcheck-dumps-mpi-{}-{}", ::getpid(), epoch.time_since_epoch().count()))
+                         .string();
+    std::filesystem::create_directories(res.dump_dir);
+    for (size_t q = 0; q < texts.size(); ++q)
+      write_file_atomically((std::filesystem::path(res.dump_dir) / fmt::format("rank-{}.json", dumps[q].rank)).string(),
+                            texts[q]);
+    dumps = load_dumps(res.dump_dir);
+    res.diagnoses = analyze(dumps, ao);
+  }
+  if (!res.diagnoses.empty() && res.time_to_diagnosis < 0)
+    res.time_to_diagnosis = std::chrono::duration<double>(Clock::now() - epoch).count();
+  bool corrupted = false, mismatch = false;
+  for (const auto& d : res.diagnoses) {
+    corrupted |= d.kind == DiagnosisKind::CorruptedPayload;
+    mismatch |= d.kind == DiagnosisKind::ShapeMismatch || d.kind == DiagnosisKind::OrderMismatch;
+  }
+  for (size_t q = 0; q < verdicts.size(); ++q) res.results_checked += verdicts[q].at("checked").get<size_t>();
+  if (!mismatch && !corrupted) {
+    for (size_t q = 0; q < verdicts.size(); ++q) {
+      const std::string text = verdicts[q].at("wrong").get<std::string>();
+      if (text.empty()) continue;
+      Diagnosis d;
+      d.kind = DiagnosisKind::WrongResult;
+      d.ranks = {dumps[q].rank};
+      d.seq = verdicts[q].at("wrong_seq").get<uint64_t>();
+      d.text = text;
+      res.diagnoses.push_back(d);
+      break;
+    }
   }
   res.dumps = std::move(dumps);
   return res;

@@ -40,6 +40,14 @@ struct ReplayResult {
 // implementation that does not exist, the MPI world outside mpirun).
 ReplayResult replay_scenario(const Scenario& s, const ReplayOptions& o = {});
 
+class MpiWorld;
+// The same run in the MPI world (every process calls it; s.ranks must equal
+// the number of processes). Rank 0's result holds the diagnosis; the other
+// ranks' results are not meaningful. Guarded mode exchanges fingerprints
+// before each call; unguarded mode gathers every rank's dump to rank 0 and
+// diagnoses from those files alone.
+ReplayResult replay_scenario_mpi(const Scenario& s, const ReplayOptions& o, MpiWorld& world);
+
 // Whether `r` matches the expectation `e` (diagnosis kind, and the ranks, seq,
 // edge and fields it names); `why` says what differs.
 bool expectation_holds(const ExpectSpec& e, const ReplayResult& r, std::string* why);
