@@ -423,14 +423,68 @@ int run_analyze_command(const std::string& dir) {
 
 struct FaultsFlags {
   std::string impl = "ring";
-  int ranks = 4;
+  int ranks = -1;  // -1: 4, or every process in the MPI world
   std::string mode = "both";
+  std::string world = "threads";
+  size_t random = 0;  // > 0: the detection property, this many random cases
+  std::string seed = "1";
 };
+
+// The detection property as a command: `random` generated clean scenarios
+// with a random fault each, replayed in this world (every MPI rank generates
+// the same cases from the seed), each diagnosis compared with the fault.
+int run_detection_command(const FaultsFlags& f, int p, uint64_t seed) {
+  collcheck::MpiWorld* mpi = collcheck::MpiWorld::get();
+  const bool root = !mpi || mpi->rank() == 0;
+  if (root)
+    fmt::print("collcheck faults --random {}: the detection property, {} ranks {}, seed {:#x}\n", f.random, p,
+               mpi ? "as MPI processes" : "as threads", seed);
+  rc::Random base(seed);
+  const auto gen = collcheck::gen_detection_case(p, p);
+  size_t missed = 0;
+  double worst_over = 0;
+  for (size_t i = 0; i < f.random; ++i) {
+    const rc::Random ri = base.split();
+    const collcheck::DetectionCase c = gen(ri, static_cast<int>(i % (rc::kNominalSize + 1))).value();
+    const auto replay = [&](const collcheck::Scenario& s) {
+      return mpi ? collcheck::replay_scenario_mpi(s, {}, *mpi) : collcheck::replay_scenario(s, {});
+    };
+    const collcheck::DetectionOutcome o = collcheck::check_detection(c, replay);
+    if (!root) continue;
+    worst_over = std::max(worst_over, o.seconds - o.limit_s);
+    const std::string fault = c.fault ? c.fault->kind : "none (clean)";
+    if (!o.ok) {
+      ++missed;
+      fmt::print("case {}: {} ({}): {}\n", i + 1, fault, c.guarded ? "guarded" : "unguarded", o.why);
+    }
+  }
+  int code = missed ? 1 : 0;
+  if (root) {
+    fmt::print("{} of {} cases diagnosed as injected (no miss, no false alarm: {}); worst time beyond the limit: "
+               "{:.3f} s\n",
+               f.random - missed, f.random, missed ? "NO" : "yes", worst_over);
+  }
+  if (mpi) {
+    if (root) {
+      for (int q = 1; q < mpi->size(); ++q)
+        mpi->send(q, 22, std::to_string(code), collcheck::Clock::now() + std::chrono::seconds(30));
+    } else {
+      auto c = mpi->recv(0, 22, collcheck::Clock::now() + std::chrono::seconds(120));
+      code = c ? std::atoi(c->c_str()) : 1;
+    }
+  }
+  return code;
+}
 
 int run_faults_command(const FaultsFlags& f) {
   using collcheck::UsageError;
-  if (f.ranks < 2 || f.ranks > kMaxThreadRanks)
-    throw UsageError(fmt::format("--ranks must be between 2 and {} for the fault table, got {}", kMaxThreadRanks, f.ranks));
+  collcheck::MpiWorld* mpi = collcheck::MpiWorld::get();
+  const int ranks = f.ranks == -1 ? (mpi ? mpi->size() : 4) : f.ranks;
+  if (mpi && ranks != mpi->size())
+    throw UsageError(fmt::format("--ranks is {}, but mpirun started {} processes; in the MPI world every process is a "
+                                 "rank", ranks, mpi->size()));
+  if (ranks < 2 || ranks > kMaxThreadRanks)
+    throw UsageError(fmt::format("--ranks must be between 2 and {} for the fault table, got {}", kMaxThreadRanks, ranks));
   if (f.mode != "both" && f.mode != "guarded" && f.mode != "unguarded")
     throw UsageError(fmt::format("--mode must be guarded, unguarded or both, got '{}'", f.mode));
   try {
@@ -438,10 +492,27 @@ int run_faults_command(const FaultsFlags& f) {
   } catch (const collcheck::ImplementationError& e) {
     throw UsageError(fmt::format("--impl: {}", e.what()));
   }
-  const collcheck::Scenario base = collcheck::fault_table_scenario(f.ranks, f.impl);
-  fmt::print("collcheck faults: impl {}, {} ranks as threads, deadline {} s per call\n", f.impl, f.ranks, base.deadline_s);
-  fmt::print("scenario: {}\n\n", base.name);
-  fmt::print("{:<18} {:<10} {:<9} {:>12} {:>9}  {}\n", "fault", "mode", "detected", "diagnosed at", "run took", "diagnosis");
+  if (f.random > 0) {
+    uint64_t seed = 0;
+    try {
+      size_t pos = 0;
+      seed = std::stoull(f.seed, &pos, 0);
+      if (pos != f.seed.size()) throw std::invalid_argument("trailing");
+    } catch (const std::exception&) {
+      throw UsageError(fmt::format("--seed must be a non-negative integer, got '{}'", f.seed));
+    }
+    if (ranks > 8) throw UsageError(fmt::format("--random draws worlds of at most 8 ranks, got {}", ranks));
+    return run_detection_command(f, ranks, seed);
+  }
+  const bool root = !mpi || mpi->rank() == 0;
+  const collcheck::Scenario base = collcheck::fault_table_scenario(ranks, f.impl);
+  if (root) {
+    fmt::print("collcheck faults: impl {}, {} ranks {}, deadline {} s per call\n", f.impl, ranks,
+               mpi ? "as MPI processes" : "as threads", base.deadline_s);
+    fmt::print("scenario: {}\n\n", base.name);
+    fmt::print("{:<18} {:<10} {:<9} {:>12} {:>9}  {}\n", "fault", "mode", "detected", "diagnosed at", "run took",
+               "diagnosis");
+  }
   bool all = true;
   for (const auto& n : collcheck::nemeses()) {
     for (bool guarded : {true, false}) {
@@ -450,8 +521,9 @@ int run_faults_command(const FaultsFlags& f) {
       s.guarded = guarded;
       s.faults = {collcheck::fault_table_instance(base, std::string(n.name))};
       s.expect = n.expected(base, s.faults.front());
-      const auto r = collcheck::replay_scenario(s, {});
+      const auto r = mpi ? collcheck::replay_scenario_mpi(s, {}, *mpi) : collcheck::replay_scenario(s, {});
       if (!r.dump_dir.empty()) std::filesystem::remove_all(r.dump_dir);
+      if (!root) continue;
       std::string why;
       const bool ok = collcheck::expectation_holds(*s.expect, r, &why);
       all = all && ok;
@@ -461,8 +533,18 @@ int run_faults_command(const FaultsFlags& f) {
       if (!ok) fmt::print("{:<18} {:<10} {}\n", "", "", why);
     }
   }
-  fmt::print("\n{}\n", all ? "every fault detected and named" : "SOME FAULTS WERE NOT DIAGNOSED AS INJECTED");
-  return all ? 0 : 1;
+  int code = all ? 0 : 1;
+  if (root) fmt::print("\n{}\n", all ? "every fault detected and named" : "SOME FAULTS WERE NOT DIAGNOSED AS INJECTED");
+  if (mpi) {  // every rank exits with rank 0's verdict
+    if (root) {
+      for (int q = 1; q < mpi->size(); ++q)
+        mpi->send(q, 22, std::to_string(code), collcheck::Clock::now() + std::chrono::seconds(30));
+    } else {
+      auto c = mpi->recv(0, 22, collcheck::Clock::now() + std::chrono::seconds(120));
+      code = c ? std::atoi(c->c_str()) : 1;
+    }
+  }
+  return code;
 }
 
 }  // namespace
@@ -485,8 +567,13 @@ int main(int argc, char** argv) {
   auto* fa = app.add_subcommand("faults", "Inject every nemesis into a small training-step scenario and print fault, "
                                           "detected, diagnosis and time to diagnosis");
   fa->add_option("--impl", faults.impl, "implementation: ring, tree, dbtree or plugin:<path.so>")->capture_default_str();
-  fa->add_option("--ranks", faults.ranks, "world size (ranks as threads)")->capture_default_str();
+  fa->add_option("--ranks", faults.ranks, "world size (default: 4 as threads; every process in the MPI world)");
   fa->add_option("--mode", faults.mode, "guarded, unguarded or both")->capture_default_str();
+  fa->add_option("--world", faults.world, "threads (the default) or mpi (under mpirun; every process is a rank)")
+      ->capture_default_str();
+  fa->add_option("--random", faults.random,
+                 "run the detection property instead: this many random scenarios, each with a random fault");
+  fa->add_option("--seed", faults.seed, "seed of --random")->capture_default_str();
   std::string analyze_dir;
   auto* an = app.add_subcommand("analyze", "Diagnose from the per-rank flight-recorder dumps alone "
                                             "(rank-*.json in a directory)");
@@ -518,8 +605,9 @@ int main(int argc, char** argv) {
   // The MPI world starts before anything else runs; every process parsed the
   // same command line, so they all reach here, or all failed above alike.
   const bool mpi_world = (app.got_subcommand("verify") && verify.world == "mpi") ||
-                         (app.got_subcommand("replay") && replay.world == "mpi");
-  for (const std::string* w : {&verify.world, &replay.world})
+                         (app.got_subcommand("replay") && replay.world == "mpi") ||
+                         (app.got_subcommand("faults") && faults.world == "mpi");
+  for (const std::string* w : {&verify.world, &replay.world, &faults.world})
     if (*w != "threads" && *w != "mpi") {
       std::fprintf(stderr, "collcheck: error: --world must be threads or mpi, got '%s'\n", w->c_str());
       return 2;

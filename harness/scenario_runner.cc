@@ -406,14 +406,34 @@ ReplayResult replay_scenario_mpi(const Scenario& in, const ReplayOptions& o, Mpi
   std::vector<CallOut> outs;
   RankEnv env{s, r, p, impl, timeout, rec, outs, {}, {}};
   if (res.guarded) env.before_call = [&guard, r](const CallFingerprint& fp) { guard.check(r, fp); };
-  env.stall = [&] { std::this_thread::sleep_until(epoch + millis(limit_s - 1)); };
+  // Runs are numbered alike on every rank; the number keeps one run's messages
+  // (and transfers) apart from the next one's.
+  static uint64_t run_number = 0;
+  ++run_number;
+  const int over_tag = 1000 + static_cast<int>(run_number % 1000);
+  env.stall = [&] {
+    // Never enter the remaining calls: wait until another rank's program has
+    // ended (they give up on this one at their deadline), or the run's limit.
+    (void)world.recv(MPI_ANY_SOURCE, over_tag, epoch + millis(limit_s - 1));
+  };
   MpiLinks& links = world.links(p);
-  links.set_epoch(1);
-  bool ok = true;
+  links.set_epoch(run_number);
+  bool ok = true, stalled = false;
+  for (const auto& st : s.program(r)) stalled |= st.kind == Step::Stall;
   try {
     run_rank_program(env, links);
   } catch (const std::exception& e) {
     ok = false;
+  }
+  if (!stalled) {
+    // Tell a stalled rank, if there is one, that the others are done. Small
+    // messages go eagerly; nobody waits for these to be read.
+    for (int q = 0; q < p; ++q) {
+      if (q == r) continue;
+      MPI_Request req;
+      MPI_Isend("x", 1, MPI_CHAR, q, over_tag, world.control(), &req);
+      MPI_Request_free(&req);
+    }
   }
 
   // Rank 0 gathers every rank's dump and oracle verdict (every wait bounded).

@@ -95,12 +95,12 @@ rc::Gen<DetectionCase> gen_detection_case(int min_ranks, int max_ranks) {
   return rc::Gen<DetectionCase>(DetectionGen(min_ranks, max_ranks));
 }
 
-DetectionOutcome check_detection(const DetectionCase& c) {
+DetectionOutcome check_detection(const DetectionCase& c, const std::function<ReplayResult(const Scenario&)>& replay) {
   DetectionOutcome o;
   const Scenario s = c.scenario();
   ReplayOptions ro;
   const auto t0 = Clock::now();
-  o.result = replay_scenario(s, ro);
+  o.result = replay ? replay(s) : replay_scenario(s, ro);
   o.seconds = std::chrono::duration<double>(Clock::now() - t0).count();
   if (!o.result.dump_dir.empty()) std::filesystem::remove_all(o.result.dump_dir);
   // The run's budget: the sleeps, and for a stalled rank one deadline (the

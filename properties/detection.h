@@ -7,6 +7,7 @@
 
 #include <rapidcheck.h>
 
+#include <functional>
 #include <optional>
 #include <string>
 
@@ -32,7 +33,9 @@ struct DetectionOutcome {
   ReplayResult result;
 };
 
-DetectionOutcome check_detection(const DetectionCase& c);
+// Replays with `replay` (default: the thread world's replay_scenario).
+DetectionOutcome check_detection(const DetectionCase& c,
+                                 const std::function<ReplayResult(const Scenario&)>& replay = {});
 
 // The scenario `collcheck faults` runs each nemesis against.
 Scenario fault_table_scenario(int ranks, const std::string& impl);
