@@ -559,6 +559,10 @@ int main(int argc, char** argv) {
   std::string b = "1K", e = "256K", d = "float32", op = "sum", algo = "ring", count, data = "mixed";
   int check = 1;
   add_sweep(app, sweep, b, e, d, op, algo, count, data, check);
+  std::string sweep_world = "threads";
+  app.get_subcommand("sweep")->add_option("--world", sweep_world,
+                                          "threads (the default) or mpi (under mpirun; every process is a rank)")
+      ->capture_default_str();
   VerifyFlags verify;
   add_verify(app, verify);
   ReplayFlags replay;
@@ -604,10 +608,12 @@ int main(int argc, char** argv) {
 
   // The MPI world starts before anything else runs; every process parsed the
   // same command line, so they all reach here, or all failed above alike.
-  const bool mpi_world = (app.got_subcommand("verify") && verify.world == "mpi") ||
+  const bool sweep_ranks_given = app.get_subcommand("sweep")->count("--ranks") > 0;
+  const bool mpi_world = (app.got_subcommand("sweep") && sweep_world == "mpi") ||
+                         (app.got_subcommand("verify") && verify.world == "mpi") ||
                          (app.got_subcommand("replay") && replay.world == "mpi") ||
                          (app.got_subcommand("faults") && faults.world == "mpi");
-  for (const std::string* w : {&verify.world, &replay.world, &faults.world})
+  for (const std::string* w : {&sweep_world, &verify.world, &replay.world, &faults.world})
     if (*w != "threads" && *w != "mpi") {
       std::fprintf(stderr, "collcheck: error: --world must be threads or mpi, got '%s'\n", w->c_str());
       return 2;
@@ -648,6 +654,12 @@ int main(int argc, char** argv) {
       sweep.dtypes = collcheck::parse_dtype_list(d, "-d/--datatype");
       sweep.ops = collcheck::parse_op_list(op, "-o/--op");
       sweep.algos = collcheck::parse_algo_list(algo, "--algo");
+      if (auto* w = collcheck::MpiWorld::get()) {
+        if (sweep_ranks_given && sweep.ranks != w->size())
+          throw collcheck::UsageError(fmt::format("--ranks is {}, but mpirun started {} processes; in the MPI world "
+                                                  "every process is a rank", sweep.ranks, w->size()));
+        sweep.ranks = w->size();
+      }
       if (sweep.ranks < 1 || sweep.ranks > kMaxThreadRanks)
         throw collcheck::UsageError(fmt::format("--ranks must be between 1 and {} for the thread world, got {}",
                                                 kMaxThreadRanks, sweep.ranks));
@@ -660,7 +672,18 @@ int main(int argc, char** argv) {
       if (!dc) throw collcheck::UsageError(
             fmt::format("unknown --data '{}'; allowed: {}", data, collcheck::data_class_choices()));
       sweep.data = *dc;
-      return collcheck::run_sweep(sweep, stdout).exit_code();
+      int sweep_code = collcheck::run_sweep(sweep, stdout).exit_code();
+      if (auto* w = collcheck::MpiWorld::get()) {  // every rank exits with rank 0's verdict
+        std::fflush(stdout);
+        if (w->rank() == 0) {
+          for (int q = 1; q < w->size(); ++q)
+            w->send(q, 23, std::to_string(sweep_code), collcheck::Clock::now() + std::chrono::seconds(30));
+        } else {
+          auto c = w->recv(0, 23, collcheck::Clock::now() + std::chrono::seconds(120));
+          sweep_code = c ? std::atoi(c->c_str()) : 1;
+        }
+      }
+      return sweep_code;
     }
     if (app.got_subcommand("verify")) return run_verify_command(verify);
     if (app.got_subcommand("replay")) return run_replay_command(replay);

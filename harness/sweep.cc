@@ -6,8 +6,11 @@
 #include <cmath>
 #include <cstring>
 #include <memory>
+#include <thread>
 
 #include "harness/communicator.h"
+#include "harness/mpi_impl.h"
+#include "harness/mpi_world.h"
 #include "harness/oracle.h"
 #include "harness/thread_world.h"
 
@@ -45,7 +48,114 @@ double memcpy_bandwidth(size_t bytes, int iters) {
   return s > 0 ? static_cast<double>(bytes) / s / 1e9 : 0;
 }
 
-SweepRow run_row(ThreadWorld& world, const SweepOptions& o, size_t count, DType t, RedOp op,
+// Where a row's ranks run. The thread world shares memory, so the root sees
+// every rank's buffers at once; the MPI world runs this process's rank and
+// then moves the other ranks' buffers to rank 0 (the root) for checking.
+class RowWorld {
+ public:
+  virtual ~RowWorld() = default;
+  virtual int size() const = 0;
+  virtual bool root() const { return true; }
+  // Runs fn on every rank; every rank learns whether all of them succeeded
+  // (the root gets the per-rank details).
+  virtual WorldRun run(const ThreadWorld::RankFn& fn, std::chrono::milliseconds limit) = 0;
+  // Rank r's `bytes` bytes at buffers[r] are copied to the root's buffers[r].
+  virtual void gather(const std::vector<std::byte*>& /*buffers*/, size_t /*bytes*/) {}
+};
+
+class ThreadRowWorld final : public RowWorld {
+ public:
+  explicit ThreadRowWorld(int p) : world_(p) {}
+  int size() const override { return world_.size(); }
+  WorldRun run(const ThreadWorld::RankFn& fn, std::chrono::milliseconds limit) override { return world_.run(fn, limit); }
+
+ private:
+  ThreadWorld world_;
+};
+
+class MpiRowWorld final : public RowWorld {
+ public:
+  explicit MpiRowWorld(MpiWorld& w) : w_(w) {}
+  int size() const override { return w_.size(); }
+  bool root() const override { return w_.rank() == 0; }
+
+  WorldRun run(const ThreadWorld::RankFn& fn, std::chrono::milliseconds limit) override {
+    struct Ctx final : RankContext {
+      MpiWorld& w;
+      explicit Ctx(MpiWorld& world) : w(world) {}
+      int rank() const override { return w.rank(); }
+      int size() const override { return w.size(); }
+      Links& links() override { return w.links(w.size()); }
+      void barrier(Deadline deadline) override {
+        MPI_Request req;
+        MPI_Ibarrier(w.comm(w.size()), &req);
+        for (int flag = 0;;) {
+          MPI_Test(&req, &flag, MPI_STATUS_IGNORE);
+          if (flag) return;
+          if (Clock::now() >= deadline)
+            throw std::runtime_error(fmt::format("rank {}: barrier not reached by every rank by the deadline", w.rank()));
+          std::this_thread::yield();
+        }
+      }
+    } ctx(w_);
+    w_.links(w_.size()).set_epoch(++epoch_);
+    RankOutcome mine;
+    try {
+      fn(ctx);
+      mine.ok = true;
+    } catch (const std::exception& e) {
+      mine.error = e.what();
+    }
+    mine.returned = true;
+    const Deadline by = Clock::now() + limit;
+    WorldRun run;
+    run.ranks.assign(static_cast<size_t>(w_.size()), RankOutcome{});
+    if (root()) {
+      run.ranks[0] = mine;
+      for (int q = 1; q < w_.size(); ++q) {
+        auto m = w_.recv(q, kTagOutcome, by);
+        auto& o = run.ranks[static_cast<size_t>(q)];
+        if (!m) {
+          o.error = fmt::format("rank {} sent no outcome by the deadline", q);
+          run.hung = true;
+          continue;
+        }
+        o.returned = true;
+        o.ok = (*m)[0] == '1';
+        o.error = m->substr(1);
+      }
+      const std::string verdict = run.ok() ? "1" : "0";
+      for (int q = 1; q < w_.size(); ++q) w_.send(q, kTagVerdict, verdict, by);
+    } else {
+      w_.send(0, kTagOutcome, (mine.ok ? "1" : "0") + mine.error, by);
+      auto v = w_.recv(0, kTagVerdict, by);
+      for (auto& o : run.ranks) o = RankOutcome{true, v && *v == "1", ""};
+      if (!v) run.ranks[0] = RankOutcome{false, false, "rank 0 sent no verdict by the deadline"};
+    }
+    return run;
+  }
+
+  void gather(const std::vector<std::byte*>& buffers, size_t bytes) override {
+    const Deadline by = Clock::now() + std::chrono::seconds(60);
+    if (!root()) {
+      w_.send(0, kTagData, std::string(reinterpret_cast<const char*>(buffers[static_cast<size_t>(w_.rank())]), bytes), by);
+      return;
+    }
+    for (int q = 1; q < w_.size(); ++q) {
+      auto m = w_.recv(q, kTagData, by);
+      if (!m || m->size() != bytes)
+        throw std::runtime_error(fmt::format("rank {}'s buffer did not arrive at rank 0 for checking", q));
+      std::memcpy(buffers[static_cast<size_t>(q)], m->data(), bytes);
+    }
+  }
+
+ private:
+  static constexpr int kTagOutcome = 31, kTagVerdict = 32, kTagData = 33;
+  MpiWorld& w_;
+  uint64_t epoch_ = 0;
+};
+
+SweepRow run_row(RowWorld& world, const SweepOptions& o, size_t count, DType t, RedOp op,
                  const std::string& algo) {
   const int p = world.size();
   const size_t es = dtype_size(t);
@@ -106,6 +216,11 @@ SweepRow run_row(ThreadWorld& world, const SweepOptions& o, size_t count, DType 
     row.error = timed.failures();
     return row;
   }
+  {
+    std::vector<std::byte*> secs;
+    for (auto& x : seconds) secs.push_back(reinterpret_cast<std::byte*>(&x));
+    world.gather(secs, sizeof(double));
+  }
   const double sec = *std::max_element(seconds.begin(), seconds.end()) / std::max(o.iters, 1);
   row.time_us = sec * 1e6;
   row.algbw = sec > 0 ? static_cast<double>(bytes) / sec / 1e9 : 0;
@@ -126,6 +241,16 @@ SweepRow run_row(ThreadWorld& world, const SweepOptions& o, size_t count, DType 
     row.error = checked.failures();
     return row;
   }
+  {  // the MPI world: every rank's output (canaries too) and input to the root
+    std::vector<std::byte*> outs, ins;
+    for (int r = 0; r < p; ++r) {
+      outs.push_back(outputs[static_cast<size_t>(r)]->mem.data());
+      if (!o.inplace) ins.push_back(inputs[static_cast<size_t>(r)].data());
+    }
+    world.gather(outs, outputs[0]->mem.size());
+    if (!o.inplace) world.gather(ins, bytes);
+  }
+  if (!world.root()) return row;
   const Reduction red = resolve_reduction(t, op, p, o.scalar);
   std::vector<const void*> out_ptrs, after_ptrs;
   for (int r = 0; r < p; ++r) {
@@ -194,11 +319,26 @@ std::vector<size_t> sweep_counts(const SweepOptions& o, DType t) {
   return counts;
 }
 
-SweepResult run_sweep(const SweepOptions& o, std::FILE* out) {
+SweepResult run_sweep(const SweepOptions& o, std::FILE* out_or_null) {
   SweepResult result;
-  ThreadWorld world(o.ranks);
-  fmt::print(out, "# collcheck sweep: {} ranks as threads (in-process links), {}, data {}, seed {}, {} iters, {} warmup, check {}\n",
-             o.ranks, o.inplace ? "in-place" : "out-of-place", data_class_name(o.data), o.seed, o.iters, o.warmup,
+  MpiWorld* mpi = MpiWorld::get();
+  std::unique_ptr<RowWorld> world;
+  if (mpi) {
+    world = std::make_unique<MpiRowWorld>(*mpi);
+  } else {
+    world = std::make_unique<ThreadRowWorld>(o.ranks);
+  }
+  // Only the root prints: the other MPI ranks write to /dev/null.
+  std::FILE* out = out_or_null;
+  std::unique_ptr<std::FILE, int (*)(std::FILE*)> devnull(nullptr, &std::fclose);
+  if (!world->root()) {
+    devnull.reset(std::fopen("/dev/null", "w"));
+    out = devnull.get();
+  }
+  fmt::print(out, "# collcheck sweep: {} ranks {}, {}, data {}, seed {}, {} iters, {} warmup, check {}\n",
+             world->size(), mpi ? fmt::format("as MPI processes ({} links)", mpi_library_version())
+                                : std::string("as threads (in-process links)"),
+             o.inplace ? "in-place" : "out-of-place", data_class_name(o.data), o.seed, o.iters, o.warmup,
              o.check ? 1 : 0);
   fmt::print(out, "# busbw = algbw * 2(p-1)/p; maxerr is the largest |result - exact| in units of the oracle's bound\n");
   fmt::print(out, "#\n# {:>12} {:>12} {:>9} {:>9} {:>6} {:>10} {:>11} {:>11} {:>8} {:>9}\n", "size(B)", "count", "type",
@@ -208,7 +348,7 @@ SweepResult run_sweep(const SweepOptions& o, std::FILE* out) {
     for (DType t : o.dtypes)
       for (RedOp op : o.ops)
         for (size_t count : sweep_counts(o, t)) {
-          SweepRow row = run_row(world, o, count, t, op, algo);
+          SweepRow row = run_row(*world, o, count, t, op, algo);
           const std::string err = o.check ? fmt::format("{:.3g}", row.max_err_units) : "N/A";
           fmt::print(out, "  {:>12} {:>12} {:>9} {:>9} {:>6} {:>10.1f} {:>11.3f} {:>11.3f} {:>8} {:>9}\n",
                      row.bytes, row.count, dtype_name(t), op_name(op), algo, row.time_us, row.algbw,
@@ -218,7 +358,7 @@ SweepResult run_sweep(const SweepOptions& o, std::FILE* out) {
           result.total_wrong += row.wrong;
           result.rows.push_back(std::move(row));
         }
-  if (o.memcpy_peer && !result.rows.empty()) {
+  if (o.memcpy_peer && !result.rows.empty() && world->root()) {
     size_t largest = 0;
     for (const auto& r : result.rows) largest = std::max(largest, r.bytes);
     if (largest > 0) {

@@ -389,3 +389,17 @@ TEST(Nccl, WithoutAGpuVerifySkipsWithTheCudaError) {
   EXPECT_NE(r.out.find(*nccl_unavailable()), std::string::npos) << r.out;
   std::printf("[ note    ] nccl skipped as expected here: %s\n", nccl_unavailable()->c_str());
 }
+
+// sweep in the MPI world: every row is timed and checked with one rank per
+// process; the other ranks' outputs travel to rank 0 for the check (if they
+// did not, rank 0 would see them differ and count wrong elements).
+TEST(MpiWorld, SweepTimesAndChecksEveryRow) {
+  const auto r = testutil::run_command(
+      mpirun(3) + " sweep --world mpi --algo all -d float32,int8,bfloat16 -o sum,max -b 1K -e 64K -n 3 -w 1", 300);
+  EXPECT_EQ(r.code, 0) << r.out;
+  EXPECT_NE(r.out.find("# collcheck sweep: 3 ranks as MPI processes"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("# 54 rows, 0 wrong elements"), std::string::npos) << r.out;
+  const auto bad = testutil::run_command(mpirun(2) + " sweep --world mpi --ranks 3", 120);
+  EXPECT_EQ(bad.code, 2) << bad.out;
+  EXPECT_NE(bad.out.find("--ranks is 3, but mpirun started 2 processes"), std::string::npos) << bad.out;
+}
