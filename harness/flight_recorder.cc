@@ -1,5 +1,8 @@
 #include "harness/flight_recorder.h"
 
+#include <filesystem>
+#include <set>
+
 #include "harness/atomic_file.h"
 
 #include <fmt/format.h>
@@ -38,8 +41,35 @@ uint64_t fnv1a(const void* data, size_t bytes) {
   return h;
 }
 
+namespace {
+std::mutex g_live_mu;
+std::set<const FlightRecorder*>& live() {
+  static auto* s = new std::set<const FlightRecorder*>();  // never destroyed: a crash may come late
+  return *s;
+}
+}  // namespace
+
 FlightRecorder::FlightRecorder(int rank, int size, Clock::time_point epoch, size_t capacity)
-    : rank_(rank), size_(size), epoch_(epoch), capacity_(capacity) {}
+    : rank_(rank), size_(size), epoch_(epoch), capacity_(capacity) {
+  std::lock_guard lk(g_live_mu);
+  live().insert(this);
+}
+
+FlightRecorder::~FlightRecorder() {
+  std::lock_guard lk(g_live_mu);
+  live().erase(this);
+}
+
+int dump_live_recorders(const std::string& dir, const std::string& reason) {
+  std::lock_guard lk(g_live_mu);
+  int n = 0;
+  std::filesystem::create_directories(dir);
+  for (const FlightRecorder* r : live()) {
+    r->dump(dir, reason);
+    ++n;
+  }
+  return n;
+}
 
 double FlightRecorder::now() const { return std::chrono::duration<double>(Clock::now() - epoch_).count(); }
 

@@ -58,7 +58,12 @@ struct TransferRecord {
 
 class FlightRecorder {
  public:
+  // Every live recorder is registered, so a crash can dump them all
+  // (dump_live_recorders, harness/crash_handler.h).
   FlightRecorder(int rank, int size, Clock::time_point epoch, size_t capacity = 4096);
+  ~FlightRecorder();
+  FlightRecorder(const FlightRecorder&) = delete;
+  FlightRecorder& operator=(const FlightRecorder&) = delete;
 
   int rank() const { return rank_; }
   double now() const;
@@ -103,6 +108,10 @@ struct RankDump {
 RankDump rank_dump_from_json(const nlohmann::json& j);
 
 uint64_t fnv1a(const void* data, size_t bytes);
+
+// Dumps every live recorder of this process into `dir` (rank-<r>.json each);
+// returns how many were written.
+int dump_live_recorders(const std::string& dir, const std::string& reason);
 
 // Links that record every transfer and every blocking wait into a recorder.
 // The fault injectors' link wrappers sit below it, so it sees what the

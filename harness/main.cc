@@ -23,6 +23,7 @@
 #include <filesystem>
 #include <fmt/ranges.h>
 
+#include "harness/crash_handler.h"
 #include "harness/gloo_impl.h"
 #include "harness/mpi_impl.h"
 #include "harness/mpi_world.h"
@@ -638,6 +639,12 @@ int main(int argc, char** argv) {
   } else if (const char* n = std::getenv("OMPI_COMM_WORLD_SIZE"); n && std::atoi(n) > 1) {
     std::fprintf(stderr, "collcheck: warning: started by mpirun with %s processes but without --world mpi: each "
                          "process runs its own thread world\n", n);
+  }
+  collcheck::install_crash_handler();
+  if (auto* w = collcheck::MpiWorld::get()) {
+    collcheck::set_crash_identity(fmt::format("rank {} of {} (pid {} on {})", w->rank(), w->size(), ::getpid(), w->host()));
+  } else {
+    collcheck::set_crash_identity(fmt::format("collcheck (pid {})", ::getpid()));
   }
   const int code = [&]() -> int {
 

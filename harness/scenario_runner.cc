@@ -11,6 +11,7 @@
 
 #include "faults/nemesis.h"
 #include "harness/communicator.h"
+#include "harness/crash_handler.h"
 #include "harness/data.h"
 #include "harness/guard.h"
 #include "harness/oracle.h"
@@ -181,6 +182,14 @@ ReplayResult replay_scenario(const Scenario& in, const ReplayOptions& o) {
   res.guarded = o.guarded.value_or(s.guarded);
   const int p = s.ranks;
   const Clock::time_point epoch = Clock::now();
+  // A crash dumps every rank's recorder where the dumps would go anyway.
+  const std::string crash_dir =
+      !o.dump_dir.empty() ? o.dump_dir
+                          : (std::filesystem::temp_directory_path() /
+                             fmt::format("collcheck-crash-{}-{}", ::getpid(), epoch.time_since_epoch().count()))
+                                .string();
+  set_crash_dump_dir(crash_dir);
+  set_crash_context(fmt::format("replaying {} ({})", s.file, s.name));
   FingerprintGuard guard(p, epoch, millis(s.deadline_s));
   std::vector<std::unique_ptr<FlightRecorder>> recs;
   for (int r = 0; r < p; ++r) recs.push_back(std::make_unique<FlightRecorder>(r, p, epoch));
@@ -393,6 +402,11 @@ ReplayResult replay_scenario_mpi(const Scenario& in, const ReplayOptions& o, Mpi
   // All ranks are alive at the start: a plain barrier gives them one time origin.
   MPI_Barrier(world.control());
   const Clock::time_point epoch = Clock::now();
+  set_crash_dump_dir(!o.dump_dir.empty() ? o.dump_dir
+                                         : (std::filesystem::temp_directory_path() /
+                                            fmt::format("collcheck-crash-{}-rank{}", ::getpid(), r))
+                                               .string());
+  set_crash_context(fmt::format("replaying {} ({})", s.file, s.name));
   double longest = 0;
   for (int q = 0; q < p; ++q) {
     double t = 0;

@@ -258,7 +258,10 @@ class CaseGen {
     const int sz = std::clamp(size, 0, rc::kNominalSize);
     Case c;
     // World size: grows with the size; 1 and 2 stay common.
-    const int pmax = 1 + (space_.max_ranks - 1) * std::max(sz, 10) / rc::kNominalSize;
+    // Rounded up: with --max-ranks 2 (an MPI world of 2 processes) truncation
+    // drew p = 2 only at the largest size, one case in 101.
+    const int pmax =
+        1 + ((space_.max_ranks - 1) * std::max(sz, 10) + rc::kNominalSize - 1) / rc::kNominalSize;
     c.p = 1 + static_cast<int>(next() % static_cast<uint64_t>(std::max(1, pmax)));
     c.dtype = pick(space_.dtypes, next());
     if (space_.excluded.empty()) {

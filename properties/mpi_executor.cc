@@ -2,6 +2,8 @@
 
 #include <fmt/format.h>
 
+#include "harness/crash_handler.h"
+
 #include <unistd.h>
 
 #include <condition_variable>
@@ -67,6 +69,8 @@ Watched& watched() {
 // One rank's part of a case; fills st for this rank.
 void run_my_part(MpiWorld& world, const Case& c, CaseExecution& st, const RunConfig& cfg, uint64_t epoch) {
   const int r = world.rank();
+  set_crash_context(fmt::format("running verify case {} on {} (replay it with --replay {})", case_summary(c),
+                                cfg.impl->name(), encode_case(c)));
   MpiLinks& links = world.links(c.p);
   links.set_epoch(epoch);
   RankOutcome& o = st.ranks[static_cast<size_t>(r)];

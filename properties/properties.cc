@@ -6,6 +6,7 @@
 #include <cstring>
 
 #include "harness/communicator.h"
+#include "harness/crash_handler.h"
 
 namespace collcheck {
 
@@ -165,6 +166,8 @@ ThreadWorld& CaseRunner::world(int p) {
 }
 
 CaseOutcome CaseRunner::run(const Case& c) {
+  set_crash_context(fmt::format("running verify case {} on {} (replay it with --replay {})", case_summary(c),
+                                cfg_.impl->name(), encode_case(c)));
   auto st = prepare_execution(c, cfg_.peers.size());
   st->limit = case_limit(cfg_);
   CaseExecution* s = st.get();

@@ -410,3 +410,16 @@ TEST(MpiWorld, SweepTimesAndChecksEveryRow) {
   EXPECT_EQ(bad.code, 2) << bad.out;
   EXPECT_NE(bad.out.find("--ranks is 3, but mpirun started 2 processes"), std::string::npos) << bad.out;
 }
+
+// A rank whose process dies: it names itself, the case and its replay token
+// before it goes, and Open MPI ends the job; nothing hangs.
+TEST(MpiWorld, ARankThatDiesSaysWhoAndWhatAndTheJobEnds) {
+  const auto r = testutil::run_command(mpirun(2) + " verify --world mpi --impl plugin:" PLUGIN_DIR
+                                                   "/crashes.so --cases 300 --seed 1",
+                                       120);
+  EXPECT_NE(r.code, 0) << r.out;
+  EXPECT_NE(r.code, 124) << "the job hung until the test's time limit:\n" << r.out;
+  EXPECT_NE(r.out.find("collcheck: rank 1 of 2 (pid "), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("died of signal SEGV while running verify case p=2"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("(replay it with --replay v1:p2:"), std::string::npos) << r.out;
+}

@@ -425,3 +425,29 @@ TEST(DetectionMpi, HundredCasesInAThreeProcessWorld) {
   EXPECT_NE(r.out.find("100 of 100 cases diagnosed as injected (no miss, no false alarm: yes)"), std::string::npos)
       << r.out;
 }
+
+// A crash dumps every rank's flight recorder (issue: "dumps JSON per rank on a
+// deadline, on a crash, or on request"), and analyze reads the dumps back.
+TEST(FlightRecorder, ACrashDumpsEveryRankAndAnalyzeReadsThem) {
+  const std::string dir = testing::TempDir() + "/crash-dumps";
+  std::filesystem::remove_all(dir);
+  const std::string file = testing::TempDir() + "/crashing.yaml";
+  std::ofstream(file) << "name: a plugin that crashes on rank 1\n"
+                         "world: {ranks: 2}\n"
+                         "impl: plugin:" PLUGIN_DIR "/crashes.so\n"
+                         "deadline: 2\n"
+                         "program:\n"
+                         "  - all_reduce: {tag: warmup, count: 2}\n"
+                         "  - all_reduce: {tag: grads, count: 100}\n";
+  const auto r = testutil::collcheck("replay " + file + " --dump-dir " + dir, 60);
+  EXPECT_NE(r.code, 0) << r.out;
+  EXPECT_NE(r.code, 124) << r.out;
+  EXPECT_NE(r.out.find("died of signal SEGV while replaying " + file), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("flight-recorder dumps written to " + dir), std::string::npos) << r.out;
+  ASSERT_TRUE(std::filesystem::exists(dir + "/rank-0.json")) << r.out;
+  ASSERT_TRUE(std::filesystem::exists(dir + "/rank-1.json")) << r.out;
+  const auto a = testutil::collcheck("analyze " + dir, 60);
+  EXPECT_EQ(a.code, 0) << a.out;
+  EXPECT_NE(a.out.find("dumped on: crash: replaying"), std::string::npos) << a.out;
+  EXPECT_NE(a.out.find("warmup"), std::string::npos) << "the completed first call is in the dump\n" << a.out;
+}
