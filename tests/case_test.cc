@@ -6,6 +6,7 @@
 #include <rapidcheck/gtest.h>
 
 #include <cmath>
+#include <map>
 #include <set>
 
 #include "harness/oracle.h"
@@ -109,6 +110,29 @@ TEST(Generator, FavoursEdgeCountsAndCoversEveryDtypeOpAndClass) {
   const auto e5 = edge_counts(5, 1000);
   for (size_t e : {0, 1, 3, 4, 5, 6, 9, 10, 11, 14, 15, 16, 39, 40, 41, 319, 320, 321, 255, 256, 257})
     EXPECT_TRUE(std::count(e5.begin(), e5.end(), static_cast<size_t>(e))) << e;
+}
+
+// Every world size up to max_ranks is drawn often, also for small worlds: an
+// MPI world of 2 processes once drew p = 2 in only 1 case of 101 (the upper
+// bound was rounded down).
+TEST(Generator, DrawsTheLargestWorldSizeOftenForEveryMaxRanks) {
+  for (int max_ranks = 1; max_ranks <= 8; ++max_ranks) {
+    CaseSpace s;
+    s.max_ranks = max_ranks;
+    const auto gen = gen_case(s);
+    rc::Random rnd(7);
+    std::map<int, int> n;
+    const int cases = 303;
+    for (int i = 0; i < cases; ++i) ++n[gen(rnd.split(), i % 101).value().p];
+    for (int p = 1; p <= max_ranks; ++p) EXPECT_GT(n[p], 0) << "p=" << p << " never drawn with max_ranks " << max_ranks;
+    // World size grows with RapidCheck's size, so large worlds come late by
+    // design; small worlds (MPI worlds of 2 to 4 processes) must reach their
+    // largest size in a good share of the cases from early on.
+    if (max_ranks <= 4) {
+      EXPECT_GE(n[max_ranks] * 4 * max_ranks, cases) << "p=" << max_ranks << " drawn " << n[max_ranks] << " times in "
+                                                    << cases << " with max_ranks " << max_ranks;
+    }
+  }
 }
 
 // Every shrink is simpler: fewer ranks, fewer elements, in-place turned off,
