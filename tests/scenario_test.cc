@@ -447,7 +447,10 @@ TEST(FlightRecorder, ACrashDumpsEveryRankAndAnalyzeReadsThem) {
   ASSERT_TRUE(std::filesystem::exists(dir + "/rank-0.json")) << r.out;
   ASSERT_TRUE(std::filesystem::exists(dir + "/rank-1.json")) << r.out;
   const auto a = testutil::collcheck("analyze " + dir, 60);
-  EXPECT_EQ(a.code, 0) << a.out;
+  // The dumps are a snapshot at the crash: rank 0 may still be in the first
+  // call while rank 1 died in the second, which analyze rightly reports
+  // (exit 1), or both may be past the first call (exit 0). Never bad input.
+  EXPECT_TRUE(a.code == 0 || a.code == 1) << a.out;
   EXPECT_NE(a.out.find("dumped on: crash: replaying"), std::string::npos) << a.out;
   EXPECT_NE(a.out.find("warmup"), std::string::npos) << "the completed first call is in the dump\n" << a.out;
 }
