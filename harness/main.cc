@@ -381,11 +381,7 @@ int run_replay_command(const ReplayFlags& f) {
   } catch (const collcheck::ScenarioError& e) {
     throw collcheck::UsageError(e.what());
   }
-  if (mpi && mpi->rank() != 0) {
-    // Rank 0 judges; every rank exits with its code.
-    auto code = mpi->recv(0, 21, collcheck::Clock::now() + std::chrono::seconds(60));
-    return code ? std::atoi(code->c_str()) : 1;
-  }
+  if (mpi && mpi->rank() != 0) return mpi->agree_exit_code(1);  // rank 0 judges; its code wins
   print_replay(s, r);
   const collcheck::ExpectSpec none{"none", {}, {}, {}, {}};
   const collcheck::ExpectSpec& e = s.expect ? *s.expect : none;
@@ -396,12 +392,8 @@ int run_replay_command(const ReplayFlags& f) {
              e.seq ? fmt::format(" call #{}", *e.seq) : "",
              e.edge ? fmt::format(" edge {} -> {}", e.edge->first, e.edge->second) : "",
              ok ? "holds" : "DOES NOT HOLD: " + why);
-  if (mpi) {
-    std::fflush(stdout);
-    for (int q = 1; q < mpi->size(); ++q)
-      mpi->send(q, 21, ok ? "0" : "1", collcheck::Clock::now() + std::chrono::seconds(30));
-  }
-  return ok ? 0 : 1;
+  std::fflush(stdout);
+  return mpi ? mpi->agree_exit_code(ok ? 0 : 1) : (ok ? 0 : 1);
 }
 
 int run_analyze_command(const std::string& dir) {
@@ -465,16 +457,7 @@ int run_detection_command(const FaultsFlags& f, int p, uint64_t seed) {
                "{:.3f} s\n",
                f.random - missed, f.random, missed ? "NO" : "yes", worst_over);
   }
-  if (mpi) {
-    if (root) {
-      for (int q = 1; q < mpi->size(); ++q)
-        mpi->send(q, 22, std::to_string(code), collcheck::Clock::now() + std::chrono::seconds(30));
-    } else {
-      auto c = mpi->recv(0, 22, collcheck::Clock::now() + std::chrono::seconds(120));
-      code = c ? std::atoi(c->c_str()) : 1;
-    }
-  }
-  return code;
+  return mpi ? mpi->agree_exit_code(code) : code;
 }
 
 int run_faults_command(const FaultsFlags& f) {
@@ -536,16 +519,7 @@ int run_faults_command(const FaultsFlags& f) {
   }
   int code = all ? 0 : 1;
   if (root) fmt::print("\n{}\n", all ? "every fault detected and named" : "SOME FAULTS WERE NOT DIAGNOSED AS INJECTED");
-  if (mpi) {  // every rank exits with rank 0's verdict
-    if (root) {
-      for (int q = 1; q < mpi->size(); ++q)
-        mpi->send(q, 22, std::to_string(code), collcheck::Clock::now() + std::chrono::seconds(30));
-    } else {
-      auto c = mpi->recv(0, 22, collcheck::Clock::now() + std::chrono::seconds(120));
-      code = c ? std::atoi(c->c_str()) : 1;
-    }
-  }
-  return code;
+  return mpi ? mpi->agree_exit_code(code) : code;  // every rank exits with rank 0's verdict
 }
 
 }  // namespace
@@ -682,13 +656,7 @@ int main(int argc, char** argv) {
       int sweep_code = collcheck::run_sweep(sweep, stdout).exit_code();
       if (auto* w = collcheck::MpiWorld::get()) {  // every rank exits with rank 0's verdict
         std::fflush(stdout);
-        if (w->rank() == 0) {
-          for (int q = 1; q < w->size(); ++q)
-            w->send(q, 23, std::to_string(sweep_code), collcheck::Clock::now() + std::chrono::seconds(30));
-        } else {
-          auto c = w->recv(0, 23, collcheck::Clock::now() + std::chrono::seconds(120));
-          sweep_code = c ? std::atoi(c->c_str()) : 1;
-        }
+        sweep_code = w->agree_exit_code(sweep_code);
       }
       return sweep_code;
     }

@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <cstdlib>
 #include <stdexcept>
 #include <thread>
 
@@ -98,6 +99,16 @@ std::optional<std::string> MpiWorld::recv(int from, int tag, Deadline deadline) 
   std::string out(static_cast<size_t>(n), '\0');
   MPI_Recv(out.data(), n, MPI_BYTE, st.MPI_SOURCE, tag, control_, MPI_STATUS_IGNORE);
   return out;
+}
+
+int MpiWorld::agree_exit_code(int code) {
+  constexpr int kTagExitCode = 20;
+  if (rank_ == 0) {
+    for (int q = 1; q < size_; ++q) send(q, kTagExitCode, std::to_string(code), Clock::now() + std::chrono::seconds(30));
+    return code;
+  }
+  auto c = recv(0, kTagExitCode, Clock::now() + std::chrono::seconds(120));
+  return c ? std::atoi(c->c_str()) : 1;
 }
 
 void MpiWorld::abort(int code) {

@@ -39,6 +39,10 @@ class MpiWorld {
   // nullopt when nothing arrived by the deadline.
   std::optional<std::string> recv(int from, int tag, Deadline deadline);
 
+  // Every rank returns rank 0's `code` (rank 0 sends it; the others wait for
+  // it, at most two minutes, and return 1 if it never comes).
+  int agree_exit_code(int code);
+
   // Ends the job: every process exits with `code` (MPI_Abort).
   [[noreturn]] void abort(int code);
   void finalize();

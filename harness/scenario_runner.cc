@@ -46,6 +46,22 @@ std::chrono::milliseconds millis(double s) {
 
 }  // namespace
 
+// When the first call failed on any rank (seconds from the start; -1: none).
+double first_failure(const std::vector<RankDump>& dumps) {
+  double t = -1;
+  for (const auto& d : dumps)
+    for (const auto& c : d.calls)
+      if (c.state == CallState::Failed && (t < 0 || c.t_completed < t)) t = c.t_completed;
+  return t;
+}
+
+bool has_diagnosis(const ReplayResult& r, std::initializer_list<DiagnosisKind> kinds) {
+  for (const auto& d : r.diagnoses)
+    for (DiagnosisKind k : kinds)
+      if (d.kind == k) return true;
+  return false;
+}
+
 // Every waited result of rank r against the oracle (exact data: compared bit
 // for bit); the first wrong one as a diagnosis.
 std::optional<Diagnosis> check_outs(int p, int r, const std::vector<CallOut>& outs, size_t& checked) {
@@ -229,10 +245,7 @@ ReplayResult replay_scenario(const Scenario& in, const ReplayOptions& o) {
   const std::string reason = run.hung ? "run limit" : (run.ok() ? "end of run" : "call failed or deadline");
   std::vector<RankDump> dumps;
   for (const auto& rec : recs) dumps.push_back(rank_dump_from_json(rec->to_json(reason)));
-  for (const auto& d : dumps)
-    for (const auto& c : d.calls)
-      if (c.state == CallState::Failed && (res.first_failure < 0 || c.t_completed < res.first_failure))
-        res.first_failure = c.t_completed;
+  res.first_failure = first_failure(dumps);
 
   AnalysisOptions ao;
   ao.run_finished = run.ok();
@@ -266,11 +279,8 @@ ReplayResult replay_scenario(const Scenario& in, const ReplayOptions& o) {
     res.time_to_diagnosis = std::chrono::duration<double>(Clock::now() - epoch).count();
 
   // Every waited result against the oracle (exact data: compared bit for bit).
-  bool corrupted = false, mismatch = false;
-  for (const auto& d : res.diagnoses) {
-    corrupted |= d.kind == DiagnosisKind::CorruptedPayload;
-    mismatch |= d.kind == DiagnosisKind::ShapeMismatch || d.kind == DiagnosisKind::OrderMismatch;
-  }
+  const bool corrupted = has_diagnosis(res, {DiagnosisKind::CorruptedPayload});
+  const bool mismatch = has_diagnosis(res, {DiagnosisKind::ShapeMismatch, DiagnosisKind::OrderMismatch});
   if (!mismatch) {
     for (int r = 0; r < p; ++r) {
       auto wrong = check_outs(p, r, outs[static_cast<size_t>(r)], res.results_checked);
@@ -480,10 +490,7 @@ ReplayResult replay_scenario_mpi(const Scenario& in, const ReplayOptions& o, Mpi
   res.seconds = std::chrono::duration<double>(Clock::now() - epoch).count();
   std::vector<RankDump> dumps;
   for (const auto& t : texts) dumps.push_back(rank_dump_from_json(nlohmann::json::parse(t)));
-  for (const auto& d : dumps)
-    for (const auto& c : d.calls)
-      if (c.state == CallState::Failed && (res.first_failure < 0 || c.t_completed < res.first_failure))
-        res.first_failure = c.t_completed;
+  res.first_failure = first_failure(dumps);
   AnalysisOptions ao;
   ao.run_finished = all_ok && !res.hung;
   if (res.guarded) {
@@ -509,11 +516,8 @@ ReplayResult replay_scenario_mpi(const Scenario& in, const ReplayOptions& o, Mpi
   }
   if (!res.diagnoses.empty() && res.time_to_diagnosis < 0)
     res.time_to_diagnosis = std::chrono::duration<double>(Clock::now() - epoch).count();
-  bool corrupted = false, mismatch = false;
-  for (const auto& d : res.diagnoses) {
-    corrupted |= d.kind == DiagnosisKind::CorruptedPayload;
-    mismatch |= d.kind == DiagnosisKind::ShapeMismatch || d.kind == DiagnosisKind::OrderMismatch;
-  }
+  const bool corrupted = has_diagnosis(res, {DiagnosisKind::CorruptedPayload});
+  const bool mismatch = has_diagnosis(res, {DiagnosisKind::ShapeMismatch, DiagnosisKind::OrderMismatch});
   for (size_t q = 0; q < verdicts.size(); ++q) res.results_checked += verdicts[q].at("checked").get<size_t>();
   if (!mismatch && !corrupted) {
     for (size_t q = 0; q < verdicts.size(); ++q) {
