@@ -91,6 +91,14 @@ std::optional<Diagnosis> fingerprint_mismatch(const std::vector<RankDump>& dumps
                          d.kind == DiagnosisKind::OrderMismatch ? "collectives called in a different order"
                                                                 : "mismatched shapes",
                          k, ranks_text(ref->second), fp_text(r), others, flist);
+    size_t reached = 0;
+    for (const auto& [key, ranks] : groups) reached += ranks.size();
+    if (2 * ref->second.size() <= reached) {
+      // No strict majority: which side is the odd one out is a guess.
+      d.text += fmt::format("; no strict majority ({} of the {} ranks reached call #{}), so the group with the "
+                            "lowest rank was taken as the reference",
+                            reached, dumps.size(), k);
+    }
     return d;
   }
   return std::nullopt;

@@ -44,8 +44,14 @@ struct InProcFabric::Impl {
   }
   std::vector<std::unique_ptr<Mailbox>> boxes;  // indexed by destination rank
   std::atomic<bool> aborted{false};
+  // The first call whose transfers an abort fails (the smallest asked for).
+  std::atomic<uint64_t> abort_from{UINT64_MAX};
   std::mutex abort_mu;
   std::string abort_reason;
+
+  bool aborts(Tag tag) const {
+    return aborted.load(std::memory_order_acquire) && (tag >> 8) >= abort_from.load(std::memory_order_acquire);
+  }
 
   std::string reason() {
     std::lock_guard<std::mutex> g(abort_mu);
@@ -118,7 +124,7 @@ class InProcRequest final : public LinkRequest {
     const auto start = Clock::now();
     std::unique_lock<std::mutex> lk(box_->mu);
     box_->cv.wait_until(lk, deadline, [&] {
-      return op_->state != OpState::Pending || fabric_->aborted.load(std::memory_order_acquire);
+      return op_->state != OpState::Pending || fabric_->aborts(op_->tag);
     });
     if (check_locked()) return;
     // Still pending: the deadline expired or the world was aborted. Cancel first
@@ -127,7 +133,7 @@ class InProcRequest final : public LinkRequest {
     op_->state = OpState::Cancelled;
     lk.unlock();
     const auto waited = std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - start);
-    if (fabric_->aborted.load(std::memory_order_acquire)) {
+    if (fabric_->aborts(op_->tag)) {
       throw LinkAborted(fmt::format("rank {}: {} rank {} on {} aborted: {}", op_->rank, dir_name(op_->dir),
                                     op_->peer, describe_tag(op_->tag), fabric_->reason()),
                         op_->rank, op_->peer, op_->tag, op_->dir);
@@ -218,10 +224,11 @@ std::unique_ptr<Links> InProcFabric::links(int rank) {
   return std::make_unique<InProcLinks>(impl_, rank);
 }
 
-void InProcFabric::abort(const std::string& reason) {
+void InProcFabric::abort(const std::string& reason, uint64_t from_call) {
   {
     std::lock_guard<std::mutex> g(impl_->abort_mu);
     if (!impl_->aborted.load()) impl_->abort_reason = reason;
+    if (from_call < impl_->abort_from.load()) impl_->abort_from.store(from_call, std::memory_order_release);
   }
   impl_->aborted.store(true, std::memory_order_release);
   for (auto& b : impl_->boxes) {
@@ -244,6 +251,7 @@ void InProcFabric::reset() {
   }
   std::lock_guard<std::mutex> g(impl_->abort_mu);
   impl_->abort_reason.clear();
+  impl_->abort_from.store(UINT64_MAX, std::memory_order_release);
   impl_->aborted.store(false, std::memory_order_release);
 }
 

@@ -22,7 +22,12 @@ class InProcFabric {
   // The links of one rank. The fabric must outlive them.
   std::unique_ptr<Links> links(int rank);
   // Fails every pending and future wait with LinkAborted(reason) until reset().
-  void abort(const std::string& reason);
+  // With `from_call` > 0 only transfers of that call and later ones fail (a
+  // tag's call number is tag >> 8, see describe_tag): a rank that failed in
+  // call k took part in every earlier call, so the others finish those and
+  // reach call k, and the flight recorders show what every rank called there.
+  void abort(const std::string& reason, uint64_t from_call = 0);
+  // True once any abort happened (scoped or not).
   bool aborted() const;
   std::string abort_reason() const;
   // Clears an abort and drops every unmatched transfer (between runs).

@@ -241,6 +241,64 @@ expect: {diagnosis: order_mismatch, ranks: [1], seq: 3}
   EXPECT_EQ(wrong, 0);
 }
 
+// Found by the detection property (CI, case 220 of shard 1): in unguarded
+// mode, 7 ranks, rank 1 calls t1 with float32 where the others use float16.
+// The size mismatch failed ranks 1 and 2 while other ranks were still
+// finishing call #1; aborting every call cut their records short, and a 1-vs-1
+// tie at call #2 blamed rank 2. Only calls from the failed one on are aborted
+// now, so every rank's record of call #2 is in its dump.
+TEST(Unguarded, AMismatchKeepsItsMajorityWhenOtherRanksAreStillInTheCallBefore) {
+  const Scenario s = parse_scenario(R"(
+world: {ranks: 7}
+impl: ring
+deadline: 0.3
+mode: unguarded
+program:
+  - all_reduce: {tag: t0, count: 1817, dtype: float32, op: avg}
+  - all_reduce: {tag: t1, count: 569, dtype: float16, op: min}
+  - all_reduce: {tag: t2, count: 1055, dtype: float16, op: max}
+faults:
+  - mismatched_shape: {ranks: [1], calls: [1], dtype: float32}
+expect: {diagnosis: shape_mismatch, ranks: [1], seq: 2, fields: [dtype]}
+)",
+                                    "case220.yaml");
+  int wrong = 0;
+  for (int i = 0; i < 100; ++i) {
+    const ReplayResult r = replay_scenario(s);
+    std::string why;
+    if (!expectation_holds(*s.expect, r, &why) && wrong++ == 0) ADD_FAILURE() << why;
+    // Every rank reached call #2 and says what it called there.
+    for (const auto& d : r.dumps) {
+      bool has2 = false;
+      for (const auto& c : d.calls) has2 = has2 || c.seq == 2;
+      if (!has2 && wrong++ == 0) ADD_FAILURE() << "rank " << d.rank << " has no record of call #2";
+    }
+  }
+  EXPECT_EQ(wrong, 0);
+}
+
+// With two ranks a mismatch has no majority: the diagnosis says its choice of
+// the odd rank out is a guess.
+TEST(Unguarded, ATieSaysThereIsNoMajority) {
+  const Scenario s = parse_scenario(R"(
+world: {ranks: 2}
+impl: ring
+deadline: 0.3
+mode: unguarded
+program:
+  - all_reduce: {tag: t0, count: 64, dtype: float32, op: sum}
+faults:
+  - mismatched_shape: {ranks: [1], calls: [0], count: 65}
+)",
+                                    "tie.yaml");
+  const ReplayResult r = replay_scenario(s);
+  ASSERT_FALSE(r.diagnoses.empty());
+  EXPECT_EQ(r.diagnoses.front().kind, DiagnosisKind::ShapeMismatch);
+  EXPECT_NE(r.diagnoses.front().text.find("no strict majority (2 of the 2 ranks reached call #1)"),
+            std::string::npos)
+      << r.diagnoses.front().text;
+}
+
 // ---- the detection property ----
 
 // 1,000 cases in two shards of 500 (different seeds) that ctest runs side by
