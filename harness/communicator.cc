@@ -9,6 +9,8 @@
 #include <stdexcept>
 #include <thread>
 
+#include "harness/crash_handler.h"
+
 namespace collcheck {
 
 std::string CallFingerprint::describe() const {
@@ -96,6 +98,8 @@ struct Task {
 
 // The worker that executes async calls in issue order.
 struct Communicator::Engine {
+  explicit Engine(int r) : rank(r) {}
+  int rank;  // whose calls this thread runs (named if it crashes)
   std::mutex mu;
   std::condition_variable cv;
   std::deque<std::unique_ptr<Task>> queue;
@@ -146,6 +150,7 @@ struct Communicator::Engine {
     if (!thread.joinable()) {
       thread = std::thread([this] {
         pthread_setname_np(pthread_self(), "cc-async");  // visible in gdb, perf and hang dumps
+        set_crash_thread_rank(rank);
         loop();
       });
     }
@@ -173,7 +178,7 @@ struct Communicator::Engine {
 
 Communicator::Communicator(Links& links, CommOptions options)
     : links_(links), options_(std::move(options)), log_(std::make_shared<Work::Log>()),
-      engine_(std::make_unique<Engine>()) {
+      engine_(std::make_unique<Engine>(links.rank())) {
   impl_ = options_.impl ? options_.impl : make_implementation(options_.algorithm);
 }
 

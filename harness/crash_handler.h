@@ -3,8 +3,9 @@
 // On SIGSEGV, SIGBUS, SIGFPE, SIGILL or SIGABRT the handler writes one line to
 // stderr naming this process (its MPI rank, pid and host, when set) and what
 // it was doing (a verify case and its replay token, a scenario), then asks a
-// helper thread, started at installation, to dump every live flight recorder
-// into the crash dump directory, waits for it at most two seconds (a crash
+// helper thread, started with the first dump directory, to dump every live
+// flight recorder into the crash dump directory (each dump names the rank
+// whose thread died and the signal, so `collcheck analyze` can name them), waits for it at most two seconds (a crash
 // inside malloc can leave locks held), and finally hands the signal to the
 // handler that was there before (AddressSanitizer's, or the default), so the
 // process still dies of it. Under mpirun this is the diagnosis of a rank that
@@ -19,6 +20,11 @@ namespace collcheck {
 void install_crash_handler();
 // Who this process is ("rank 2 (pid 812 on node7)"); kept for the crash line.
 void set_crash_identity(std::string_view who);
+// The rank of this process (MPI world), named in the crash dumps.
+void set_crash_process_rank(int rank);
+// The rank whose work the calling thread does (threads world: a rank's thread,
+// or its communicator's async thread); the crash line and dumps name it.
+void set_crash_thread_rank(int rank);
 // What it is doing now; kept in a fixed buffer (truncated), read by the handler.
 void set_crash_context(std::string_view what);
 // Where the flight recorders go on a crash ("" = not dumped).

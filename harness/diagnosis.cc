@@ -18,6 +18,7 @@ constexpr std::pair<DiagnosisKind, std::string_view> kNames[] = {
     {DiagnosisKind::UnwaitedWork, "unwaited_work"},         {DiagnosisKind::ReadBeforeWait, "read_before_wait"},
     {DiagnosisKind::SlowLink, "slow_link"},                 {DiagnosisKind::CorruptedPayload, "corrupted_payload"},
     {DiagnosisKind::WrongResult, "wrong_result"},           {DiagnosisKind::CallFailed, "call_failed"},
+    {DiagnosisKind::RankCrashed, "rank_crashed"},
 };
 
 std::string ranks_text(const std::vector<int>& r) {
@@ -131,6 +132,46 @@ std::optional<Diagnosis> missing_rank(const std::vector<RankDump>& dumps) {
     return dg;
   }
   return std::nullopt;
+}
+
+// The crash handler wrote the dumps: name the rank that died, of which
+// signal, and where it was (the call it had begun and not finished, or the
+// last call it finished).
+std::optional<Diagnosis> crashed_rank(const std::vector<RankDump>& dumps) {
+  const CrashNote* note = nullptr;
+  for (const auto& d : dumps)
+    if (d.crash) note = &*d.crash;
+  if (!note) return std::nullopt;
+  Diagnosis dg;
+  dg.kind = DiagnosisKind::RankCrashed;
+  std::string last;
+  for (const auto& d : dumps) last += fmt::format("{}{}: #{}", last.empty() ? "" : ", ", d.rank, last_completed(d));
+  if (note->rank < 0) {
+    dg.text = fmt::format("the process died of signal {} on a thread that is not a rank's (a library's own thread, "
+                          "or the driver); last call completed per rank: {}",
+                          note->signal, last);
+    return dg;
+  }
+  dg.ranks = {note->rank};
+  std::string where = "(its dump is not here)";
+  for (const auto& d : dumps) {
+    if (d.rank != note->rank) continue;
+    const CallRecord* in_call = nullptr;
+    for (const auto& c : d.calls)
+      if (c.state == CallState::Scheduled || c.state == CallState::Started) in_call = in_call ? in_call : &c;
+    if (in_call) {
+      dg.seq = in_call->seq;
+      where = fmt::format("in call #{} ({}), which it had {}", in_call->seq, fp_text(*in_call),
+                          in_call->state == CallState::Started ? "begun" : "scheduled but not begun");
+    } else if (const uint64_t k = last_completed(d)) {
+      where = fmt::format("outside any call, after call #{}", k);
+    } else {
+      where = "before its first call";
+    }
+  }
+  dg.text = fmt::format("rank {} died of signal {} {}; last call completed per rank: {}", note->rank, note->signal,
+                        where, last);
+  return dg;
 }
 
 // Ranks blocked on each other in a cycle (each in a call the others have not reached or left).
@@ -298,12 +339,18 @@ std::string diagnosis_choices() {
 
 std::vector<Diagnosis> analyze(const std::vector<RankDump>& dumps, const AnalysisOptions& o) {
   std::vector<Diagnosis> out;
-  if (auto d = fingerprint_mismatch(dumps)) {
-    out.push_back(*d);
-  } else if (auto m = missing_rank(dumps)) {
-    out.push_back(*m);
-  } else if (auto c = wait_cycle(dumps)) {
-    out.push_back(*c);
+  // A mismatch is named first even when a rank then crashed (a mismatched
+  // count can overrun a buffer); a crash explains ranks left waiting for it.
+  const auto mismatch = fingerprint_mismatch(dumps);
+  const auto crash = crashed_rank(dumps);
+  if (mismatch) out.push_back(*mismatch);
+  if (crash) out.push_back(*crash);
+  if (!mismatch && !crash) {
+    if (auto m = missing_rank(dumps)) {
+      out.push_back(*m);
+    } else if (auto c = wait_cycle(dumps)) {
+      out.push_back(*c);
+    }
   }
   transfer_checks(dumps, o, out);
   // Reads before wait, and (in a finished run) async calls never waited for.
@@ -368,10 +415,31 @@ std::vector<RankDump> load_dumps(const std::string& dir) {
   }
   if (out.empty()) throw std::runtime_error(fmt::format("{}: no rank-*.json dumps found", dir));
   std::sort(out.begin(), out.end(), [](const RankDump& a, const RankDump& b) { return a.rank < b.rank; });
-  for (size_t i = 0; i < out.size(); ++i) {
-    if (out[i].rank != static_cast<int>(i) || out[i].size != static_cast<int>(out.size()))
-      throw std::runtime_error(fmt::format("{}: expected dumps of ranks 0..{} of one world, found rank {} of size {}", dir,
-                                           out.size() - 1, out[i].rank, out[i].size));
+  const int size = out.front().size;
+  std::set<int> have;
+  for (const auto& d : out) {
+    if (d.size != size)
+      throw std::runtime_error(fmt::format("{}: the dumps are of different worlds: rank {} of size {}, rank {} of size {}",
+                                           dir, out.front().rank, size, d.rank, d.size));
+    if (d.rank < 0 || d.rank >= size || !have.insert(d.rank).second)
+      throw std::runtime_error(fmt::format("{}: rank {} is not one of ranks 0..{}, or appears twice", dir, d.rank,
+                                           size - 1));
+  }
+  if (static_cast<int>(out.size()) != size) {
+    std::vector<int> missing;
+    for (int r = 0; r < size; ++r)
+      if (!have.count(r)) missing.push_back(r);
+    std::string crash;
+    for (const auto& d : out) {
+      if (d.crash && d.crash->rank >= 0)
+        crash = fmt::format(". These are crash dumps: rank {} died of signal {}, and in the MPI world only the "
+                            "process that died writes its dump",
+                            d.crash->rank, d.crash->signal);
+    }
+    throw std::runtime_error(fmt::format("{}: dumps of a world of {} ranks, but {} missing; the analysis needs every "
+                                         "rank's dump{}",
+                                         dir, size, ranks_text(missing) + (missing.size() == 1 ? " is" : " are"),
+                                         crash));
   }
   return out;
 }

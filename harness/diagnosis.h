@@ -26,6 +26,7 @@ enum class DiagnosisKind : uint8_t {
   CorruptedPayload,  // bytes differ between what was sent and what arrived
   WrongResult,       // a result the oracle rejects, with no other explanation
   CallFailed,        // a call failed for another reason (its error is quoted)
+  RankCrashed,       // a rank's thread (or process) died of a signal; the dumps were written by the crash handler
 };
 std::string_view diagnosis_name(DiagnosisKind k);
 std::optional<DiagnosisKind> parse_diagnosis(std::string_view s);

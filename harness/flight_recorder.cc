@@ -60,12 +60,12 @@ FlightRecorder::~FlightRecorder() {
   live().erase(this);
 }
 
-int dump_live_recorders(const std::string& dir, const std::string& reason) {
+int dump_live_recorders(const std::string& dir, const std::string& reason, const CrashNote* crash) {
   std::lock_guard lk(g_live_mu);
   int n = 0;
   std::filesystem::create_directories(dir);
   for (const FlightRecorder* r : live()) {
-    r->dump(dir, reason);
+    r->dump(dir, reason, crash);
     ++n;
   }
   return n;
@@ -151,12 +151,13 @@ BlockedOn FlightRecorder::blocked_on() const {
   return blocked_;
 }
 
-nlohmann::json FlightRecorder::to_json(const std::string& reason) const {
+nlohmann::json FlightRecorder::to_json(const std::string& reason, const CrashNote* crash) const {
   std::lock_guard<std::mutex> g(mu_);
   nlohmann::json j;
   j["rank"] = rank_;
   j["size"] = size_;
   j["reason"] = reason;
+  if (crash) j["crash"] = {{"rank", crash->rank}, {"signal", crash->signal}};
   j["dumped_at"] = now();
   j["dropped_calls"] = dropped_calls_;
   auto& calls = j["calls"] = nlohmann::json::array();
@@ -196,8 +197,8 @@ nlohmann::json FlightRecorder::to_json(const std::string& reason) const {
   return j;
 }
 
-void FlightRecorder::dump(const std::string& dir, const std::string& reason) const {
-  write_file_atomically(fmt::format("{}/rank-{}.json", dir, rank_), to_json(reason).dump(1));
+void FlightRecorder::dump(const std::string& dir, const std::string& reason, const CrashNote* crash) const {
+  write_file_atomically(fmt::format("{}/rank-{}.json", dir, rank_), to_json(reason, crash).dump(1));
 }
 
 RankDump rank_dump_from_json(const nlohmann::json& j) {
@@ -205,6 +206,8 @@ RankDump rank_dump_from_json(const nlohmann::json& j) {
   d.rank = j.at("rank").get<int>();
   d.size = j.at("size").get<int>();
   d.reason = j.value("reason", "");
+  if (j.contains("crash") && !j["crash"].is_null())
+    d.crash = CrashNote{j["crash"].at("rank").get<int>(), j["crash"].at("signal").get<std::string>()};
   for (const auto& c : j.at("calls")) {
     CallRecord r;
     r.seq = c.at("seq").get<uint64_t>();

@@ -11,6 +11,7 @@
 #include <memory>
 #include <mutex>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -56,6 +57,13 @@ struct TransferRecord {
   bool send = false;        // recorded by the sender (true) or the receiver (false)
 };
 
+// The crash that made a dump: the rank whose thread died (-1: a thread that
+// is not a rank's, such as a library's own), and the signal ("SEGV").
+struct CrashNote {
+  int rank = -1;
+  std::string signal;
+};
+
 class FlightRecorder {
  public:
   // Every live recorder is registered, so a crash can dump them all
@@ -81,9 +89,9 @@ class FlightRecorder {
   std::vector<TransferRecord> transfers() const;
   BlockedOn blocked_on() const;
 
-  nlohmann::json to_json(const std::string& reason) const;
+  nlohmann::json to_json(const std::string& reason, const CrashNote* crash = nullptr) const;
   // Writes <dir>/rank-<r>.json atomically (a temporary file, then rename).
-  void dump(const std::string& dir, const std::string& reason) const;
+  void dump(const std::string& dir, const std::string& reason, const CrashNote* crash = nullptr) const;
 
  private:
   CallRecord* find(uint64_t seq);
@@ -104,6 +112,7 @@ struct RankDump {
   std::vector<CallRecord> calls;
   std::vector<TransferRecord> transfers;
   BlockedOn blocked_on;
+  std::optional<CrashNote> crash;  // dumped by the crash handler
 };
 RankDump rank_dump_from_json(const nlohmann::json& j);
 
@@ -111,7 +120,7 @@ uint64_t fnv1a(const void* data, size_t bytes);
 
 // Dumps every live recorder of this process into `dir` (rank-<r>.json each);
 // returns how many were written.
-int dump_live_recorders(const std::string& dir, const std::string& reason);
+int dump_live_recorders(const std::string& dir, const std::string& reason, const CrashNote* crash = nullptr);
 
 // Links that record every transfer and every blocking wait into a recorder.
 // The fault injectors' link wrappers sit below it, so it sees what the

@@ -617,6 +617,7 @@ int main(int argc, char** argv) {
   collcheck::install_crash_handler();
   if (auto* w = collcheck::MpiWorld::get()) {
     collcheck::set_crash_identity(fmt::format("rank {} of {} (pid {} on {})", w->rank(), w->size(), ::getpid(), w->host()));
+    collcheck::set_crash_process_rank(w->rank());
   } else {
     collcheck::set_crash_identity(fmt::format("collcheck (pid {})", ::getpid()));
   }

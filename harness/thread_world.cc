@@ -7,6 +7,7 @@
 #include <stdexcept>
 #include <thread>
 
+#include "harness/crash_handler.h"
 #include "impl/inproc_links.h"
 
 namespace collcheck {
@@ -102,6 +103,7 @@ void wake_barrier(ThreadWorld::State& s) {
 }
 
 void rank_main(std::shared_ptr<ThreadWorld::State> s, int rank) {
+  set_crash_thread_rank(rank);  // a crash on this thread names the rank
   uint64_t seen = 0;
   for (;;) {
     const ThreadWorld::RankFn* fn;

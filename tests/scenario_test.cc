@@ -190,6 +190,53 @@ TEST(FlightRecorder, RingBufferIsBoundedAndDumpRoundTrips) {
   EXPECT_EQ(d.calls.back().state, CallState::Completed);
   EXPECT_TRUE(d.blocked_on.blocked);
   EXPECT_EQ(d.blocked_on.peer, 2);
+  EXPECT_FALSE(d.crash);
+  const CrashNote note{3, "BUS"};
+  const RankDump c = rank_dump_from_json(rec.to_json("crash: test", &note));
+  ASSERT_TRUE(c.crash);
+  EXPECT_EQ(c.crash->rank, 3);
+  EXPECT_EQ(c.crash->signal, "BUS");
+}
+
+// Dumps the crash handler wrote: the analysis names the rank that died, the
+// signal and the call it was in, before the ranks it left waiting.
+TEST(Analyze, ACrashIsNamedWithItsRankSignalAndCall) {
+  const auto epoch = Clock::now();
+  std::vector<RankDump> dumps;
+  for (int r = 0; r < 3; ++r) {
+    FlightRecorder rec(r, 3, epoch);
+    for (uint64_t k = 1; k <= 2; ++k) {
+      CallRecord c;
+      c.seq = k;
+      c.tag = "grads" + std::to_string(k);
+      c.count = 100;
+      rec.scheduled(c);
+      rec.started(k);
+      if (k == 1) rec.completed(k);
+    }
+    if (r != 2) rec.blocked(2, false, 2 << 8);  // the others wait for the dead rank
+    const CrashNote note{2, "SEGV"};
+    dumps.push_back(rank_dump_from_json(rec.to_json("crash: test", &note)));
+  }
+  auto found = analyze(dumps, AnalysisOptions{});
+  ASSERT_FALSE(found.empty());
+  EXPECT_EQ(found.front().kind, DiagnosisKind::RankCrashed);
+  EXPECT_EQ(found.front().ranks, std::vector<int>{2});
+  EXPECT_EQ(found.front().seq, 2u);
+  EXPECT_NE(found.front().text.find("rank 2 died of signal SEGV in call #2 (grads2 count=100"), std::string::npos)
+      << found.front().text;
+  for (const auto& d : found) EXPECT_NE(d.kind, DiagnosisKind::MissingRank) << format_diagnosis(d);
+  // A thread that is not a rank's.
+  for (auto& d : dumps) d.crash->rank = -1;
+  found = analyze(dumps, AnalysisOptions{});
+  ASSERT_FALSE(found.empty());
+  EXPECT_EQ(found.front().kind, DiagnosisKind::RankCrashed);
+  EXPECT_TRUE(found.front().ranks.empty());
+  EXPECT_NE(found.front().text.find("not a rank's"), std::string::npos) << found.front().text;
+  // Without a crash note the same records read as a missing rank... or stuck ranks, not a crash.
+  for (auto& d : dumps) d.crash.reset();
+  found = analyze(dumps, AnalysisOptions{});
+  for (const auto& d : found) EXPECT_NE(d.kind, DiagnosisKind::RankCrashed) << format_diagnosis(d);
 }
 
 TEST(MissingWait, PoisonedOutputUntilWait) {
@@ -392,6 +439,11 @@ TEST(AnalyzeCli, SameDiagnosisFromTheDumps) {
   r = testutil::collcheck("analyze /nonexistent-dir");
   EXPECT_EQ(r.code, 2) << r.out;
   EXPECT_NE(r.out.find("not a directory"), std::string::npos) << r.out;
+  // An incomplete set is bad input that names what is missing.
+  std::filesystem::remove(dir + "/rank-0.json");
+  r = testutil::collcheck("analyze " + dir);
+  EXPECT_EQ(r.code, 2) << r.out;
+  EXPECT_NE(r.out.find("dumps of a world of 3 ranks, but rank 0 is missing"), std::string::npos) << r.out;
 }
 
 TEST(FaultsCli, EveryNemesisDetectedInBothModes) {
@@ -504,11 +556,14 @@ TEST(FlightRecorder, ACrashDumpsEveryRankAndAnalyzeReadsThem) {
   EXPECT_NE(r.out.find("flight-recorder dumps written to " + dir), std::string::npos) << r.out;
   ASSERT_TRUE(std::filesystem::exists(dir + "/rank-0.json")) << r.out;
   ASSERT_TRUE(std::filesystem::exists(dir + "/rank-1.json")) << r.out;
+  EXPECT_NE(r.out.find("on rank 1's thread, died of signal SEGV"), std::string::npos) << r.out;
   const auto a = testutil::collcheck("analyze " + dir, 60);
-  // The dumps are a snapshot at the crash: rank 0 may still be in the first
-  // call while rank 1 died in the second, which analyze rightly reports
-  // (exit 1), or both may be past the first call (exit 0). Never bad input.
-  EXPECT_TRUE(a.code == 0 || a.code == 1) << a.out;
+  // The dumps say which rank's thread died: analyze names it, its signal and
+  // the call it was in, wherever rank 0 was at that moment.
+  EXPECT_EQ(a.code, 1) << a.out;
+  EXPECT_NE(a.out.find("rank_crashed [rank 1] [call #2]: rank 1 died of signal SEGV in call #2 (grads count=100"),
+            std::string::npos)
+      << a.out;
   EXPECT_NE(a.out.find("dumped on: crash: replaying"), std::string::npos) << a.out;
   EXPECT_NE(a.out.find("warmup"), std::string::npos) << "the completed first call is in the dump\n" << a.out;
 }
