@@ -198,6 +198,19 @@ TEST(FlightRecorder, RingBufferIsBoundedAndDumpRoundTrips) {
   EXPECT_EQ(c.crash->signal, "BUS");
 }
 
+// Real dumps from a CI run (tests/data/descheduled_receiver/README.md): a
+// clean run in an oversubscribed MPI world where the receiver of one of the
+// two transfers on edge 2 -> 0 was descheduled. A slow link needs a strict
+// majority of its edge's transfers to be slow.
+TEST(Analyze, OneLateTransferOfTwoNamesNoSlowEdge) {
+  const auto dumps = load_dumps(std::string(SOURCE_DIR) + "/tests/data/descheduled_receiver");
+  ASSERT_EQ(dumps.size(), 4u);
+  const auto found = analyze(dumps, AnalysisOptions{});
+  for (const auto& d : found) EXPECT_NE(d.kind, DiagnosisKind::SlowLink) << format_diagnosis(d);
+  ASSERT_FALSE(found.empty());
+  EXPECT_EQ(found.front().kind, DiagnosisKind::ReadBeforeWait) << format_diagnosis(found.front());
+}
+
 // Dumps the crash handler wrote: the analysis names the rank that died, the
 // signal and the call it was in, before the ranks it left waiting.
 TEST(Analyze, ACrashIsNamedWithItsRankSignalAndCall) {
