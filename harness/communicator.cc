@@ -112,7 +112,7 @@ struct Communicator::Engine {
     std::string what;
     if (t.state->recorder) t.state->recorder->started(t.state->call.seq);
     try {
-      t.impl->all_reduce(AllReduceArgs{t.send, t.recv, t.count, t.red, *t.links, t.state->call.seq << 8,
+      t.impl->all_reduce(AllReduceArgs{t.send, t.recv, t.count, t.red, *t.links, call_tag(t.state->call.seq),
                                 t.state->deadline});
     } catch (const std::exception& e) {
       err = std::current_exception();
@@ -203,7 +203,7 @@ void Communicator::all_reduce(const void* send, void* recv, size_t count, DType 
     if (options_.before_call) options_.before_call(fp);
     if (options_.recorder) options_.recorder->started(fp.seq);
     const Reduction red = resolve_reduction(dtype, op, size(), scalar);
-    impl_->all_reduce(AllReduceArgs{send, recv, count, red, links_, fp.seq << 8, deadline});
+    impl_->all_reduce(AllReduceArgs{send, recv, count, red, links_, call_tag(fp.seq), deadline});
   } catch (const std::exception& e) {
     if (options_.recorder) options_.recorder->completed(fp.seq, e.what());
     throw;

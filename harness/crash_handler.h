@@ -5,8 +5,8 @@
 // it was doing (a verify case and its replay token, a scenario), then asks a
 // helper thread, started with the first dump directory, to dump every live
 // flight recorder into the crash dump directory (each dump names the rank
-// whose thread died and the signal, so `collcheck analyze` can name them), waits for it at most two seconds (a crash
-// inside malloc can leave locks held), and finally hands the signal to the
+// whose thread died and the signal, so `collcheck analyze` can name them),
+// waits for it at most two seconds (a crash inside malloc can leave locks held), and finally hands the signal to the
 // handler that was there before (AddressSanitizer's, or the default), so the
 // process still dies of it. Under mpirun this is the diagnosis of a rank that
 // dies: Open MPI then ends the job, and nothing hangs.

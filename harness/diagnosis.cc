@@ -42,6 +42,13 @@ uint64_t last_completed(const RankDump& d) {
   return s;
 }
 
+// "0: #3, 1: #2, ...": the last call each rank completed.
+std::string last_completed_text(const std::vector<RankDump>& dumps) {
+  std::string s;
+  for (const auto& d : dumps) s += fmt::format("{}{}: #{}", s.empty() ? "" : ", ", d.rank, last_completed(d));
+  return s;
+}
+
 std::string fp_text(const CallRecord& c) {
   return fmt::format("{} count={} {} {}", c.tag, c.count, dtype_name(c.dtype), op_name(c.op));
 }
@@ -123,12 +130,10 @@ std::optional<Diagnosis> missing_rank(const std::vector<RankDump>& dumps) {
     dg.kind = DiagnosisKind::MissingRank;
     dg.seq = k;
     dg.ranks = missing;
-    std::string last;
-    for (const auto& d : dumps) last += fmt::format("{}{}: #{}", last.empty() ? "" : ", ", d.rank, last_completed(d));
     dg.text = fmt::format("{} never joined call #{} ({}), which {} joined but could not finish; last call completed "
                           "per rank: {}",
                           ranks_text(missing), k, fp_text(*call_of(dumps[static_cast<size_t>(joined.front())], k)),
-                          ranks_text(joined), last);
+                          ranks_text(joined), last_completed_text(dumps));
     return dg;
   }
   return std::nullopt;
@@ -144,8 +149,7 @@ std::optional<Diagnosis> crashed_rank(const std::vector<RankDump>& dumps) {
   if (!note) return std::nullopt;
   Diagnosis dg;
   dg.kind = DiagnosisKind::RankCrashed;
-  std::string last;
-  for (const auto& d : dumps) last += fmt::format("{}{}: #{}", last.empty() ? "" : ", ", d.rank, last_completed(d));
+  const std::string last = last_completed_text(dumps);
   if (note->rank < 0) {
     dg.text = fmt::format("the process died of signal {} on a thread that is not a rank's (a library's own thread, "
                           "or the driver); last call completed per rank: {}",
@@ -156,9 +160,13 @@ std::optional<Diagnosis> crashed_rank(const std::vector<RankDump>& dumps) {
   std::string where = "(its dump is not here)";
   for (const auto& d : dumps) {
     if (d.rank != note->rank) continue;
-    const CallRecord* in_call = nullptr;
-    for (const auto& c : d.calls)
-      if (c.state == CallState::Scheduled || c.state == CallState::Started) in_call = in_call ? in_call : &c;
+    const CallRecord* in_call = nullptr;  // the first call it had not finished
+    for (const auto& c : d.calls) {
+      if (c.state == CallState::Scheduled || c.state == CallState::Started) {
+        in_call = &c;
+        break;
+      }
+    }
     if (in_call) {
       dg.seq = in_call->seq;
       where = fmt::format("in call #{} ({}), which it had {}", in_call->seq, fp_text(*in_call),
@@ -215,7 +223,7 @@ std::string alpha_beta_comparison(const std::vector<RankDump>& dumps, const Pair
     const double bytes = static_cast<double>(p.first->bytes);
     if (std::make_pair(p.first->src, p.first->dst) == slow) {
       slow_lat.push_back(lat);
-      slow_calls.insert(p.first->tag >> 8);
+      slow_calls.insert(call_of_tag(p.first->tag));
       continue;
     }
     n += 1;
@@ -279,7 +287,7 @@ void transfer_checks(const std::vector<RankDump>& dumps, const AnalysisOptions& 
       Diagnosis dg;
       dg.kind = DiagnosisKind::CorruptedPayload;
       dg.edge = std::make_pair(p.first->src, p.first->dst);
-      dg.seq = p.first->tag >> 8;
+      dg.seq = call_of_tag(p.first->tag);
       dg.ranks = {p.first->dst};
       dg.text = fmt::format("the payload of a transfer from rank {} to rank {} ({}, {} bytes) changed on the link: "
                             "checksum {:#018x} sent, {:#018x} received",
@@ -299,11 +307,9 @@ void transfer_checks(const std::vector<RankDump>& dumps, const AnalysisOptions& 
   // that was descheduled (an oversubscribed node, a sanitizer) delays the few
   // it was late for, and one slow transfer out of two must not name an edge.
   std::vector<std::pair<double, std::pair<int, int>>> med;
-  std::map<std::pair<int, int>, size_t> samples;
   for (auto& [edge, v] : latency) {
     std::sort(v.begin(), v.end());
     med.push_back({v[(v.size() - 1) / 2], edge});
-    samples[edge] = v.size();
   }
   std::sort(med.begin(), med.end());
   const auto& worst = med.back();
@@ -318,7 +324,7 @@ void transfer_checks(const std::vector<RankDump>& dumps, const AnalysisOptions& 
     dg.text = fmt::format("the link from rank {} to rank {} is slow: median {:.1f} ms from send to arrival over its {} "
                           "transfers (a strict majority were at least that slow), against {:.3f} ms for the median "
                           "edge ({:.0f}x; measured from when both sides had posted)",
-                          worst.second.first, worst.second.second, worst.first * 1e3, samples[worst.second],
+                          worst.second.first, worst.second.second, worst.first * 1e3, latency[worst.second].size(),
                           others * 1e3, dg.factor);
     dg.text += alpha_beta_comparison(dumps, pairs, worst.second);
     out.push_back(dg);

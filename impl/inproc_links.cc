@@ -50,7 +50,7 @@ struct InProcFabric::Impl {
   std::string abort_reason;
 
   bool aborts(Tag tag) const {
-    return aborted.load(std::memory_order_acquire) && (tag >> 8) >= abort_from.load(std::memory_order_acquire);
+    return aborted.load(std::memory_order_acquire) && call_of_tag(tag) >= abort_from.load(std::memory_order_acquire);
   }
 
   std::string reason() {

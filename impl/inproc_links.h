@@ -23,7 +23,7 @@ class InProcFabric {
   std::unique_ptr<Links> links(int rank);
   // Fails every pending and future wait with LinkAborted(reason) until reset().
   // With `from_call` > 0 only transfers of that call and later ones fail (a
-  // tag's call number is tag >> 8, see describe_tag): a rank that failed in
+  // tag's call number is call_of_tag(tag)): a rank that failed in
   // call k took part in every earlier call, so the others finish those and
   // reach call k, and the flight recorders show what every rank called there.
   void abort(const std::string& reason, uint64_t from_call = 0);

@@ -5,9 +5,7 @@
 namespace collcheck {
 
 std::string describe_tag(Tag tag) {
-  // Communicators put the call's sequence number above the low 8 bits and the
-  // algorithm's channel in them.
-  return fmt::format("tag {:#x} (call #{}, channel {})", tag, tag >> 8, tag & 0xff);
+  return fmt::format("tag {:#x} (call #{}, channel {})", tag, call_of_tag(tag), channel_of_tag(tag));
 }
 
 void wait_all(std::vector<RequestPtr>& requests, Deadline deadline) {

@@ -74,6 +74,12 @@ class Links {
   virtual RequestPtr irecv(int peer, Tag tag, std::span<std::byte> data) = 0;
 };
 
+// The tag layout: communicators put a call's sequence number above the low 8
+// bits, and algorithms put their channel in them.
+constexpr Tag call_tag(uint64_t seq) { return seq << 8; }
+constexpr uint64_t call_of_tag(Tag tag) { return tag >> 8; }
+constexpr unsigned channel_of_tag(Tag tag) { return static_cast<unsigned>(tag & 0xff); }
+
 std::string describe_tag(Tag tag);
 
 // Waits for every request in order; the first failure is thrown and the

@@ -120,7 +120,7 @@ MpiLinks::MpiLinks(MPI_Comm comm) : comm_(comm) {
 int MpiLinks::mpi_tag(Tag tag) const {
   // tag = call sequence << 8 | channel; keep 15 bits of the sequence and 8 of
   // the epoch, then fold into what this MPI allows.
-  const uint64_t mixed = ((epoch_ & 0xff) << 23) | (((tag >> 8) & 0x7fff) << 8) | (tag & 0xff);
+  const uint64_t mixed = ((epoch_ & 0xff) << 23) | ((call_of_tag(tag) & 0x7fff) << 8) | channel_of_tag(tag);
   return static_cast<int>(mixed % (static_cast<uint64_t>(tag_ub_) + 1));
 }
 

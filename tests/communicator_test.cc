@@ -54,7 +54,7 @@ TEST(ThreadWorld, ARankThatFailsInACallLetsThePeersFinishEarlierCalls) {
       [&](RankContext& c) {
         std::vector<int> b{c.rank()};
         auto buf = std::as_writable_bytes(std::span(b));
-        const Tag call1 = Tag{1} << 8, call2 = Tag{2} << 8;
+        const Tag call1 = call_tag(1), call2 = call_tag(2);
         if (c.rank() == 1) throw LinkError("rank 1: size mismatch in call 2", 1, 2, call2, LinkDirection::Recv);
         if (c.rank() == 2) {
           std::this_thread::sleep_for(100ms);  // still in call 1 when rank 1 fails

@@ -126,20 +126,20 @@ TEST(InProcLinks, AnAbortFromACallLeavesEarlierCallsAlone) {
   auto l0 = f.links(0);
   auto l1 = f.links(1);
   std::vector<int> early(1), later(1), sent{7};
-  auto r1 = l0->irecv(1, (Tag{1} << 8) | 3, bytes(early));
-  auto r2 = l0->irecv(1, Tag{2} << 8, bytes(later));
+  auto r1 = l0->irecv(1, call_tag(1) | 3, bytes(early));
+  auto r2 = l0->irecv(1, call_tag(2), bytes(later));
   f.abort("rank 1 failed in call 2", 2);
   EXPECT_TRUE(f.aborted());
   const auto start = Clock::now();
   EXPECT_THROW(r2->wait(start + 10s), LinkAborted);
-  EXPECT_THROW(l0->irecv(1, Tag{3} << 8, bytes(later))->wait(start + 10s), LinkAborted);  // posted after the abort
+  EXPECT_THROW(l0->irecv(1, call_tag(3), bytes(later))->wait(start + 10s), LinkAborted);  // posted after the abort
   EXPECT_LT(Clock::now() - start, 5s);
-  auto s1 = l1->isend(0, (Tag{1} << 8) | 3, bytes(sent));
+  auto s1 = l1->isend(0, call_tag(1) | 3, bytes(sent));
   r1->wait(in(1s));  // call 1 is not aborted
   s1->wait(in(1s));
   EXPECT_EQ(early[0], 7);
   // A later, wider abort fails call 1 too.
-  auto r0 = l0->irecv(1, Tag{1} << 8, bytes(early));
+  auto r0 = l0->irecv(1, call_tag(1), bytes(early));
   f.abort("the run limit expired");
   EXPECT_THROW(r0->wait(in(10s)), LinkAborted);
   f.reset();

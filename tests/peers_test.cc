@@ -258,28 +258,13 @@ TEST(MpiDeviation, SaturatingInt8SumIsExactlyBounded) {
 
 // ---- the MPI world, under mpirun ----
 
-namespace {
-
-std::string mpirun(int np) {
-  // As root, Open MPI needs --allow-run-as-root; 2 cores need --oversubscribe.
-  // Under AddressSanitizer, leak checking is off in the MPI processes only:
-  // Open MPI's own allocations in its dlopen'ed components (unloaded by
-  // MPI_Finalize, so unsymbolizable and unsuppressible) are reported as leaks.
-  // Every other check stays on, and the thread-world tests run the same
-  // collcheck code with leak checking.
-  std::string env;
-  if (const char* a = std::getenv("ASAN_OPTIONS")) env = std::string("env ASAN_OPTIONS=") + a + ":detect_leaks=0 ";
-  return env + "mpirun --allow-run-as-root --oversubscribe -np " + std::to_string(np) + " " + COLLCHECK_BIN;
-}
-
-}  // namespace
 
 class MpiWorldSizes : public ::testing::TestWithParam<int> {};
 
 TEST_P(MpiWorldSizes, RingAgainstMpiPasses) {
   const int np = GetParam();
   const auto r = testutil::run_command(
-      mpirun(np) + " verify --world mpi --impl ring --against mpi --cases 500 --seed 1", 600);
+      testutil::mpirun(np) + " verify --world mpi --impl ring --against mpi --cases 500 --seed 1", 600);
   EXPECT_EQ(r.code, 0) << r.out;
   EXPECT_NE(r.out.find(fmt::format("MPI world of {} processes", np)), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("PASS: 500 cases"), std::string::npos) << r.out;
@@ -291,7 +276,7 @@ INSTANTIATE_TEST_SUITE_P(Mpi, MpiWorldSizes, ::testing::Values(2, 3, 4));
 
 TEST(MpiWorld, MpiAgainstReferencePeersWithAnAlgorithm) {
   const auto r = testutil::run_command(
-      mpirun(3) + " verify --world mpi --impl mpi --against ring,tree --mpi-algo 4 --cases 300 --seed 5", 600);
+      testutil::mpirun(3) + " verify --world mpi --impl mpi --against ring,tree --mpi-algo 4 --cases 300 --seed 5", 600);
   EXPECT_EQ(r.code, 0) << r.out;
   EXPECT_NE(r.out.find("MPI_Allreduce algorithm asked for: 4 (ring) via coll_tuned_use_dynamic_rules=1 "
                        "coll_tuned_allreduce_algorithm=4"),
@@ -301,7 +286,7 @@ TEST(MpiWorld, MpiAgainstReferencePeersWithAnAlgorithm) {
 
 TEST(MpiWorld, OpenMpiSaturatingInt8IsReportedAsTheDocumentedDeviation) {
   const std::string z = "0.0.0.0.0.0.0.0.0.0.0.0.0.0.0";
-  const auto r = testutil::run_command(mpirun(2) + " verify --world mpi --impl mpi --against ring --replay v1:p2:uint8:sum:s1:n16:oop:x:" +
+  const auto r = testutil::run_command(testutil::mpirun(2) + " verify --world mpi --impl mpi --against ring --replay v1:p2:uint8:sum:s1:n16:oop:x:" +
                                            z + ".c8/" + z + ".64",
                                        120);
   EXPECT_EQ(r.code, 0) << r.out;
@@ -311,20 +296,20 @@ TEST(MpiWorld, OpenMpiSaturatingInt8IsReportedAsTheDocumentedDeviation) {
 }
 
 TEST(MpiWorld, AMutantIsCaughtShrunkAndReplayable) {
-  const auto r = testutil::run_command(mpirun(3) + " verify --world mpi --impl plugin:" MUTANT_DIR
+  const auto r = testutil::run_command(testutil::mpirun(3) + " verify --world mpi --impl plugin:" MUTANT_DIR
                                                    "/double_contribution.so --cases 500 --seed 1",
                                        600);
   ASSERT_EQ(r.code, 1) << r.out;
   EXPECT_NE(r.out.find("FAIL: property agrees-with-oracle"), std::string::npos) << r.out;
   const std::string line = line_after(r.out, "replay: mpirun -np 3 collcheck ");
   ASSERT_FALSE(line.empty()) << r.out;
-  const auto again = testutil::run_command(mpirun(3) + " " + line, 120);
+  const auto again = testutil::run_command(testutil::mpirun(3) + " " + line, 120);
   EXPECT_EQ(again.code, 1) << again.out;
 }
 
 TEST(MpiWorld, ARankThatNeverReturnsIsNamedAndTheJobEnds) {
   const auto t0 = std::chrono::steady_clock::now();
-  const auto r = testutil::run_command(mpirun(2) + " verify --world mpi --impl plugin:" PLUGIN_DIR
+  const auto r = testutil::run_command(testutil::mpirun(2) + " verify --world mpi --impl plugin:" PLUGIN_DIR
                                                    "/never_returns.so --timeout 1 --cases 50 --seed 1",
                                        120);
   const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
@@ -339,12 +324,12 @@ TEST(MpiWorld, BadCombinationsExit2) {
   auto r = testutil::collcheck("verify --impl mpi --cases 10");
   EXPECT_EQ(r.code, 2) << r.out;
   EXPECT_NE(r.out.find("--world mpi"), std::string::npos) << r.out;
-  r = testutil::run_command(mpirun(2) + " verify --world mpi --impl gloo:ring --cases 10", 120);
+  r = testutil::run_command(testutil::mpirun(2) + " verify --world mpi --impl gloo:ring --cases 10", 120);
   EXPECT_EQ(r.code, 2) << r.out;
   EXPECT_NE(r.out.find("use --world threads"), std::string::npos) << r.out;
   r = testutil::collcheck("verify --impl ring --against mpi --world mpi --mpi-algo 9");
   EXPECT_EQ(r.code, 2) << r.out;
-  r = testutil::run_command(mpirun(2) + " verify --world mpi --impl ring --max-ranks 3 --cases 10", 120);
+  r = testutil::run_command(testutil::mpirun(2) + " verify --world mpi --impl ring --max-ranks 3 --cases 10", 120);
   EXPECT_EQ(r.code, 2) << r.out;
   EXPECT_NE(r.out.find("--max-ranks must be between 1 and 2"), std::string::npos) << r.out;
   r = testutil::collcheck("verify --impl ring --against nope");
@@ -402,11 +387,11 @@ TEST(Nccl, WithoutAGpuVerifySkipsWithTheCudaError) {
 // did not, rank 0 would see them differ and count wrong elements).
 TEST(MpiWorld, SweepTimesAndChecksEveryRow) {
   const auto r = testutil::run_command(
-      mpirun(3) + " sweep --world mpi --algo all -d float32,int8,bfloat16 -o sum,max -b 1K -e 64K -n 3 -w 1", 300);
+      testutil::mpirun(3) + " sweep --world mpi --algo all -d float32,int8,bfloat16 -o sum,max -b 1K -e 64K -n 3 -w 1", 300);
   EXPECT_EQ(r.code, 0) << r.out;
   EXPECT_NE(r.out.find("# collcheck sweep: 3 ranks as MPI processes"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("# 54 rows, 0 wrong elements"), std::string::npos) << r.out;
-  const auto bad = testutil::run_command(mpirun(2) + " sweep --world mpi --ranks 3", 120);
+  const auto bad = testutil::run_command(testutil::mpirun(2) + " sweep --world mpi --ranks 3", 120);
   EXPECT_EQ(bad.code, 2) << bad.out;
   EXPECT_NE(bad.out.find("--ranks is 3, but mpirun started 2 processes"), std::string::npos) << bad.out;
 }
@@ -414,7 +399,7 @@ TEST(MpiWorld, SweepTimesAndChecksEveryRow) {
 // A rank whose process dies: it names itself, the case and its replay token
 // before it goes, and Open MPI ends the job; nothing hangs.
 TEST(MpiWorld, ARankThatDiesSaysWhoAndWhatAndTheJobEnds) {
-  const auto r = testutil::run_command(mpirun(2) + " verify --world mpi --impl plugin:" PLUGIN_DIR
+  const auto r = testutil::run_command(testutil::mpirun(2) + " verify --world mpi --impl plugin:" PLUGIN_DIR
                                                    "/crashes.so --cases 300 --seed 1",
                                        120);
   EXPECT_NE(r.code, 0) << r.out;

@@ -4,9 +4,11 @@
 // detection property holds for thread worlds of 2 to 8 ranks.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 
 #include "faults/nemesis.h"
 #include "harness/communicator.h"
@@ -246,7 +248,7 @@ TEST(Analyze, ACrashIsNamedWithItsRankSignalAndCall) {
   EXPECT_EQ(found.front().kind, DiagnosisKind::RankCrashed);
   EXPECT_TRUE(found.front().ranks.empty());
   EXPECT_NE(found.front().text.find("not a rank's"), std::string::npos) << found.front().text;
-  // Without a crash note the same records read as a missing rank... or stuck ranks, not a crash.
+  // Without a crash note the same records name no crash.
   for (auto& d : dumps) d.crash.reset();
   found = analyze(dumps, AnalysisOptions{});
   for (const auto& d : found) EXPECT_NE(d.kind, DiagnosisKind::RankCrashed) << format_diagnosis(d);
@@ -273,6 +275,22 @@ TEST(MissingWait, PoisonedOutputUntilWait) {
   EXPECT_TRUE(run.ok()) << run.failures();
 }
 
+// Replays `s` n times; returns how many runs missed its expectation (or
+// failed `also`, which returns why, or "" when the run is fine). The first
+// miss is reported in full.
+static int replays_missing_the_expectation(const Scenario& s, int n,
+                                           const std::function<std::string(const ReplayResult&)>& also = {}) {
+  int wrong = 0;
+  for (int i = 0; i < n; ++i) {
+    const ReplayResult r = replay_scenario(s);
+    std::string why;
+    if (!expectation_holds(*s.expect, r, &why) || (also && !(why = also(r)).empty())) {
+      if (wrong++ == 0) ADD_FAILURE() << "replay " << i << " of " << n << ": " << why;
+    }
+  }
+  return wrong;
+}
+
 // Found by the detection property: with 3 ranks, rank 1 swaps its last two
 // async calls. The guard saw ranks 1 and 2 disagree at call #3 before rank 0
 // got there, and blamed rank 2 on a 1-vs-1 tie (one replay in five). It now
@@ -292,13 +310,7 @@ faults:
 expect: {diagnosis: order_mismatch, ranks: [1], seq: 3}
 )",
                                     "race.yaml");
-  int wrong = 0;
-  for (int i = 0; i < 200; ++i) {
-    const ReplayResult r = replay_scenario(s);
-    std::string why;
-    if (!expectation_holds(*s.expect, r, &why) && wrong++ == 0) ADD_FAILURE() << why;
-  }
-  EXPECT_EQ(wrong, 0);
+  EXPECT_EQ(replays_missing_the_expectation(s, 200), 0);
 }
 
 // Found by the detection property (CI, case 220 of shard 1): in unguarded
@@ -322,18 +334,13 @@ faults:
 expect: {diagnosis: shape_mismatch, ranks: [1], seq: 2, fields: [dtype]}
 )",
                                     "case220.yaml");
-  int wrong = 0;
-  for (int i = 0; i < 100; ++i) {
-    const ReplayResult r = replay_scenario(s);
-    std::string why;
-    if (!expectation_holds(*s.expect, r, &why) && wrong++ == 0) ADD_FAILURE() << why;
-    // Every rank reached call #2 and says what it called there.
-    for (const auto& d : r.dumps) {
-      bool has2 = false;
-      for (const auto& c : d.calls) has2 = has2 || c.seq == 2;
-      if (!has2 && wrong++ == 0) ADD_FAILURE() << "rank " << d.rank << " has no record of call #2";
-    }
-  }
+  // Every rank reached call #2 and says what it called there.
+  const int wrong = replays_missing_the_expectation(s, 100, [](const ReplayResult& r) -> std::string {
+    for (const auto& d : r.dumps)
+      if (std::none_of(d.calls.begin(), d.calls.end(), [](const CallRecord& c) { return c.seq == 2; }))
+        return "rank " + std::to_string(d.rank) + " has no record of call #2";
+    return "";
+  });
   EXPECT_EQ(wrong, 0);
 }
 
@@ -470,21 +477,6 @@ TEST(FaultsCli, EveryNemesisDetectedInBothModes) {
 
 // ---- the MPI world: one rank per process, under mpirun ----
 
-namespace {
-
-std::string mpirun(int np) {
-  // As root, Open MPI needs --allow-run-as-root; 2 cores need --oversubscribe.
-  // Under AddressSanitizer, leak checking is off in the MPI processes only:
-  // Open MPI's own allocations in its dlopen'ed components (unloaded by
-  // MPI_Finalize, so unsymbolizable and unsuppressible) are reported as leaks.
-  // Every other check stays on, and the thread-world tests run the same
-  // collcheck code with leak checking.
-  std::string env;
-  if (const char* a = std::getenv("ASAN_OPTIONS")) env = std::string("env ASAN_OPTIONS=") + a + ":detect_leaks=0 ";
-  return env + "mpirun --allow-run-as-root --oversubscribe -np " + std::to_string(np) + " " + COLLCHECK_BIN;
-}
-
-}  // namespace
 
 class ExampleMpi : public ::testing::TestWithParam<std::string> {};
 
@@ -493,7 +485,7 @@ TEST_P(ExampleMpi, ReplaysToItsDiagnosisInBothModes) {
   const std::string file = std::string(SOURCE_DIR) + "/examples/bugs/" + GetParam();
   const Scenario s = load_scenario(file);
   for (const char* mode : {"guarded", "unguarded"}) {
-    const auto r = testutil::run_command(mpirun(s.ranks) + " replay " + file + " --world mpi --mode " + mode, 120);
+    const auto r = testutil::run_command(testutil::mpirun(s.ranks) + " replay " + file + " --world mpi --mode " + mode, 120);
     EXPECT_EQ(r.code, 0) << mode << "\n" << r.out;
     EXPECT_NE(r.out.find("ranks as MPI processes"), std::string::npos) << r.out;
     EXPECT_NE(r.out.find("-> holds"), std::string::npos) << mode << "\n" << r.out;
@@ -519,21 +511,21 @@ TEST(ReplayMpi, AnExpectationThatDoesNotHoldExits1OnEveryRank) {
   text.replace(at, 10, "ranks: [1]");
   const std::string file = dir + "/wrong_expectation.yaml";
   std::ofstream(file) << text;
-  const auto r = testutil::run_command(mpirun(4) + " replay " + file + " --world mpi", 120);
+  const auto r = testutil::run_command(testutil::mpirun(4) + " replay " + file + " --world mpi", 120);
   EXPECT_EQ(r.code, 1) << r.out;
   EXPECT_NE(r.out.find("DOES NOT HOLD"), std::string::npos) << r.out;
 }
 
 TEST(ReplayMpi, TheWrongProcessCountIsBadInput) {
   const auto r = testutil::run_command(
-      mpirun(2) + " replay " + std::string(SOURCE_DIR) + "/examples/bugs/swapped_buckets.yaml --world mpi", 120);
+      testutil::mpirun(2) + " replay " + std::string(SOURCE_DIR) + "/examples/bugs/swapped_buckets.yaml --world mpi", 120);
   EXPECT_EQ(r.code, 2) << r.out;
   EXPECT_NE(r.out.find("world.ranks is 4, but mpirun started 2 processes; run it with -np 4"), std::string::npos)
       << r.out;
 }
 
 TEST(FaultsMpi, EveryNemesisIsNamedInTheMpiWorld) {
-  const auto r = testutil::run_command(mpirun(3) + " faults --world mpi", 300);
+  const auto r = testutil::run_command(testutil::mpirun(3) + " faults --world mpi", 300);
   EXPECT_EQ(r.code, 0) << r.out;
   EXPECT_NE(r.out.find("3 ranks as MPI processes"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("every fault detected and named"), std::string::npos) << r.out;
@@ -543,7 +535,7 @@ TEST(FaultsMpi, EveryNemesisIsNamedInTheMpiWorld) {
 // random scenarios from the seed; rank 0 compares each diagnosis with the
 // injected fault, and checks that no run outlasted its limit.
 TEST(DetectionMpi, HundredCasesInAThreeProcessWorld) {
-  const auto r = testutil::run_command(mpirun(3) + " faults --world mpi --random 100 --seed 11", 600);
+  const auto r = testutil::run_command(testutil::mpirun(3) + " faults --world mpi --random 100 --seed 11", 600);
   EXPECT_EQ(r.code, 0) << r.out;
   EXPECT_NE(r.out.find("100 of 100 cases diagnosed as injected (no miss, no false alarm: yes)"), std::string::npos)
       << r.out;
