@@ -209,6 +209,14 @@ std::optional<Diagnosis> wait_cycle(const std::vector<RankDump>& dumps) {
   return std::nullopt;
 }
 
+// A transfer's time on the link: from when both sides had posted (so a rank
+// busy elsewhere does not make its edges look slow) until both sides saw it
+// complete. A slow link delays both ends; a rank that was off the CPU (an
+// oversubscribed node, a sanitizer) delays only its own view.
+double transfer_latency(const TransferRecord& send, const TransferRecord& recv) {
+  return std::min(send.t_completed, recv.t_completed) - std::max(send.t_posted, recv.t_posted);
+}
+
 // The alpha-beta model of a ring all-reduce, T = 2(p-1) alpha + 2(p-1)/p N beta,
 // with alpha and beta fitted (least squares) to the transfers of the healthy
 // edges, against the slowest call that crossed the slow edge.
@@ -219,7 +227,7 @@ std::string alpha_beta_comparison(const std::vector<RankDump>& dumps, const Pair
   std::set<uint64_t> slow_calls;
   for (const auto& [key, p] : pairs) {
     if (!p.first || !p.second) continue;
-    const double lat = p.second->t_completed - std::max(p.first->t_posted, p.second->t_posted);
+    const double lat = transfer_latency(*p.first, *p.second);
     const double bytes = static_cast<double>(p.first->bytes);
     if (std::make_pair(p.first->src, p.first->dst) == slow) {
       slow_lat.push_back(lat);
@@ -295,10 +303,7 @@ void transfer_checks(const std::vector<RankDump>& dumps, const AnalysisOptions& 
                             p.first->checksum, p.second->checksum);
       corrupt = dg;
     }
-    // From the moment both sides had posted (so a receiver that was busy
-    // elsewhere does not make its incoming edge look slow) to the arrival.
-    latency[{p.first->src, p.first->dst}].push_back(p.second->t_completed -
-                                                    std::max(p.first->t_posted, p.second->t_posted));
+    latency[{p.first->src, p.first->dst}].push_back(transfer_latency(*p.first, *p.second));
   }
   if (corrupt) out.push_back(*corrupt);
   if (latency.size() < 2) return;
@@ -306,15 +311,18 @@ void transfer_checks(const std::vector<RankDump>& dumps, const AnalysisOptions& 
   // least that long. A slow link delays every transfer on its edge; a rank
   // that was descheduled (an oversubscribed node, a sanitizer) delays the few
   // it was late for, and one slow transfer out of two must not name an edge.
+  // An edge with a single transfer is never named: one sample is no majority.
   std::vector<std::pair<double, std::pair<int, int>>> med;
   for (auto& [edge, v] : latency) {
     std::sort(v.begin(), v.end());
     med.push_back({v[(v.size() - 1) / 2], edge});
   }
   std::sort(med.begin(), med.end());
-  const auto& worst = med.back();
-  // The median of the other edges.
+  // The median of the edges.
   const double others = med[(med.size() - 1) / 2].first;
+  auto worst_it = std::find_if(med.rbegin(), med.rend(), [&](const auto& m) { return latency[m.second].size() >= 2; });
+  if (worst_it == med.rend()) return;
+  const auto& worst = *worst_it;
   if (worst.first > o.slow_factor * others && worst.first - others > o.slow_min_excess_s) {
     Diagnosis dg;
     dg.kind = DiagnosisKind::SlowLink;
@@ -323,7 +331,7 @@ void transfer_checks(const std::vector<RankDump>& dumps, const AnalysisOptions& 
     dg.factor = others > 0 ? worst.first / others : 0;
     dg.text = fmt::format("the link from rank {} to rank {} is slow: median {:.1f} ms from send to arrival over its {} "
                           "transfers (a strict majority were at least that slow), against {:.3f} ms for the median "
-                          "edge ({:.0f}x; measured from when both sides had posted)",
+                          "edge ({:.0f}x; measured from when both sides had posted until both saw it complete)",
                           worst.second.first, worst.second.second, worst.first * 1e3, latency[worst.second].size(),
                           others * 1e3, dg.factor);
     dg.text += alpha_beta_comparison(dumps, pairs, worst.second);
