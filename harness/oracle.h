@@ -12,10 +12,14 @@
 //            sum that overflows in some orders only, +Inf and -Inf, ...): the
 //            oracle enumerates every binary reduction tree (p <= 8) and accepts
 //            exactly the set of outcomes some order gives.
-//   Coarse   the same situation with p > 8, where enumeration is too costly: a
-//            result within the bound, a non-finite value, or (fp8) a saturated
-//            value is accepted. Reports count these separately; they are never
-//            silently skipped.
+//   Interval the same situation where enumeration is too costly (p > 8, or
+//            more than 64 outcomes): a rigorous superset of every order's
+//            outcome, a finite range [lo, hi] plus the special values (+-Inf,
+//            NaN, a signed zero) that some order can reach. The derivation,
+//            covering overflow in some orders only, underflow into and through
+//            the subnormals, and fp8 saturation at intermediate steps, is in
+//            oracle.cc. Reports count these separately, so a loose rule cannot
+//            hide behind a pass.
 #pragma once
 
 #include <cstddef>
@@ -30,15 +34,18 @@
 
 namespace collcheck {
 
-enum class CheckKind : uint8_t { Bitwise, Bound, OneOf, Coarse };
+enum class CheckKind : uint8_t { Bitwise, Bound, OneOf, Interval };
+inline constexpr size_t kCheckKinds = 4;
 std::string_view check_kind_name(CheckKind k);
 
 struct Expectation {
   CheckKind kind = CheckKind::Bitwise;
   uint64_t bits = 0;                 // Bitwise
-  double exact_hi = 0, exact_lo = 0; // Bound/Coarse: exact (ideal) value as a double-double
-  double bound = 0;                  // Bound/Coarse: allowed |result - exact|
-  std::vector<uint64_t> allowed;     // OneOf (NaNs canonicalised)
+  long double exact = 0;             // Bound: the exact (ideal) value, to 2^-62 relative
+  long double bound = 0;             // Bound: allowed |result - exact|, the reference's own error included
+                                     // (long double: float64 bounds can be below the smallest double)
+  double lo = 1, hi = 0;             // Interval: finite nonzero results (and, for sums, zero) in [lo, hi]; empty if lo > hi
+  std::vector<uint64_t> allowed;     // OneOf: every outcome; Interval: the special values (NaNs canonicalised)
   std::string describe(DType t) const;
 };
 
@@ -54,6 +61,11 @@ Verdict judge(const Reduction& red, const Expectation& e, uint64_t result_bits);
 // Worst-case relative error of one rounded step of the dtype (fp8 rounds twice:
 // to float16, then to fp8).
 double step_roundoff(DType t);
+// The largest absolute error of one rounded step whose exact result lies in the
+// subnormal range: half the smallest subnormal, plus what an intermediate
+// format adds (fp8 rounds to float16 first; bfloat16 products can reach
+// float's subnormals first).
+long double subnormal_step_error(DType t);
 // (1+u)^n - 1: the bound on the relative error of n rounded steps. This is what
 // gamma(n) = n u / (1 - n u) bounds from above, and unlike gamma it stays finite
 // when n u >= 1, as it does for fp8 with many ranks.
@@ -66,8 +78,8 @@ std::string format_element(DType t, uint64_t bits);  // "0x3c00 (1)"
 struct CheckSummary {
   size_t checked = 0;
   size_t wrong = 0;
-  double max_err_units = 0;  // largest err_units over Bound/Coarse elements that passed or failed
-  size_t by_kind[4] = {0, 0, 0, 0};
+  double max_err_units = 0;  // largest err_units over Bound elements that passed or failed
+  size_t by_kind[kCheckKinds] = {0, 0, 0, 0};
   std::optional<size_t> first_wrong;
   std::string first_wrong_detail;
 };

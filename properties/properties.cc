@@ -67,7 +67,11 @@ std::string oracle_detail(const Case& c, const Reduction& red, const std::vector
   switch (e.kind) {
     case CheckKind::Bitwise: bound = "0 (bitwise: the result does not depend on the reduction order)"; break;
     case CheckKind::OneOf: bound = "exactly one of the outcomes some reduction order gives"; break;
-    default:
+    case CheckKind::Interval:
+      bound = "the range or the special values that some reduction order can reach (overflow, underflow or "
+              "saturation on the way)";
+      break;
+    case CheckKind::Bound:
       bound = fmt::format("{:.3g} [{}]; the error is {:.3g} bounds", e.bound, check_kind_name(e.kind), v.err_units);
   }
   std::string ins;
@@ -289,7 +293,7 @@ CaseOutcome check_execution(const Case& c, const CaseExecution& st, const RunCon
     ++out.by_kind[static_cast<int>(e.kind)];
     const Verdict v = judge(red, e, got);
     if (v.ok) {
-      if (e.kind == CheckKind::Bound || e.kind == CheckKind::Coarse)
+      if (e.kind == CheckKind::Bound)
         out.max_err_units = std::max(out.max_err_units, v.err_units);
       continue;
     }
@@ -345,10 +349,10 @@ CaseOutcome check_execution(const Case& c, const CaseExecution& st, const RunCon
                                                peer->name(), i, cfg.impl->name(), format_element(c.dtype, a),
                                                peer->name(), format_element(c.dtype, b), e.describe(c.dtype)));
       }
-      if ((e.kind == CheckKind::Bound || e.kind == CheckKind::Coarse) && e.bound > 0) {
+      if (e.kind == CheckKind::Bound && e.bound > 0) {
         const double da = element_to_double(c.dtype, a), db = element_to_double(c.dtype, b);
         if (std::isfinite(da) && std::isfinite(db))
-          out.max_peer_diff_units = std::max(out.max_peer_diff_units, std::fabs(da - db) / e.bound);
+          out.max_peer_diff_units = std::max(out.max_peer_diff_units, static_cast<double>(std::fabs(static_cast<long double>(da) - db) / e.bound));
       }
     }
   }

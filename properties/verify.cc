@@ -65,7 +65,7 @@ void print_table(std::FILE* out, const VerifyOptions& o, const Stats& s) {
   fmt::print(out, "{:<10}", "total");
   for (RedOp op : o.space.ops) fmt::print(out, " {:>9}", col[op]);
   fmt::print(out, " {:>9}\n", all);
-  fmt::print(out, "elements checked: bitwise {}, within bound {}, one-of {}, coarse {}\n", s.by_kind[0], s.by_kind[1],
+  fmt::print(out, "elements checked: bitwise {}, within bound {}, one-of {}, interval {}\n", s.by_kind[0], s.by_kind[1],
              s.by_kind[2], s.by_kind[3]);
   fmt::print(out, "worst error: {:.3g} of the bound; worst difference from a peer: {:.3g} of the bound\n", s.max_err,
              s.max_peer);
