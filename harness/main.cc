@@ -10,6 +10,9 @@
 #include <cstdio>
 #include <cstring>
 #include <random>
+#include <fstream>
+#include <sstream>
+#include <cctype>
 #include <string>
 
 #include "harness/cli_util.h"
@@ -71,8 +74,9 @@ struct VerifyFlags {
   int mpi_algo = -1;
   std::string cases = "2000";
   std::string seed;
-  int max_ranks = -1;  // -1: 8 for threads, the world size for MPI
+  int max_ranks = -1;  // -1: 64 for threads, the world size for MPI
   std::string max_count = "4096";
+  std::string large_bytes = "1048576";
   std::string dtypes = "all";
   std::string ops = "all";
   std::string data = "all";
@@ -100,9 +104,15 @@ void add_verify(CLI::App& app, VerifyFlags& f) {
                 "3 recursive_doubling, 4 ring, 5 segmented_ring, 6 rabenseifner");
   v->add_option("--cases", f.cases, "number of random cases")->capture_default_str();
   v->add_option("--seed", f.seed, "seed of the case generator (default: random, printed)");
-  v->add_option("--max-ranks", f.max_ranks, "largest world size generated (default: 8 for threads, every process for "
-                                            "mpi)");
-  v->add_option("--max-count", f.max_count, "largest element count generated")->capture_default_str();
+  v->add_option("--max-ranks", f.max_ranks,
+                "largest world size generated; most cases stay at p <= 8, one in five reaches 16 (default: 64 for "
+                "threads, every process for mpi)");
+  v->add_option("--max-count", f.max_count, "largest element count generated, except the large counts")
+      ->capture_default_str();
+  v->add_option("--large-bytes", f.large_bytes,
+                "one case in 100 draws a count near a power-of-two byte size from 64 KiB up to this, +-1 element "
+                "(0: never)")
+      ->capture_default_str();
   v->add_option("--dtypes", f.dtypes, "dtypes to draw from: comma list or all")->capture_default_str();
   v->add_option("--ops", f.ops, "ops to draw from: comma list or all")->capture_default_str();
   v->add_option("--data", f.data, "input distributions: exact, random, extreme, special, wrap, comma list or all")
@@ -113,7 +123,8 @@ void add_verify(CLI::App& app, VerifyFlags& f) {
   v->add_option("--isolate", f.isolate,
                 "run cases in a child process so a crash or hang is diagnosed: auto (plugins), on, off")
       ->capture_default_str();
-  v->add_option("--replay", f.replay, "run exactly the case of this replay token (printed by a failing run)");
+  v->add_option("--replay", f.replay,
+                "run exactly the case of this replay token (printed by a failing run), or @FILE for a token in a file");
   v->add_option("--junit", f.junit, "also write the result as JUnit XML to this file (one testcase per property)");
   v->add_option("--progress", f.progress, "progress line on stderr: auto (when a terminal), on, off")
       ->capture_default_str();
@@ -139,7 +150,7 @@ int run_verify_command(const VerifyFlags& f) {
   collcheck::MpiWorld* mpi = collcheck::MpiWorld::get();
   const auto kind = mpi ? collcheck::WorldKind::Mpi : collcheck::WorldKind::Threads;
   const int limit = mpi ? mpi->size() : kMaxThreadRanks;
-  const int max_ranks = f.max_ranks == -1 ? (mpi ? mpi->size() : 8) : f.max_ranks;
+  const int max_ranks = f.max_ranks == -1 ? (mpi ? mpi->size() : 64) : f.max_ranks;
   if (max_ranks < 1 || max_ranks > limit)
     throw UsageError(fmt::format("--max-ranks must be between 1 and {} for {}, got {}", limit,
                                  mpi ? "this MPI world (its process count)" : "the thread world", max_ranks));
@@ -148,6 +159,9 @@ int run_verify_command(const VerifyFlags& f) {
   if (o.space.max_count > (size_t{1} << 24))
     throw UsageError(fmt::format("--max-count must be at most 16777216 (use sweep for large buffers), got {}",
                                  o.space.max_count));
+  o.space.large_bytes = collcheck::parse_count(f.large_bytes, "--large-bytes");
+  if (o.space.large_bytes > (size_t{1} << 28))
+    throw UsageError(fmt::format("--large-bytes must be at most 268435456 (256 MiB), got {}", o.space.large_bytes));
   o.space.dtypes = collcheck::parse_dtype_list(f.dtypes, "--dtypes");
   o.space.ops = collcheck::parse_op_list(f.ops, "--ops");
   if (f.data != "all") {
@@ -166,8 +180,17 @@ int run_verify_command(const VerifyFlags& f) {
     throw UsageError(fmt::format("--progress must be auto, on or off, got '{}'", f.progress));
   o.progress = f.progress == "on" || (f.progress == "auto" && ::isatty(STDERR_FILENO));
   if (!f.replay.empty()) {
+    std::string token = f.replay;
+    if (token[0] == '@') {  // a token too long for the command line, in a file
+      std::ifstream in(token.substr(1));
+      if (!in) throw UsageError(fmt::format("--replay: cannot read token file '{}': {}", token.substr(1), std::strerror(errno)));
+      std::ostringstream ss;
+      ss << in.rdbuf();
+      token = ss.str();
+      while (!token.empty() && std::isspace(static_cast<unsigned char>(token.back()))) token.pop_back();
+    }
     try {
-      o.replay = collcheck::decode_case(f.replay);
+      o.replay = collcheck::decode_case(token);
     } catch (const std::invalid_argument& e) {
       throw UsageError(fmt::format("--replay: {}", e.what()));
     }

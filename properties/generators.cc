@@ -26,6 +26,13 @@ std::vector<size_t> edge_counts(int p, size_t max_count) {
   return v;
 }
 
+std::vector<size_t> large_counts(DType t, size_t large_bytes) {
+  std::vector<size_t> v;
+  const size_t es = dtype_size(t);
+  for (size_t b = size_t{64} << 10; b <= large_bytes; b *= 2) v.insert(v.end(), {b / es - 1, b / es, b / es + 1});
+  return v;
+}
+
 namespace {
 
 const double kScalars[] = {3.0, -2.0, 0.5, 1.5, -0.25, 4.0, 1.0};
@@ -114,6 +121,10 @@ std::vector<uint64_t> simpler_values(DType t, uint64_t v) {
   return out;
 }
 
+// Above this many elements, shrinking only halves the buffer and keeps the
+// values: one run per element or per small block would take hours.
+constexpr size_t kFineShrinkCount = 4096;
+
 // Lazily enumerates the shrinks of one case.
 class CaseShrinks {
  public:
@@ -144,6 +155,19 @@ class CaseShrinks {
         case 1: {  // fewer elements: 0, then remove blocks of size n/2, n/4, ..., 1
           const Case& b = *base_;
           if (b.count == 0) break;
+          if (b.count > kFineShrinkCount) {
+            // Large buffers: drop the front or the back half, quarter, ...
+            // (a few dozen candidates, each a large run), down to the size
+            // where the fine-grained steps below take over.
+            for (; i_ < 64; ++i_) {
+              const size_t n = b.count >> (i_ / 2 + 1);
+              if (n == 0 || b.count - n < kFineShrinkCount / 2) break;
+              const bool front = i_ % 2 == 0;
+              ++i_;
+              return without_elements(front ? 0 : b.count - n, n);
+            }
+            break;
+          }
           if (!blocks_started_) {
             blocks_started_ = true;
             block_ = b.count;  // the first candidate removes everything
@@ -188,6 +212,7 @@ class CaseShrinks {
         }
         case 4: {  // simpler values, element by element
           const Case& b = *base_;
+          if (b.count > kFineShrinkCount) break;  // a run per element would not end; the report names the element
           while (elem_ < static_cast<size_t>(b.p) * b.count) {
             const int r = static_cast<int>(elem_ / b.count);
             const size_t i = elem_ % b.count;
@@ -260,8 +285,9 @@ class CaseGen {
     // World size: grows with the size; 1 and 2 stay common.
     // Rounded up: with --max-ranks 2 (an MPI world of 2 processes) truncation
     // drew p = 2 only at the largest size, one case in 101.
-    const int pmax =
-        1 + ((space_.max_ranks - 1) * std::max(sz, 10) + rc::kNominalSize - 1) / rc::kNominalSize;
+    const uint64_t tier = next() % 20;
+    const int tier_max = std::min(space_.max_ranks, tier < 15 ? 8 : tier < 19 ? 16 : space_.max_ranks);
+    const int pmax = 1 + ((tier_max - 1) * std::max(sz, 10) + rc::kNominalSize - 1) / rc::kNominalSize;
     c.p = 1 + static_cast<int>(next() % static_cast<uint64_t>(std::max(1, pmax)));
     c.dtype = pick(space_.dtypes, next());
     if (space_.excluded.empty()) {
@@ -279,7 +305,10 @@ class CaseGen {
     const size_t cap = std::max<size_t>(static_cast<size_t>(c.p) + 1,
                                         space_.max_count * static_cast<size_t>(sz) / rc::kNominalSize);
     const size_t cmax = std::min(space_.max_count, cap);
-    if (next() % 3 != 0) {
+    const std::vector<size_t> large = large_counts(c.dtype, space_.large_bytes);
+    if (!large.empty() && next() % 100 == 0) {
+      c.count = pick(large, next());
+    } else if (next() % 3 != 0) {
       c.count = pick(edge_counts(c.p, cmax), next());
     } else {
       c.count = next() % (cmax + 1);

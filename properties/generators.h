@@ -20,8 +20,15 @@
 namespace collcheck {
 
 struct CaseSpace {
-  int max_ranks = 8;
+  // World size: drawn up to 8 in most cases, up to 16 in one case in five, and
+  // up to max_ranks in one in twenty (bugs that need p >= 9: a block index in
+  // three bits, a table sized 8), each capped by max_ranks.
+  int max_ranks = 64;
+  // Count: up to max_count, except one case in 100 that draws a large count
+  // near a power-of-two byte size from 64 KiB to large_bytes, +-1 element
+  // (protocol switches, slicing and pipelining thresholds). 0 turns that off.
   size_t max_count = 4096;
+  size_t large_bytes = size_t{1} << 20;
   std::vector<DType> dtypes{kAllDTypes.begin(), kAllDTypes.end()};
   std::vector<RedOp> ops{kAllOps.begin(), kAllOps.end()};
   // Pairs never drawn (an implementation cannot reduce them). Every dtype must
@@ -39,5 +46,8 @@ rc::Seq<Case> case_shrinks(const Case& c);
 
 // The counts generation favours for world size p, up to `max_count`.
 std::vector<size_t> edge_counts(int p, size_t max_count);
+// The large counts it draws now and then: 2^k bytes of the dtype +-1 element,
+// for 2^k from 64 KiB to `large_bytes`.
+std::vector<size_t> large_counts(DType t, size_t large_bytes);
 
 }  // namespace collcheck

@@ -6,13 +6,26 @@
 
 #include <cerrno>
 #include <cstring>
+#include <functional>
 #include <map>
 
 namespace collcheck {
 
 std::string replay_command(const VerifyOptions& o, const Case& c) {
+  std::string token = encode_case(c);
+  if (token.size() > kMaxInlineToken) {
+    // Too long for a shell line ("Argument list too long" near 128 KiB): the
+    // token goes to a file named by its content, written atomically.
+    const std::string path = fmt::format("collcheck-replay-{:016x}.token", std::hash<std::string>{}(token));
+    try {
+      write_file_atomically(path, token + "\n");
+      token = "@" + path;
+    } catch (const std::exception& e) {
+      token += fmt::format(" (could not write {}: {})", path, e.what());
+    }
+  }
   return fmt::format("{}collcheck verify --impl {}{}{} --replay {}", o.launcher, o.impl_spec,
-                     o.against.empty() ? "" : " --against " + o.against, o.world_flags, encode_case(c));
+                     o.against.empty() ? "" : " --against " + o.against, o.world_flags, token);
 }
 
 int report_unshrunk_failure(const VerifyOptions& o, const Case& c, const Failure& f, std::FILE* out) {
@@ -110,9 +123,12 @@ VerifyResult run_verify(const VerifyOptions& o, CaseExecutor& exec, std::FILE* o
     return r;
   }
 
-  fmt::print(out, "collcheck verify: impl {}{}, {}, seed {:#x}, {} cases, p <= {}, count <= {}{}\n", o.impl_spec,
+  fmt::print(out, "collcheck verify: impl {}{}, {}, seed {:#x}, {} cases, p <= {}, count <= {}{}{}\n", o.impl_spec,
              o.against.empty() ? "" : " against " + o.against, o.world_desc.empty() ? "ranks as threads" : o.world_desc,
              o.seed, o.cases, o.space.max_ranks, o.space.max_count,
+             o.space.large_bytes >= (size_t{64} << 10)
+                 ? fmt::format(" (1 case in 100: 64 KiB to {} KiB)", o.space.large_bytes >> 10)
+                 : "",
              o.time_budget_s > 0 ? fmt::format(", time budget {} s", o.time_budget_s) : "");
   std::fflush(out);
   rc::Random base(o.seed);

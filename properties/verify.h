@@ -52,6 +52,10 @@ VerifyResult run_verify(const VerifyOptions& o, CaseExecutor& exec, std::FILE* o
 void write_junit(const std::string& path, const VerifyOptions& o, const VerifyResult& r);
 
 // The command line that replays `c` with the implementation, peers and world of `o`.
+// A token longer than kMaxInlineToken characters is written to
+// collcheck-replay-<hash>.token in the working directory and passed as
+// `--replay @file`.
+inline constexpr size_t kMaxInlineToken = 8192;
 std::string replay_command(const VerifyOptions& o, const Case& c);
 
 // Prints the report of a failure that could not be shrunk (the MPI world was

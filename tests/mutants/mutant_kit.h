@@ -61,10 +61,11 @@ struct RingBugs {
   bool wrong_send_chunk = false; // reduce-scatter step s sends chunk r+s instead of r-s
   bool short_allgather = false;  // the all-gather loop stops one step early
   bool add_twice = false;        // the first received chunk is combined twice
+  bool index_in_3_bits = false;  // the chunk index is kept in 3 bits: chunks 8.. alias chunks 0.. (p >= 9)
 };
 
 inline Chunk ring_chunk(size_t count, int p, int i, const RingBugs& b) {
-  const size_t P = static_cast<size_t>(p), I = static_cast<size_t>(i);
+  const size_t P = static_cast<size_t>(p), I = static_cast<size_t>(b.index_in_3_bits ? (i & 7) : i);
   if (b.floor_chunks) return {I * (count / P), count / P};
   const size_t base = count / P, extra = count % P;
   return {I * base + (I < extra ? I : extra), base + (I < extra ? 1 : 0)};
