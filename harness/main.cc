@@ -208,6 +208,10 @@ int run_verify_command(const VerifyFlags& f) {
   const auto mentions_nccl = [](const std::string& specs) {
     return ("," + specs + ",").find(",nccl,") != std::string::npos;
   };
+  if ((mentions_nccl(f.impl) || mentions_nccl(f.against)) && f.isolate == "on")
+    throw UsageError("--isolate on cannot be used with nccl: CUDA does not survive fork() once initialised, and "
+                     "collcheck initialises it to find the GPUs; run nccl without --isolate (a hung NCCL call is "
+                     "aborted at its deadline)");
   if ((mentions_nccl(f.impl) || mentions_nccl(f.against)) && !collcheck::nccl_compiled_in()) {
     if (!collcheck::MpiWorld::get() || collcheck::MpiWorld::get()->rank() == 0)
       fmt::print("collcheck verify: SKIPPED (not a pass): nccl cannot run here: {}\n", *collcheck::nccl_unavailable());
@@ -244,6 +248,19 @@ int run_verify_command(const VerifyFlags& f) {
         return kExitSkipped;
       }
       const int gpus = collcheck::nccl_device_count();
+      if (mpi) {
+        // Processes that will be ranks (world rank < max_ranks), per node.
+        MPI_Comm node;
+        MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, mpi->rank(), MPI_INFO_NULL, &node);
+        int mine = mpi->rank() < o.space.max_ranks ? 1 : 0, on_node = 0;
+        MPI_Allreduce(&mine, &on_node, 1, MPI_INT, MPI_SUM, node);
+        MPI_Comm_free(&node);
+        const auto err = collcheck::nccl_mpi_gpu_cap_error(mpi->host(), on_node, gpus);
+        int bad = err ? 1 : 0, any = 0;
+        MPI_Allreduce(&bad, &any, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
+        if (err) throw UsageError(*err);
+        if (any) throw UsageError("--world mpi with nccl: another node has more processes than GPUs (see its message)");
+      }
       if (!mpi && o.space.max_ranks > gpus) {
         say(fmt::format("note: {} visible GPU(s) and NCCL needs one per rank: p <= {} (NCCL 2.28 refuses two ranks on "
                         "one GPU)", gpus, gpus));

@@ -16,4 +16,15 @@ std::optional<std::string> nccl_unavailable();
 // GPUs visible to this process (0 when unavailable).
 int nccl_device_count();
 
+// The MPI world gives each process the GPU of its node-local rank, and NCCL
+// refuses two ranks on one GPU: a node with more processes than GPUs is bad
+// input. Returns the error (naming the host, the counts and the cap), or
+// nullopt when every process has a GPU of its own.
+inline std::optional<std::string> nccl_mpi_gpu_cap_error(const std::string& host, int procs_on_host, int gpus_on_host) {
+  if (procs_on_host <= gpus_on_host) return std::nullopt;
+  return "--world mpi with nccl needs one GPU per process: " + std::to_string(procs_on_host) + " processes on " + host +
+         " share " + std::to_string(gpus_on_host) + " GPU(s); start at most " + std::to_string(gpus_on_host) +
+         " per node (mpirun --map-by ppr:" + std::to_string(gpus_on_host) + ":node), or pass --max-ranks";
+}
+
 }  // namespace collcheck

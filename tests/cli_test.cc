@@ -85,3 +85,28 @@ TEST(Cli, HelpAndVersionExitZero) {
   EXPECT_EQ(v.code, 0);
   EXPECT_NE(v.out.find("collcheck "), std::string::npos) << v.out;
 }
+
+// CUDA does not survive fork() once initialised: nccl in a forked child would
+// fail every case. Refused as bad input, with or without a GPU here.
+TEST(Cli, NcclRefusesIsolateOn) {
+  for (const char* args : {"verify --impl nccl --isolate on --cases 1", "verify --impl ring --against nccl --isolate on --cases 1"}) {
+    auto r = run(args);
+    EXPECT_EQ(r.code, 2) << args << "\n" << r.out;
+    EXPECT_NE(r.out.find("--isolate on cannot be used with nccl"), std::string::npos) << r.out;
+  }
+}
+
+// Long replay tokens travel in a file: --replay @FILE runs the same case.
+TEST(Cli, ReplayTokenFromAFile) {
+  const std::string path = testing::TempDir() + "collcheck-token-test.token";
+  std::FILE* f = std::fopen(path.c_str(), "w");
+  ASSERT_NE(f, nullptr);
+  std::fputs("v1:p2:float32:sum:s1:n3:oop:x:3f800000.0.40400000/0.0.3f800000\n", f);
+  std::fclose(f);
+  auto r = run("verify --impl ring --replay @" + path);
+  EXPECT_EQ(r.code, 0) << r.out;
+  EXPECT_NE(r.out.find("replaying one case"), std::string::npos) << r.out;
+  auto missing = run("verify --impl ring --replay @" + path + ".missing");
+  EXPECT_EQ(missing.code, 2) << missing.out;
+  EXPECT_NE(missing.out.find("cannot read token file"), std::string::npos) << missing.out;
+}
