@@ -51,14 +51,18 @@ std::vector<uint64_t> tree_outcomes(std::span<const uint64_t> values, uint64_t (
     if (std::find(v.begin(), v.end(), x) == v.end()) v.push_back(x);
   };
   if (n > 8) {
+    // Every tree's intermediate values lie in the closure of the inputs under
+    // the step, so the closure is a sound superset of the outcomes. For the
+    // selecting steps this is used with (max/min, which return an operand, or
+    // a canonical NaN) it is the inputs plus that NaN. The two folds used here
+    // before rejected a NaN that Gloo's halving-doubling kept at p = 9.
     std::vector<uint64_t> out;
-    uint64_t a = values[0], b = values[n - 1];
-    for (size_t i = 1; i < n; ++i) {
-      a = step(t, a, values[i]);
-      b = step(t, b, values[n - 1 - i]);
-    }
-    add(out, a);
-    add(out, b);
+    for (uint64_t v : values) add(out, v);
+    for (size_t done = 0; done < out.size() && out.size() < 4096; ++done)
+      for (size_t j = 0; j <= done && out.size() < 4096; ++j) {
+        add(out, step(t, out[done], out[j]));
+        add(out, step(t, out[j], out[done]));
+      }
     return out;
   }
   std::vector<std::vector<uint64_t>> reach(size_t{1} << n);

@@ -39,7 +39,8 @@ std::vector<uint64_t> compare_select_outcomes(const Reduction& red, std::span<co
 // Every result a binary `step(left, right)` can give when it reduces `values`
 // in any binary tree with any operand order (p <= 8; exact, by dynamic
 // programming over subsets), for checking a library's own documented op.
-// For more than 8 values: the left folds in the given order and its reverse.
+// For more than 8 values: the closure of the values under the step, a sound
+// superset that stays small for selecting steps (max/min), the only users.
 std::vector<uint64_t> tree_outcomes(std::span<const uint64_t> values, uint64_t (*step)(DType, uint64_t, uint64_t),
                                     DType t);
 

@@ -99,8 +99,8 @@ std::vector<uint64_t> issue_1950_outcomes(const Reduction& red, std::span<const 
 }
 const Deviation kIssue1950{
     "nccl-1950-p1-tail",
-    "NCCL before 2.29.7 leaves the last elements of a p = 1 premulsum or float avg above 16 KiB with count = 1 "
-    "(mod 4) unwritten (NVIDIA/nccl#1950)",
+    "known NCCL finding (NVIDIA/nccl#1950, fixed in 2.29.7): the last elements of a p = 1 premulsum or float avg "
+    "above 16 KiB with count = 1 (mod 4) are left unwritten",
     &issue_1950_outcomes};
 
 int local_rank(int rank) {
@@ -246,7 +246,11 @@ class NcclImplementation final : public Implementation {
       if (rc.mem) cuda_check(cudaFree(rc.mem), "cudaFree");
       rc.mem = nullptr;
       rc.capacity = 0;
-      const size_t cap = std::max<size_t>(bytes, 4096);
+      // A multiple of 4 KiB, so that both buffers stay aligned (cudaMalloc gives
+      // 256 bytes) for NCCL's vector loads: an odd capacity made the receive
+      // buffer misaligned and the kernel fault ("misaligned address") on the
+      // first GPU run.
+      const size_t cap = (std::max<size_t>(bytes, 1) + 4095) / 4096 * 4096;
       cuda_check(cudaMalloc(&rc.mem, 2 * cap + 3 * kGuard), "cudaMalloc");
       rc.capacity = cap;
     }

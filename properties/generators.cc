@@ -285,10 +285,18 @@ class CaseGen {
     // World size: grows with the size; 1 and 2 stay common.
     // Rounded up: with --max-ranks 2 (an MPI world of 2 processes) truncation
     // drew p = 2 only at the largest size, one case in 101.
-    const uint64_t tier = next() % 20;
-    const int tier_max = std::min(space_.max_ranks, tier < 15 ? 8 : tier < 19 ? 16 : space_.max_ranks);
-    const int pmax = 1 + ((tier_max - 1) * std::max(sz, 10) + rc::kNominalSize - 1) / rc::kNominalSize;
-    c.p = 1 + static_cast<int>(next() % static_cast<uint64_t>(std::max(1, pmax)));
+    // Tiers: 82 % up to 8 ranks, grown by the size; 15 % from 9 to 16; 3 %
+    // from 17 to max_ranks (each only where max_ranks reaches it).
+    const uint64_t tier = next() % 100;
+    if (tier >= 97 && space_.max_ranks > 16) {
+      c.p = 17 + static_cast<int>(next() % static_cast<uint64_t>(space_.max_ranks - 16));
+    } else if (tier >= 82 && space_.max_ranks > 8) {
+      c.p = 9 + static_cast<int>(next() % static_cast<uint64_t>(std::min(space_.max_ranks, 16) - 8));
+    } else {
+      const int tier_max = std::min(space_.max_ranks, 8);
+      const int pmax = 1 + ((tier_max - 1) * std::max(sz, 10) + rc::kNominalSize - 1) / rc::kNominalSize;
+      c.p = 1 + static_cast<int>(next() % static_cast<uint64_t>(std::max(1, pmax)));
+    }
     c.dtype = pick(space_.dtypes, next());
     if (space_.excluded.empty()) {
       c.op = pick(space_.ops, next());

@@ -20,9 +20,10 @@
 namespace collcheck {
 
 struct CaseSpace {
-  // World size: drawn up to 8 in most cases, up to 16 in one case in five, and
-  // up to max_ranks in one in twenty (bugs that need p >= 9: a block index in
-  // three bits, a table sized 8), each capped by max_ranks.
+  // World size: up to 8 in most cases (growing with RapidCheck's size), from 9
+  // to 16 in 15 % of them and from 17 to max_ranks in 3 % (bugs that need
+  // p >= 9: a block index in three bits, a table sized 8), each where
+  // max_ranks reaches it.
   int max_ranks = 64;
   // Count: up to max_count, except one case in 100 that draws a large count
   // near a power-of-two byte size from 64 KiB to large_bytes, +-1 element

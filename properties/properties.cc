@@ -221,6 +221,11 @@ CaseOutcome check_execution(const Case& c, const CaseExecution& st, const RunCon
   CaseOutcome out;
   auto fail = [&](std::string_view property, std::string detail) {
     out.ok = false;
+    // A documented deviation of this (dtype, op) is named, so that a reader
+    // (and ci/gpu-check) can tell a known library bug from a new one.
+    if (const Deviation* d = cfg.impl->deviation(c.dtype, c.op))
+      detail += fmt::format("  note: {} has a documented deviation for {} {}: {}: {}\n", cfg.impl->name(),
+                            dtype_name(c.dtype), op_name(c.op), d->name, d->doc);
     out.failure = Failure{std::string(property), std::move(detail)};
     return out;
   };

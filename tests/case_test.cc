@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 #include <rapidcheck/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <map>
 #include <set>
@@ -80,7 +81,8 @@ RC_GTEST_PROP(Generator, RespectsTheSpace, ()) {
   const Case c = *gen_case(s);
   RC_ASSERT(c.p >= 1);
   RC_ASSERT(c.p <= s.max_ranks);
-  RC_ASSERT(c.count <= s.max_count);
+  const auto large = large_counts(c.dtype, s.large_bytes);
+  RC_ASSERT(c.count <= s.max_count || std::count(large.begin(), large.end(), c.count) == 1);
   RC_ASSERT(c.dtype == DType::Int8 || c.dtype == DType::BFloat16);
   RC_ASSERT(c.op == RedOp::Max || c.op == RedOp::PreMulSum);
   RC_ASSERT(!(dtype_is_float(c.dtype) && c.data == DataClass::Wrap));
@@ -93,15 +95,29 @@ TEST(Generator, FavoursEdgeCountsAndCoversEveryDtypeOpAndClass) {
   std::set<size_t> counts;
   std::set<std::pair<int, int>> pairs;
   std::set<int> classes, ps;
-  for (int i = 0; i < 4000; ++i) {
+  int above8 = 0, above16 = 0, large = 0;
+  const int n = 4000;
+  for (int i = 0; i < n; ++i) {
     const Case c = gen(rnd.split(), i % 101).value();
     counts.insert(c.count);
     pairs.insert({static_cast<int>(c.dtype), static_cast<int>(c.op)});
     classes.insert(static_cast<int>(c.data));
     ps.insert(c.p);
+    above8 += c.p > 8;
+    above16 += c.p > 16;
+    large += c.count * dtype_size(c.dtype) >= (size_t{64} << 10) - 8;
   }
   EXPECT_EQ(pairs.size(), 72u);
-  EXPECT_EQ(ps.size(), 8u);
+  for (int p = 1; p <= 16; ++p) EXPECT_TRUE(ps.count(p)) << "p=" << p << " never drawn";
+  EXPECT_GT(*ps.rbegin(), 32) << "large worlds never drawn";
+  // p > 8 in 18 % of the cases, p > 16 in 3 %.
+  EXPECT_GT(above8, n * 14 / 100);
+  EXPECT_LT(above8, n * 22 / 100);
+  EXPECT_GT(above16, n * 2 / 100);
+  EXPECT_LT(above16, n * 5 / 100);
+  // Large counts (64 KiB .. 1 MiB, +-1 element) in about 1 case in 100.
+  EXPECT_GT(large, n / 300);
+  EXPECT_LT(large, n / 30);
   for (size_t e : {0, 1, 2, 3, 4, 5, 7, 8, 9, 63, 64, 65, 511, 512, 513}) EXPECT_TRUE(counts.count(e)) << "count " << e << " never drawn";
   for (DataClass c : {DataClass::Exact, DataClass::Random, DataClass::Extreme, DataClass::Special, DataClass::Wrap})
     EXPECT_TRUE(classes.count(static_cast<int>(c))) << data_class_name(c);
