@@ -17,6 +17,10 @@ class ReferenceImplementation final : public Implementation {
   explicit ReferenceImplementation(const AlgorithmInfo& a) : algo_(a), name_(a.name) {}
   const std::string& name() const override { return name_; }
   void all_reduce(const AllReduceArgs& a) const override { algo_.run(a); }
+  bool reduction_order(int p, size_t count, size_t index, std::vector<int>& postfix) const override {
+    algo_.order(p, count, index, postfix);
+    return true;
+  }
 
  private:
   const AlgorithmInfo& algo_;

@@ -62,6 +62,12 @@ class Implementation {
   virtual std::optional<std::string> unsupported(DType, RedOp) const { return std::nullopt; }
   // Why it cannot run in a world of this kind, or nullopt when it can.
   virtual std::optional<std::string> unsupported_world(WorldKind) const { return std::nullopt; }
+  // The reduction order the implementation declares for element `index`
+  // (impl/algorithm.h: ReductionOrderFn), appended to `postfix`; false when it
+  // declares none.
+  virtual bool reduction_order(int /*p*/, size_t /*count*/, size_t /*index*/, std::vector<int>& /*postfix*/) const {
+    return false;
+  }
   // The documented deviation from NCCL semantics for (dtype, op), if any.
   virtual const Deviation* deviation(DType, RedOp) const { return nullptr; }
   // After a failed or abandoned call in a world of p ranks: drop any per-world

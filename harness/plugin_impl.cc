@@ -169,8 +169,22 @@ uint64_t cb_ns_left(void* ctx) {
 
 class PluginImplementation final : public Implementation {
  public:
-  PluginImplementation(std::string spec, void* handle, PluginAllReduceFn fn, std::string label)
-      : spec_(std::move(spec)), handle_(handle), fn_(fn), label_(std::move(label)) {}
+  using OrderFn = int (*)(int, size_t, size_t, int*, size_t);
+  PluginImplementation(std::string spec, void* handle, PluginAllReduceFn fn, std::string label, OrderFn order)
+      : spec_(std::move(spec)), handle_(handle), fn_(fn), label_(std::move(label)), order_(order) {}
+  bool reduction_order(int p, size_t count, size_t index, std::vector<int>& postfix) const override {
+    if (!order_) return false;
+    const size_t cap = 2 * static_cast<size_t>(p) - 1;
+    const size_t at = postfix.size();
+    postfix.resize(at + cap);
+    const int n = order_(p, count, index, postfix.data() + at, cap);
+    if (n < 0 || static_cast<size_t>(n) > cap) {
+      postfix.resize(at);
+      return false;
+    }
+    postfix.resize(at + static_cast<size_t>(n));
+    return true;
+  }
   // The library stays loaded for the life of the process: a hung plugin
   // thread may still be executing its code.
   const std::string& name() const override { return spec_; }
@@ -213,6 +227,7 @@ class PluginImplementation final : public Implementation {
   void* handle_;
   PluginAllReduceFn fn_;
   std::string label_;
+  OrderFn order_ = nullptr;
 };
 
 }  // namespace
@@ -242,7 +257,8 @@ ImplPtr load_plugin(const std::string& path) {
   if (auto name = reinterpret_cast<NameFn>(sym("collcheck_plugin_name"))) {
     if (const char* n = name()) label = fmt::format("'{}' ({})", n, path);
   }
-  return std::make_shared<PluginImplementation>("plugin:" + path, h, fn, label);
+  auto order = reinterpret_cast<PluginImplementation::OrderFn>(sym("collcheck_plugin_reduction_order"));
+  return std::make_shared<PluginImplementation>("plugin:" + path, h, fn, label, order);
 }
 
 }  // namespace collcheck

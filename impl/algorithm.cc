@@ -11,10 +11,12 @@ namespace collcheck {
 namespace {
 // The registry: one line per algorithm.
 constexpr std::array<AlgorithmInfo, 3> kAlgorithms = {{
-    {"ring", "reduce-scatter then all-gather around a ring, 2(p-1) steps of ~N/p bytes", ring_all_reduce},
-    {"tree", "reduce to rank 0 along a binary heap tree, then broadcast down it", tree_all_reduce},
+    {"ring", "reduce-scatter then all-gather around a ring, 2(p-1) steps of ~N/p bytes", ring_all_reduce,
+     ring_reduction_order},
+    {"tree", "reduce to rank 0 along a binary heap tree, then broadcast down it", tree_all_reduce,
+     tree_reduction_order},
     {"dbtree", "NCCL's double binary tree: two complementary trees, each carrying half the data",
-     dbtree_all_reduce},
+     dbtree_all_reduce, dbtree_reduction_order},
 }};
 }  // namespace
 
@@ -94,6 +96,38 @@ void tree_reduce_broadcast(const AllReduceArgs& a, const TreeNode& node, std::by
   for (int child : node.children)
     if (child >= 0) down.push_back(a.links.isend(child, tag, mine));
   wait_all(down, a.deadline);
+}
+
+void tree_postfix(int p, const std::function<TreeNode(int)>& node, std::vector<int>& postfix) {
+  int root = 0;
+  while (root < p && node(root).parent >= 0) ++root;
+  // Iterative post-order: own value, then each child's subtree and a combine.
+  struct Frame {
+    int rank;
+    int next_child;
+  };
+  std::vector<Frame> stack = {{root, 0}};
+  postfix.push_back(root);
+  while (!stack.empty()) {
+    Frame& f = stack.back();
+    if (f.next_child == 2) {
+      stack.pop_back();
+      if (!stack.empty()) postfix.push_back(-1);
+      continue;
+    }
+    const int child = node(f.rank).children[f.next_child++];
+    if (child < 0) continue;
+    postfix.push_back(child);
+    stack.push_back({child, 0});
+  }
+}
+
+int chunk_of(size_t count, int parts, size_t index) {
+  for (int i = 0; i < parts; ++i) {
+    const Chunk c = balanced_chunk(count, parts, i);
+    if (index >= c.offset && index < c.offset + c.count) return i;
+  }
+  return parts - 1;
 }
 
 }  // namespace collcheck

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstddef>
+#include <functional>
 #include <span>
 #include <string>
 #include <string_view>
@@ -26,20 +27,31 @@ struct AllReduceArgs {
 
 using AllReduceFn = void (*)(const AllReduceArgs&);
 
+// The reduction order of element `index` of a `count`-element all-reduce over
+// p ranks, as a postfix program: r >= 0 pushes rank r's contribution, -1
+// replaces the top two entries by their combination. An algorithm that declares
+// its order can be checked bit for bit on float sums and products, where the
+// oracle's all-orders bound would hide a rounding bug (a truncating store).
+using ReductionOrderFn = void (*)(int p, size_t count, size_t index, std::vector<int>& postfix);
+
 struct AlgorithmInfo {
   std::string_view name;
   std::string_view summary;
   AllReduceFn run;
+  ReductionOrderFn order;
 };
 
 std::span<const AlgorithmInfo> algorithms();
 const AlgorithmInfo* find_algorithm(std::string_view name);
 std::string algorithm_choices();
 
-// The algorithms (one file each).
+// The algorithms (one file each), and their reduction orders.
 void ring_all_reduce(const AllReduceArgs& a);
 void tree_all_reduce(const AllReduceArgs& a);
 void dbtree_all_reduce(const AllReduceArgs& a);
+void ring_reduction_order(int p, size_t count, size_t index, std::vector<int>& postfix);
+void tree_reduction_order(int p, size_t count, size_t index, std::vector<int>& postfix);
+void dbtree_reduction_order(int p, size_t count, size_t index, std::vector<int>& postfix);
 
 // ---- shared building blocks ----
 
@@ -84,5 +96,10 @@ TreeNode dbtree_node(int p, int r, int tree);
 
 void tree_reduce_broadcast(const AllReduceArgs& a, const TreeNode& node, std::byte* buf, size_t offset,
                            size_t count, Tag tag);
+// The postfix order of tree_reduce_broadcast over the tree that node(p, r)
+// describes: each node combines its own partial with child 0's, then child 1's.
+void tree_postfix(int p, const std::function<TreeNode(int)>& node, std::vector<int>& postfix);
+// Which of `parts` balanced chunks holds element `index`.
+int chunk_of(size_t count, int parts, size_t index);
 
 }  // namespace collcheck

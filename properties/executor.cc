@@ -21,7 +21,8 @@ std::string outcome_to_json(const CaseOutcome& o) {
                       {"max_peer_diff_units", o.max_peer_diff_units},
                       {"world_broken", o.world_broken},
                       {"deviant_elements", o.deviant_elements},
-                      {"deviation", o.deviation}};
+                      {"deviation", o.deviation},
+                      {"order_checked", o.order_checked}};
   return j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
 }
 
@@ -37,6 +38,7 @@ CaseOutcome outcome_from_json(const std::string& line) {
     return j.at(key).is_null() ? std::numeric_limits<double>::infinity() : j.at(key).get<double>();
   };
   o.max_err_units = num("max_err_units");
+  o.order_checked = j.value("order_checked", size_t{0});
   o.max_peer_diff_units = num("max_peer_diff_units");
   o.world_broken = j.at("world_broken").get<bool>();
   o.deviant_elements = j.at("deviant_elements").get<size_t>();

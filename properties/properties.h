@@ -43,6 +43,7 @@ struct CaseOutcome {
   bool ok = true;
   Failure failure;
   size_t by_kind[4] = {0, 0, 0, 0};  // elements checked per CheckKind
+  size_t order_checked = 0;          // float sum/prod elements replayed in the implementation's declared order
   double max_err_units = 0;          // worst |result - exact| / bound over bound-checked elements
   double max_peer_diff_units = 0;    // worst |result - peer| / bound over bound-checked elements
   bool world_broken = false;         // a rank never returned: the runner cannot be reused

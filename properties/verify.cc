@@ -45,12 +45,14 @@ using Seconds = std::chrono::duration<double>;
 struct Stats {
   std::map<std::pair<DType, RedOp>, size_t> cases;
   size_t by_kind[4] = {0, 0, 0, 0};
+  size_t order_checked = 0;
   double max_err = 0, max_peer = 0;
   std::map<std::string, size_t> deviant;  // documented deviation -> elements it explained
   void add(const Case& c, const CaseOutcome& o) {
     if (o.deviant_elements) deviant[o.deviation] += o.deviant_elements;
     ++cases[{c.dtype, c.op}];
     for (int k = 0; k < 4; ++k) by_kind[k] += o.by_kind[k];
+    order_checked += o.order_checked;
     max_err = std::max(max_err, o.max_err_units);
     max_peer = std::max(max_peer, o.max_peer_diff_units);
   }
@@ -80,6 +82,9 @@ void print_table(std::FILE* out, const VerifyOptions& o, const Stats& s) {
   fmt::print(out, " {:>9}\n", all);
   fmt::print(out, "elements checked: bitwise {}, within bound {}, one-of {}, interval {}\n", s.by_kind[0], s.by_kind[1],
              s.by_kind[2], s.by_kind[3]);
+  if (s.order_checked > 0)
+    fmt::print(out, "float sum/prod elements replayed in the declared reduction order, bit for bit: {}\n",
+               s.order_checked);
   fmt::print(out, "worst error: {:.3g} of the bound; worst difference from a peer: {:.3g} of the bound\n", s.max_err,
              s.max_peer);
   for (const auto& [name, n] : s.deviant)

@@ -113,3 +113,32 @@ TEST(Mutants, CliReportAndReplayLine) {
   EXPECT_EQ(again.code, 1) << line << "\n" << again.out;
   EXPECT_NE(again.out.find("FAIL: property"), std::string::npos) << again.out;
 }
+
+// A bfloat16 sum whose stores truncate stays inside the all-orders error bound
+// at p = 8 (agrees-with-oracle passes on every element), and the order the
+// ring declares catches it bit for bit.
+TEST(Mutants, TruncatingStoreHidesInTheBoundAtP8AndTheDeclaredOrderCatchesIt) {
+  Case c;
+  c.p = 8;
+  c.dtype = DType::BFloat16;
+  c.op = RedOp::Sum;
+  c.count = 4096;
+  c.data = DataClass::Random;
+  for (uint64_t seed : {1, 2, 3}) {
+    c.seed = seed;
+    ImplPtr impl = load_plugin(mutant_path("bf16_truncating_store"));
+    CaseRunner runner(RunConfig{impl, {}, 10000ms});
+    const CaseOutcome o = runner.run(c);
+    ASSERT_FALSE(o.ok) << "seed " << seed;
+    EXPECT_EQ(o.failure.property, "matches-declared-order") << o.failure.detail;
+    EXPECT_EQ(o.by_kind[static_cast<size_t>(CheckKind::Bound)] + o.by_kind[static_cast<size_t>(CheckKind::Bitwise)],
+              c.count)
+        << "every element was checked by the oracle first, and passed";
+    // The control ring, declaring the same order, passes the same case.
+    ImplPtr control = load_plugin(mutant_path("control_ring"));
+    CaseRunner ok_runner(RunConfig{control, {}, 10000ms});
+    const CaseOutcome good = ok_runner.run(c);
+    EXPECT_TRUE(good.ok) << good.failure.property << "\n" << good.failure.detail;
+    EXPECT_EQ(good.order_checked, c.count);
+  }
+}

@@ -7,15 +7,25 @@
 
 namespace collcheck {
 
-void tree_all_reduce(const AllReduceArgs& a) {
-  const int p = a.links.size();
-  const int r = a.links.rank();
-  if (begin_all_reduce(a)) return;
+namespace {
+TreeNode heap_node(int p, int r) {
   TreeNode node;
   node.parent = r == 0 ? -1 : (r - 1) / 2;
   node.children[0] = 2 * r + 1 < p ? 2 * r + 1 : -1;
   node.children[1] = 2 * r + 2 < p ? 2 * r + 2 : -1;
-  tree_reduce_broadcast(a, node, static_cast<std::byte*>(a.recv), 0, a.count, a.tag);
+  return node;
+}
+}  // namespace
+
+void tree_all_reduce(const AllReduceArgs& a) {
+  const int p = a.links.size();
+  const int r = a.links.rank();
+  if (begin_all_reduce(a)) return;
+  tree_reduce_broadcast(a, heap_node(p, r), static_cast<std::byte*>(a.recv), 0, a.count, a.tag);
+}
+
+void tree_reduction_order(int p, size_t, size_t, std::vector<int>& postfix) {
+  tree_postfix(p, [p](int r) { return heap_node(p, r); }, postfix);
 }
 
 }  // namespace collcheck

@@ -97,6 +97,25 @@ inline void ring(const Ctx& x, void* buf, const RingBugs& b = {}, const CombineF
   }
 }
 
+// The kit ring's reduction order, as collcheck_plugin_reduction_order returns
+// it: chunk c is folded from rank c along the ring (the same order as
+// collcheck's reference ring).
+inline int ring_order(int p, size_t count, size_t index, int* postfix, size_t capacity) {
+  if (capacity < 2 * static_cast<size_t>(p) - 1) return -1;
+  int c = 0;
+  for (int i = 0; i < p; ++i) {
+    const Chunk ch = ring_chunk(count, p, i, {});
+    if (index >= ch.off && index < ch.off + ch.n) c = i;
+  }
+  int n = 0;
+  postfix[n++] = c;
+  for (int k = 1; k < p; ++k) {
+    postfix[n++] = (c + k) % p;
+    postfix[n++] = -1;
+  }
+  return n;
+}
+
 struct TreeBugs {
   bool drop_last_leaf = false;   // when p is not a power of two, rank p-1 is left out of the reduction
   bool root_other_order = false; // the root keeps a result it summed in another order than it sent

@@ -119,6 +119,15 @@ int collcheck_plugin_abi_version(void);
 const char* collcheck_plugin_name(void);
 /* One rank's part of one all-reduce. Required. */
 int collcheck_all_reduce(const collcheck_call* call, const collcheck_links* links);
+/* The reduction order of element `index` of a `count`-element all-reduce over
+   `p` ranks, as a postfix program written to postfix[0..n): r >= 0 pushes rank
+   r's contribution, -1 replaces the top two entries by their combination.
+   Returns n (at most `capacity`, which is 2p - 1), or -1 when unknown.
+   Optional (ABI version 1 stays): when exported, collcheck replays that order
+   with NCCL's semantics and checks float sums and products bit for bit
+   (property matches-declared-order), which catches rounding bugs that the
+   all-orders error bound cannot see. */
+int collcheck_plugin_reduction_order(int p, size_t count, size_t index, int* postfix, size_t capacity);
 
 #ifdef __cplusplus
 }
