@@ -33,6 +33,10 @@ struct Mailbox {
   std::condition_variable cv;
   std::map<Key, std::deque<std::shared_ptr<Op>>> sends;
   std::map<Key, std::deque<std::shared_ptr<Op>>> recvs;
+  // Transfers posted and then cancelled before they matched, by direction and
+  // key, with how: so that a waiter that times out can say the peer posted and
+  // cancelled, rather than that it never posted.
+  std::map<std::pair<LinkDirection, Key>, std::pair<size_t, std::string>> cancelled;
 };
 
 const char* dir_name(LinkDirection d) { return d == LinkDirection::Send ? "send to" : "recv from"; }
@@ -85,6 +89,15 @@ struct InProcFabric::Impl {
     box.cv.notify_all();
   }
 
+  // Unlinks a pending op and records its cancellation. Called with box.mu held.
+  static void cancel(Mailbox& box, const std::shared_ptr<Op>& op, Key key, std::string how) {
+    unlink(box, op, key);
+    op->state = OpState::Cancelled;
+    auto& c = box.cancelled[{op->dir, key}];
+    ++c.first;
+    c.second = std::move(how);
+  }
+
   static void unlink(Mailbox& box, const std::shared_ptr<Op>& op, Key key) {
     auto& mine = op->dir == LinkDirection::Send ? box.sends : box.recvs;
     auto it = mine.find(key);
@@ -109,10 +122,8 @@ class InProcRequest final : public LinkRequest {
 
   ~InProcRequest() override {
     std::lock_guard<std::mutex> g(box_->mu);
-    if (op_->state == OpState::Pending) {
-      InProcFabric::Impl::unlink(*box_, op_, key_);
-      op_->state = OpState::Cancelled;
-    }
+    if (op_->state == OpState::Pending)
+      InProcFabric::Impl::cancel(*box_, op_, key_, "cancelled it before it matched (the request was dropped)");
   }
 
   bool test() override {
@@ -129,8 +140,14 @@ class InProcRequest final : public LinkRequest {
     if (check_locked()) return;
     // Still pending: the deadline expired or the world was aborted. Cancel first
     // so the peer can never write into (or read from) our buffer afterwards.
-    InProcFabric::Impl::unlink(*box_, op_, key_);
-    op_->state = OpState::Cancelled;
+    InProcFabric::Impl::cancel(*box_, op_, key_, "gave up on it at its own deadline");
+    // Did the peer post the matching transfer and cancel it?
+    std::string peer_side = "the peer never posted the matching transfer";
+    const LinkDirection opposite = op_->dir == LinkDirection::Send ? LinkDirection::Recv : LinkDirection::Send;
+    if (auto it = box_->cancelled.find({opposite, key_}); it != box_->cancelled.end())
+      peer_side = fmt::format("rank {} posted the matching {} and then {}{}", op_->peer,
+                              opposite == LinkDirection::Send ? "send" : "recv", it->second.second,
+                              it->second.first > 1 ? fmt::format(" ({} times)", it->second.first) : "");
     lk.unlock();
     const auto waited = std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - start);
     if (fabric_->aborts(op_->tag)) {
@@ -139,9 +156,9 @@ class InProcRequest final : public LinkRequest {
                         op_->rank, op_->peer, op_->tag, op_->dir);
     }
     throw LinkTimeout(fmt::format("rank {}: {} rank {} on {} ({} bytes) did not complete by its deadline "
-                                  "(waited {} ms); the peer never posted the matching transfer",
+                                  "(waited {} ms); {}",
                                   op_->rank, dir_name(op_->dir), op_->peer, describe_tag(op_->tag), op_->size,
-                                  waited.count()),
+                                  waited.count(), peer_side),
                       op_->rank, op_->peer, op_->tag, op_->dir);
   }
 
@@ -248,6 +265,7 @@ void InProcFabric::reset() {
         for (auto& op : q) op->state = OpState::Cancelled;
     b->sends.clear();
     b->recvs.clear();
+    b->cancelled.clear();
   }
   std::lock_guard<std::mutex> g(impl_->abort_mu);
   impl_->abort_reason.clear();

@@ -163,3 +163,28 @@ TEST(InProcLinks, RejectsInvalidPeers) {
   EXPECT_THROW(f.links(5), std::out_of_range);
   EXPECT_THROW(InProcFabric(0), std::invalid_argument);
 }
+
+// A peer that posted the matching transfer and cancelled it is named as such,
+// not as a peer that never posted it.
+TEST(InProcLinks, ATimeoutNamesAPeerThatPostedAndCancelled) {
+  InProcFabric f(2);
+  auto l0 = f.links(0), l1 = f.links(1);
+  std::vector<int> out(4, 1), in(4);
+  { auto dropped = l1->isend(0, (3u << 8) | 0, bytes(out)); }  // posted, then dropped unmatched
+  auto r = l0->irecv(1, (3u << 8) | 1, bytes(in));  // another tag: no match, and nothing cancelled there
+  try {
+    r->wait(Clock::now() + 50ms);
+    FAIL() << "expected a timeout";
+  } catch (const LinkTimeout& e) {
+    EXPECT_NE(std::string(e.what()).find("the peer never posted"), std::string::npos) << e.what();
+  }
+  auto r2 = l0->irecv(1, (3u << 8) | 0, bytes(in));
+  try {
+    r2->wait(Clock::now() + 50ms);
+    FAIL() << "expected a timeout";
+  } catch (const LinkTimeout& e) {
+    const std::string w = e.what();
+    EXPECT_EQ(w.find("never posted"), std::string::npos) << w;
+    EXPECT_NE(w.find("rank 1 posted the matching send and then cancelled it"), std::string::npos) << w;
+  }
+}
