@@ -2,6 +2,7 @@
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
 
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -565,6 +566,12 @@ int run_faults_command(const FaultsFlags& f) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  // Gloo's worlds hold p(p-1) sockets each: use the open-file limit the
+  // system allows (the soft limit is often 1024 of a much larger hard one).
+  if (rlimit lim{}; getrlimit(RLIMIT_NOFILE, &lim) == 0 && lim.rlim_cur < lim.rlim_max) {
+    lim.rlim_cur = lim.rlim_max;
+    setrlimit(RLIMIT_NOFILE, &lim);
+  }
   CLI::App app{"collcheck: a verification and fault-injection harness for All-Reduce"};
   app.require_subcommand(0, 1);
   bool version = false;
