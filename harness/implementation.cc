@@ -81,6 +81,11 @@ std::vector<uint64_t> tree_outcomes(std::span<const uint64_t> values, uint64_t (
   return reach.back();
 }
 
+void add_nccl_result(const Reduction& red, std::span<const uint64_t> values, std::vector<uint64_t>& out) {
+  const Expectation e = expect_element(red, values);
+  if (e.kind == CheckKind::Bitwise) out.push_back(e.bits);
+}
+
 ImplPtr reference_implementation(std::string_view name) {
   const AlgorithmInfo* a = find_algorithm(name);
   if (!a) return nullptr;

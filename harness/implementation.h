@@ -44,6 +44,10 @@ std::vector<uint64_t> compare_select_outcomes(const Reduction& red, std::span<co
 std::vector<uint64_t> tree_outcomes(std::span<const uint64_t> values, uint64_t (*step)(DType, uint64_t, uint64_t),
                                     DType t);
 
+// Appends NCCL's result for one element where it is one bit pattern (the
+// oracle's bitwise case): every deviation's outcome set includes it.
+void add_nccl_result(const Reduction& red, std::span<const uint64_t> values, std::vector<uint64_t>& out);
+
 // Where the ranks of an implementation can live.
 enum class WorldKind : uint8_t { Threads, Mpi };
 

@@ -136,8 +136,7 @@ std::vector<uint64_t> saturating_sum_outcomes(const Reduction& red, std::span<co
     return static_cast<uint64_t>(static_cast<uint8_t>(v));
   };
   for (int v = lo; v <= hi; ++v) out.push_back(post(v));
-  const Expectation e = expect_element(red, values);
-  if (e.kind == CheckKind::Bitwise) out.push_back(e.bits);
+  add_nccl_result(red, values, out);
   return out;
 }
 
