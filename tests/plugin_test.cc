@@ -141,7 +141,9 @@ TEST(VerifyCli, JunitReportForPassAndFailure) {
   auto r = testutil::collcheck("verify --cases 50 --seed 2 --junit " + pass);
   ASSERT_EQ(r.code, 0) << r.out;
   r = testutil::run_command("cat " + pass);
-  EXPECT_NE(r.out.find("tests=\"10\" failures=\"0\""), std::string::npos) << r.out;
+  // One testcase per property: the eleven of `verify`'s property table.
+  EXPECT_NE(r.out.find("tests=\"11\" failures=\"0\""), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("name=\"matches-declared-order\""), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("<testcase classname=\"collcheck.verify\" name=\"peers-agree\"></testcase>"), std::string::npos)
       << r.out;
   r = testutil::collcheck("verify --seed 1 --junit " + fail + " --impl plugin:" + std::string(MUTANT_DIR) +
