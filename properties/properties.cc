@@ -319,11 +319,12 @@ CaseOutcome check_execution(const Case& c, const CaseExecution& st, const RunCon
   if (dtype_is_float(c.dtype) && (red.combine == Combine::Sum || red.combine == Combine::Prod)) {
     std::vector<int> prog;
     std::vector<uint64_t> stack;
+    std::vector<bool> used(P);  // reused: this loop runs once per element
     for (size_t i = 0; i < c.count; ++i) {
       prog.clear();
       if (!cfg.impl->reduction_order(c.p, c.count, i, prog)) break;
       stack.clear();
-      std::vector<bool> used(P, false);
+      std::fill(used.begin(), used.end(), false);
       bool valid = true;
       for (int op : prog) {
         if (op >= 0 && static_cast<size_t>(op) < P && !used[static_cast<size_t>(op)]) {
