@@ -87,6 +87,9 @@ struct VerifyFlags {
   std::string replay;
   std::string progress = "auto";
   std::string junit;
+  std::string sequences = "on";
+  std::string perturb = "on";
+  std::string repeat;
 };
 
 void add_verify(CLI::App& app, VerifyFlags& f) {
@@ -129,6 +132,17 @@ void add_verify(CLI::App& app, VerifyFlags& f) {
   v->add_option("--junit", f.junit, "also write the result as JUnit XML to this file (one testcase per property)");
   v->add_option("--progress", f.progress, "progress line on stderr: auto (when a terminal), on, off")
       ->capture_default_str();
+  v->add_option("--sequences", f.sequences,
+                "on: one case in six (p <= 16) is 2 to 4 calls on one communicator, varied one field at a time, "
+                "sync and async; off: every case is one call")
+      ->capture_default_str();
+  v->add_option("--perturb", f.perturb,
+                "on: one case in ten (2 <= p <= 16) runs the implementation's transfers with seeded, bounded "
+                "random delays; off: never")
+      ->capture_default_str();
+  v->add_option("--repeat", f.repeat,
+                "replays of a minimal failing case, to tell a steady failure from a flaky one (fails k of N; "
+                "default 20); with --replay: runs of the case, failing if any run fails (default 1)");
 }
 
 int run_verify_command(const VerifyFlags& f) {
@@ -180,6 +194,16 @@ int run_verify_command(const VerifyFlags& f) {
   if (f.progress != "auto" && f.progress != "on" && f.progress != "off")
     throw UsageError(fmt::format("--progress must be auto, on or off, got '{}'", f.progress));
   o.progress = f.progress == "on" || (f.progress == "auto" && ::isatty(STDERR_FILENO));
+  for (const auto& [flag, value, into] : {std::tuple{"--sequences", &f.sequences, &o.space.sequences},
+                                          std::tuple{"--perturb", &f.perturb, &o.space.perturb}}) {
+    if (*value != "on" && *value != "off") throw UsageError(fmt::format("{} must be on or off, got '{}'", flag, *value));
+    *into = *value == "on";
+  }
+  if (!f.repeat.empty()) {
+    o.repeat = collcheck::parse_count(f.repeat, "--repeat");
+    if (o.repeat < 1 || o.repeat > 100000)
+      throw UsageError(fmt::format("--repeat must be in 1..100000, got {}", o.repeat));
+  }
   if (!f.replay.empty()) {
     std::string token = f.replay;
     if (token[0] == '@') {  // a token too long for the command line, in a file

@@ -39,9 +39,16 @@ std::vector<std::vector<std::byte>> Case::input_buffers() const {
   return out;
 }
 
+size_t Case::total_count() const {
+  size_t n = count;
+  for (const auto& t : then) n += t.count;
+  return n;
+}
+
 bool operator==(const Case& a, const Case& b) {
   if (a.p != b.p || a.dtype != b.dtype || a.op != b.op || a.count != b.count || a.inplace != b.inplace) return false;
   if (a.op == RedOp::PreMulSum && std::memcmp(&a.scalar, &b.scalar, sizeof(double)) != 0) return false;
+  if (a.async != b.async || a.defer != b.defer || a.perturb != b.perturb || a.then != b.then) return false;
   if (a.explicit_values != b.explicit_values) return false;
   if (a.explicit_values) return a.values == b.values;
   return a.data == b.data && a.seed == b.seed;
@@ -79,9 +86,13 @@ uint64_t parse_u64(std::string_view s, int base, std::string_view field, std::st
 
 }  // namespace
 
-std::string encode_case(const Case& c) {
-  std::string t = fmt::format("v1:p{}:{}:{}:s{}:n{}:{}:", c.p, dtype_name(c.dtype), op_name(c.op),
-                              scalar_text(c.scalar), c.count, c.inplace ? "ip" : "oop");
+namespace {
+
+// dtype:op:s<scalar>:n<count>:oop|ip[:sync|async<defer>]:<inputs>
+std::string encode_call(const Case& c, bool in_sequence) {
+  std::string t = fmt::format("{}:{}:s{}:n{}:{}:", dtype_name(c.dtype), op_name(c.op), scalar_text(c.scalar), c.count,
+                              c.inplace ? "ip" : "oop");
+  if (in_sequence) t += c.async ? fmt::format("async{}:", c.defer) : std::string("sync:");
   if (!c.explicit_values) return t + fmt::format("d:{}:{:x}", data_class_name(c.data), c.seed);
   t += "x:";
   for (int r = 0; r < c.p; ++r) {
@@ -94,43 +105,54 @@ std::string encode_case(const Case& c) {
   return t;
 }
 
-Case decode_case(std::string_view token) {
-  const auto f = split(token, ':');
-  if (f.size() < 9 || f[0] != "v1")
-    bad("token", token.substr(0, 40), "v1:p<ranks>:<dtype>:<op>:s<scalar>:n<count>:<oop|ip>:x:<values> or ...:d:<class>:<seed>");
-  Case c;
-  if (f[1].size() < 2 || f[1][0] != 'p') bad("ranks field", f[1], "p<ranks>, e.g. p4");
-  c.p = static_cast<int>(parse_u64(f[1].substr(1), 10, "ranks field", "p<ranks> with ranks in 1..4096"));
-  if (c.p < 1 || c.p > 4096) bad("ranks field", f[1], "p<ranks> with ranks in 1..4096");
-  auto t = parse_dtype(f[2]);
-  if (!t) bad("dtype", f[2], dtype_choices());
+// Parses the fields of one call from f[0..]; c.p is set.
+void decode_call(Case& c, const std::vector<std::string_view>& f, bool in_sequence, std::string_view token) {
+  const size_t k = in_sequence ? 1 : 0;  // the extra sync|async field
+  if (f.size() < 7 + k)
+    bad("call", token.substr(0, 60),
+        in_sequence ? "<dtype>:<op>:s<scalar>:n<count>:<oop|ip>:<sync|async<defer>>:<inputs>"
+                    : "v1:p<ranks>:<dtype>:<op>:s<scalar>:n<count>:<oop|ip>:x:<values> or ...:d:<class>:<seed>");
+  auto t = parse_dtype(f[0]);
+  if (!t) bad("dtype", f[0], dtype_choices());
   c.dtype = *t;
-  auto op = parse_op(f[3]);
-  if (!op) bad("op", f[3], op_choices());
+  auto op = parse_op(f[1]);
+  if (!op) bad("op", f[1], op_choices());
   c.op = *op;
-  if (f[4].size() < 2 || f[4][0] != 's') bad("scalar field", f[4], "s<number>, e.g. s3");
+  if (f[2].size() < 2 || f[2][0] != 's') bad("scalar field", f[2], "s<number>, e.g. s3");
   {
-    const std::string s(f[4].substr(1));
+    const std::string s(f[2].substr(1));
     char* end = nullptr;
     c.scalar = std::strtod(s.c_str(), &end);
-    if (end != s.c_str() + s.size() || !std::isfinite(c.scalar)) bad("scalar field", f[4], "s<finite number>");
+    if (end != s.c_str() + s.size() || !std::isfinite(c.scalar)) bad("scalar field", f[2], "s<finite number>");
   }
-  if (f[5].size() < 2 || f[5][0] != 'n') bad("count field", f[5], "n<count>");
-  c.count = parse_u64(f[5].substr(1), 10, "count field", "n<count>");
-  if (f[6] != "oop" && f[6] != "ip") bad("placement", f[6], "oop or ip");
-  c.inplace = f[6] == "ip";
-  if (f[7] == "d") {
-    if (f.size() != 10) bad("token", token.substr(0, 40), "...:d:<class>:<seed hex>");
-    auto dc = parse_data_class(f[8]);
-    if (!dc) bad("data class", f[8], data_class_choices());
+  if (f[3].size() < 2 || f[3][0] != 'n') bad("count field", f[3], "n<count>");
+  c.count = parse_u64(f[3].substr(1), 10, "count field", "n<count>");
+  if (f[4] != "oop" && f[4] != "ip") bad("placement", f[4], "oop or ip");
+  c.inplace = f[4] == "ip";
+  if (in_sequence) {
+    if (f[5] == "sync") {
+      c.async = false;
+    } else if (f[5].substr(0, 5) == "async" && f[5].size() > 5) {
+      c.async = true;
+      c.defer = static_cast<int>(parse_u64(f[5].substr(5), 10, "async field", "sync or async<defer>, defer 0..16"));
+      if (c.defer > static_cast<int>(kMaxSequenceCalls)) bad("async field", f[5], "sync or async<defer>, defer 0..16");
+    } else {
+      bad("async field", f[5], "sync or async<defer>, e.g. async1");
+    }
+  }
+  const size_t in = 5 + k;  // where the inputs start
+  if (f[in] == "d") {
+    if (f.size() != in + 3) bad("call", token.substr(0, 60), "...:d:<class>:<seed hex>");
+    auto dc = parse_data_class(f[in + 1]);
+    if (!dc) bad("data class", f[in + 1], data_class_choices());
     c.data = *dc;
-    c.seed = parse_u64(f[9], 16, "seed", "a hex number");
-    return c;
+    c.seed = parse_u64(f[in + 2], 16, "seed", "a hex number");
+    return;
   }
-  if (f[7] != "x" || f.size() != 9) bad("inputs", f[7], "x:<values> or d:<class>:<seed>");
-  if (c.count > (size_t{1} << 24)) bad("count field", f[5], "at most 16777216 explicit elements");
+  if (f[in] != "x" || f.size() != in + 2) bad("inputs", f[in], "x:<values> or d:<class>:<seed>");
+  if (c.count > (size_t{1} << 24)) bad("count field", f[3], "at most 16777216 explicit elements");
   c.explicit_values = true;
-  const auto ranks = split(f[8], '/');
+  const auto ranks = split(f[in + 1], '/');
   if (ranks.size() != static_cast<size_t>(c.p))
     bad("values", fmt::format("{} rank(s)", ranks.size()), fmt::format("{} ranks separated by '/'", c.p));
   const unsigned bits = 8 * static_cast<unsigned>(dtype_size(c.dtype));
@@ -151,11 +173,49 @@ Case decode_case(std::string_view token) {
     }
     c.values.push_back(std::move(v));
   }
+}
+
+}  // namespace
+
+std::string encode_case(const Case& c) {
+  std::string t = fmt::format("v1:p{}:", c.p) + encode_call(c, false);
+  if (c.perturb) t += fmt::format(",z{:x}", c.perturb);
+  for (const auto& n : c.then) t += "," + encode_call(n, true);
+  return t;
+}
+
+Case decode_case(std::string_view token) {
+  const auto parts = split(token, ',');
+  const auto f = split(parts[0], ':');
+  if (f.size() < 9 || f[0] != "v1")
+    bad("token", token.substr(0, 40), "v1:p<ranks>:<dtype>:<op>:s<scalar>:n<count>:<oop|ip>:x:<values> or ...:d:<class>:<seed>");
+  Case c;
+  if (f[1].size() < 2 || f[1][0] != 'p') bad("ranks field", f[1], "p<ranks>, e.g. p4");
+  const std::string allowed = fmt::format("p<ranks> with ranks in 1..{}", kMaxCaseRanks);
+  c.p = static_cast<int>(parse_u64(f[1].substr(1), 10, "ranks field", allowed));
+  if (c.p < 1 || c.p > kMaxCaseRanks) bad("ranks field", f[1], allowed);
+  decode_call(c, {f.begin() + 2, f.end()}, false, parts[0]);
+  for (size_t i = 1; i < parts.size(); ++i) {
+    const std::string_view part = parts[i];
+    if (!part.empty() && part[0] == 'z' && part.find(':') == std::string_view::npos) {
+      if (i != 1 || part.size() < 2) bad("perturbation field", part, "z<seed hex>, right after the first call");
+      c.perturb = parse_u64(part.substr(1), 16, "perturbation field", "z<seed hex>, nonzero");
+      if (c.perturb == 0) bad("perturbation field", part, "z<seed hex>, nonzero");
+      continue;
+    }
+    if (c.then.size() >= kMaxSequenceCalls - 1)
+      bad("sequence", fmt::format("{} calls", parts.size()), fmt::format("at most {} calls", kMaxSequenceCalls));
+    Case n;
+    n.p = c.p;
+    decode_call(n, split(part, ':'), true, part);
+    c.then.push_back(std::move(n));
+  }
   return c;
 }
 
-std::string case_summary(const Case& c) {
-  std::string s = fmt::format("p={} {} {}", c.p, dtype_name(c.dtype), op_name(c.op));
+namespace {
+std::string call_summary(const Case& c) {
+  std::string s = fmt::format("{} {}", dtype_name(c.dtype), op_name(c.op));
   if (c.op == RedOp::PreMulSum) s += fmt::format(" (scalar {})", scalar_text(c.scalar));
   s += fmt::format(" count={} {}", c.count, c.inplace ? "in-place" : "out-of-place");
   if (c.explicit_values) {
@@ -165,16 +225,40 @@ std::string case_summary(const Case& c) {
   }
   return s;
 }
+}  // namespace
+
+std::string sequence_call_name(const Case& c, size_t k) {
+  if (k == 0) return "call 1";
+  const Case& n = c.then[k - 1];
+  return fmt::format("call {} of the sequence ({}, {})", k + 1, call_summary(n),
+                     n.async ? fmt::format("async, waited after {} more call(s)", n.defer) : std::string("sync"));
+}
+
+std::string case_summary(const Case& c) {
+  std::string s = fmt::format("p={} ", c.p) + call_summary(c);
+  if (c.perturb) s += fmt::format(", perturbed schedule (seed {:#x})", c.perturb);
+  if (!c.then.empty()) {
+    s += fmt::format("; then {} more call(s) on the same communicator:", c.then.size());
+    for (size_t k = 0; k < c.then.size(); ++k)
+      s += fmt::format(" [{}] {}{}", k + 2, call_summary(c.then[k]),
+                       c.then[k].async ? fmt::format(" async(defer {})", c.then[k].defer) : std::string(" sync"));
+  }
+  return s;
+}
 
 std::string describe_case(const Case& c, size_t max_elements) {
   std::string s = case_summary(c) + "\n";
-  for (int r = 0; r < c.p; ++r) {
-    s += fmt::format("    rank {}:", r);
-    const size_t n = std::min(c.count, max_elements);
-    for (size_t i = 0; i < n; ++i) s += fmt::format(" [{}] {}", i, format_element(c.dtype, c.input(r, i)));
-    if (c.count > n) s += fmt::format(" ... ({} more)", c.count - n);
-    if (c.count == 0) s += " (no elements)";
-    s += "\n";
+  for (size_t k = 0; k < c.calls(); ++k) {
+    const Case& call = k == 0 ? c : c.then[k - 1];
+    if (c.calls() > 1) s += fmt::format("  call {}:\n", k + 1);
+    for (int r = 0; r < c.p; ++r) {
+      s += fmt::format("    rank {}:", r);
+      const size_t n = std::min(call.count, max_elements);
+      for (size_t i = 0; i < n; ++i) s += fmt::format(" [{}] {}", i, format_element(call.dtype, call.input(r, i)));
+      if (call.count > n) s += fmt::format(" ... ({} more)", call.count - n);
+      if (call.count == 0) s += " (no elements)";
+      s += "\n";
+    }
   }
   return s;
 }

@@ -138,9 +138,9 @@ CaseOutcome IsolatedExecutor::run(const Case& c) {
     stop(true);
     return fail("  the isolated child that runs the implementation died before it took the case\n");
   }
-  // Every call of the case (4, plus one per peer) has its own deadline; the
+  // Every call of the case (4, one per further call of its sequence, plus one per peer) has its own deadline; the
   // child reports a hang itself after them, this is the backstop.
-  const auto budget = case_limit(cfg_) + std::chrono::seconds(13);
+  const auto budget = case_limit(c, cfg_) + std::chrono::seconds(13);
   const Deadline deadline = Clock::now() + budget;
   std::string line;
   std::string acc;

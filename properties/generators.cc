@@ -125,6 +125,36 @@ std::vector<uint64_t> simpler_values(DType t, uint64_t v) {
 // values: one run per element or per small block would take hours.
 constexpr size_t kFineShrinkCount = 4096;
 
+// The shrinks of a sequence, simplest first: the first call alone, each
+// further call left out, each async call made sync, the schedule unperturbed.
+std::vector<Case> sequence_shrinks(const Case& b) {
+  std::vector<Case> out;
+  if (b.then.empty() && !b.perturb) return out;
+  if (!b.then.empty()) {
+    Case c = b;
+    c.then.clear();
+    out.push_back(std::move(c));
+  }
+  for (size_t k = 0; b.then.size() > 1 && k < b.then.size(); ++k) {
+    Case c = b;
+    c.then.erase(c.then.begin() + static_cast<long>(k));
+    out.push_back(std::move(c));
+  }
+  for (size_t k = 0; k < b.then.size(); ++k) {
+    if (!b.then[k].async) continue;
+    Case c = b;
+    c.then[k].async = false;
+    c.then[k].defer = 0;
+    out.push_back(std::move(c));
+  }
+  if (b.perturb) {
+    Case c = b;
+    c.perturb = 0;
+    out.push_back(std::move(c));
+  }
+  return out;
+}
+
 // Lazily enumerates the shrinks of one case.
 class CaseShrinks {
  public:
@@ -133,6 +163,12 @@ class CaseShrinks {
   rc::Maybe<Case> operator()() {
     for (;;) {
       switch (stage_) {
+        case -1: {  // a shorter sequence: no further calls, then without call k; sync for async; no perturbation
+          if (i_ == 0) seq_cands_ = sequence_shrinks(*base_);
+          if (i_ < seq_cands_.size()) return std::move(seq_cands_[i_++]);
+          seq_cands_.clear();
+          break;
+        }
         case 0: {  // fewer ranks: 1, p/2, then without rank i
           const Case& b = *base_;
           if (b.p <= 1) break;
@@ -220,7 +256,24 @@ class CaseShrinks {
           }
           break;
         }
-        case 4: {  // simpler values, element by element
+        case 4: {  // the further calls' counts: 0, 1, half (a prefix of their inputs)
+          const Case& b = *base_;
+          while (i_ < 3 * b.then.size()) {
+            const size_t k = i_ / 3, which = i_ % 3;
+            ++i_;
+            const size_t n = b.then[k].count;
+            const size_t to = which == 0 ? 0 : which == 1 ? 1 : n / 2;
+            if (to >= n || (which == 2 && (to <= 1))) continue;
+            Case c = b;
+            Case& call = c.then[k];
+            call.make_explicit();
+            for (auto& v : call.values) v.resize(to);
+            call.count = to;
+            return c;
+          }
+          break;
+        }
+        case 5: {  // simpler values, element by element
           const Case& b = *base_;
           if (b.count > kFineShrinkCount) break;  // a run per element would not end; the report names the element
           while (elem_ < static_cast<size_t>(b.p) * b.count) {
@@ -251,16 +304,30 @@ class CaseShrinks {
     c.make_explicit();
     return c;
   }
-  Case with_ranks(int first, int n) const {
+  // Every call of the sequence explicit (rank shrinks apply to all of them).
+  Case all_explicit() const {
     Case c = explicit_base();
-    c.values = {c.values.begin() + first, c.values.begin() + first + n};
-    c.p = n;
+    for (auto& n : c.then) n.make_explicit();
+    return c;
+  }
+  Case with_ranks(int first, int n) const {
+    Case c = all_explicit();
+    auto slice = [&](Case& x) {
+      x.values = {x.values.begin() + first, x.values.begin() + first + n};
+      x.p = n;
+    };
+    slice(c);
+    for (auto& t : c.then) slice(t);
     return c;
   }
   Case without_rank(int r) const {
-    Case c = explicit_base();
+    Case c = all_explicit();
     c.values.erase(c.values.begin() + r);
     c.p -= 1;
+    for (auto& t : c.then) {
+      t.values.erase(t.values.begin() + r);
+      t.p -= 1;
+    }
     return c;
   }
   Case without_elements(size_t start, size_t n) const {
@@ -272,7 +339,7 @@ class CaseShrinks {
   }
 
   std::shared_ptr<const Case> base_;
-  int stage_ = 0;
+  int stage_ = -1;
   size_t i_ = 0;
   size_t block_ = 0;
   bool blocks_started_ = false;
@@ -281,11 +348,63 @@ class CaseShrinks {
   size_t elem_ = 0;
   std::vector<uint64_t> cand_;
   size_t k_ = 0;
+  std::vector<Case> seq_cands_;
 };
 
 class CaseGen {
  public:
   explicit CaseGen(CaseSpace s) : space_(std::move(s)) {}
+
+  // The ops that may be drawn with dtype t.
+  std::vector<RedOp> ops_for(DType t) const {
+    std::vector<RedOp> ops;
+    for (RedOp op : space_.ops)
+      if (std::find(space_.excluded.begin(), space_.excluded.end(), std::pair{t, op}) == space_.excluded.end())
+        ops.push_back(op);
+    return ops;
+  }
+
+  // A further call of a sequence: `prev` with one thing changed (the dtype
+  // at the same count or at the same byte size, the op, the count, or the
+  // placement), sync or async, on fresh inputs. What stays the same is what
+  // a cache keyed on part of the call would wrongly match on.
+  template <typename Next>
+  Case next_call(const Case& prev, size_t cmax, Next& next) const {
+    Case n;
+    n.p = prev.p;
+    n.dtype = prev.dtype;
+    n.op = prev.op;
+    n.count = prev.count;
+    n.inplace = prev.inplace;
+    switch (next() % 5) {
+      case 0: n.dtype = pick(space_.dtypes, next()); break;
+      case 1: {  // the same bytes in another element size
+        std::vector<DType> fit;
+        const size_t bytes = prev.count * dtype_size(prev.dtype);
+        for (DType t : space_.dtypes)
+          if (dtype_size(t) != dtype_size(prev.dtype) && bytes % dtype_size(t) == 0) fit.push_back(t);
+        if (!fit.empty()) {
+          n.dtype = pick(fit, next());
+          n.count = bytes / dtype_size(n.dtype);
+        }
+        break;
+      }
+      case 2: n.op = pick(ops_for(n.dtype), next()); break;
+      case 3:
+        n.count = next() % 2 ? pick(edge_counts(n.p, cmax), next())
+                             : next() % (std::min(cmax, std::max<size_t>(2 * prev.count, 2)) + 1);
+        break;
+      default: n.inplace = !prev.inplace;
+    }
+    const auto ops = ops_for(n.dtype);
+    if (std::find(ops.begin(), ops.end(), n.op) == ops.end()) n.op = pick(ops, next());
+    n.scalar = n.op == RedOp::PreMulSum ? kScalars[next() % std::size(kScalars)] : 1.0;
+    n.async = next() % 2 == 0;
+    n.defer = n.async ? static_cast<int>(next() % 3) : 0;
+    n.data = pick(classes_for(space_, n.dtype), next());
+    n.seed = next();
+    return n;
+  }
 
   rc::Shrinkable<Case> operator()(const rc::Random& random, int size) const {
     rc::Random rnd = random;
@@ -308,15 +427,7 @@ class CaseGen {
       c.p = 1 + static_cast<int>(next() % static_cast<uint64_t>(std::max(1, pmax)));
     }
     c.dtype = pick(space_.dtypes, next());
-    if (space_.excluded.empty()) {
-      c.op = pick(space_.ops, next());
-    } else {
-      std::vector<RedOp> ops;
-      for (RedOp op : space_.ops)
-        if (std::find(space_.excluded.begin(), space_.excluded.end(), std::pair{c.dtype, op}) == space_.excluded.end())
-          ops.push_back(op);
-      c.op = pick(ops, next());
-    }
+    c.op = pick(ops_for(c.dtype), next());
     const double scalar = kScalars[next() % std::size(kScalars)];
     c.scalar = c.op == RedOp::PreMulSum ? scalar : 1.0;  // only premulsum has one
     // Count: two in three from the edges, else uniform; both capped by the size.
@@ -334,6 +445,14 @@ class CaseGen {
     c.inplace = next() % 2 == 0;
     c.data = pick(classes_for(space_, c.dtype), next());
     c.seed = next();
+    // One case in six (up to 16 ranks) goes on with one to three more calls
+    // on the same communicator, each the previous one with one thing changed.
+    if (space_.sequences && c.p <= 16 && next() % 6 == 0) {
+      const size_t more = 1 + next() % 3;
+      for (size_t k = 0; k < more; ++k) c.then.push_back(next_call(k == 0 ? c : c.then.back(), cmax, next));
+    }
+    // One in ten (2 to 16 ranks) perturbs the schedule.
+    if (space_.perturb && c.p >= 2 && c.p <= 16 && next() % 10 == 0) c.perturb = next() | 1;
     return rc::shrinkable::shrinkRecur(std::move(c), [](const Case& x) { return case_shrinks(x); });
   }
 

@@ -9,6 +9,9 @@
 // elements (short prefixes and suffixes, then halves and smaller blocks), out-of-place instead of in-place,
 // scalar 1, then each value made simpler (0, then 1, then fewer significant
 // bits). Dtype and op never shrink: the minimal case keeps the failing pair.
+// A sequence shrinks first: to its first call alone, without one call, async
+// calls made sync, the schedule unperturbed; later the further calls' counts
+// (0, 1, half).
 #pragma once
 
 #include <rapidcheck.h>
@@ -39,6 +42,11 @@ struct CaseSpace {
   // Input distributions to draw from; empty means all that fit the dtype
   // (wrap only for integers).
   std::vector<DataClass> data;
+  // One case in six (p <= 16) is a sequence of 2 to 4 calls on one
+  // communicator, each the previous one with one thing changed (Case::then).
+  bool sequences = true;
+  // One case in ten (2 <= p <= 16) perturbs the schedule (Case::perturb).
+  bool perturb = true;
 };
 
 rc::Gen<Case> gen_case(const CaseSpace& space);

@@ -83,12 +83,12 @@ void run_my_part(MpiWorld& world, const Case& c, CaseExecution& st, const RunCon
           o.error = fmt::format("rank {}: {}", r, e.what());
         }
       },
-      case_limit(cfg));
+      case_limit(c, cfg));
   o.returned = returned;
   if (!returned) {
     o.ok = false;
     o.error = fmt::format("rank {} (pid {} on {}): its part did not return within {:.1f} s", r, ::getpid(),
-                          world.host(), std::chrono::duration<double>(case_limit(cfg)).count());
+                          world.host(), std::chrono::duration<double>(case_limit(c, cfg)).count());
   }
 }
 
@@ -101,7 +101,7 @@ CaseOutcome MpiCaseExecutor::run(const Case& c) {
     throw std::logic_error(fmt::format("a case of {} ranks in an MPI world of {}", c.p, world_.size()));
   ++epoch_;
   last_ = c;
-  const auto limit = case_limit(cfg_);
+  const auto limit = case_limit(c, cfg_);
   const Deadline send_by = Clock::now() + limit;
   const std::string cmd = fmt::format("C{}:{}", epoch_, encode_case(c));
   for (int r = 1; r < world_.size(); ++r) world_.send(r, kTagCommand, cmd, send_by);

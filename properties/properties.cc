@@ -10,6 +10,7 @@
 #include "harness/communicator.h"
 #include "harness/crash_handler.h"
 #include "impl/element_ops.h"
+#include "impl/perturbed_links.h"
 
 namespace collcheck {
 
@@ -101,7 +102,11 @@ std::string indent(const std::string& text, std::string_view pad = "    ") {
 
 
 std::chrono::milliseconds case_limit(const RunConfig& cfg) {
-  return cfg.timeout * static_cast<int>(kNumCalls + cfg.peers.size()) + std::chrono::seconds(2);
+  return cfg.timeout * static_cast<int>(kNumCalls + kMaxSequenceCalls - 1 + cfg.peers.size()) + std::chrono::seconds(2);
+}
+
+std::chrono::milliseconds case_limit(const Case& c, const RunConfig& cfg) {
+  return cfg.timeout * static_cast<int>(kNumCalls + c.then.size() + cfg.peers.size()) + std::chrono::seconds(2);
 }
 
 std::shared_ptr<CaseExecution> prepare_execution(const Case& c, size_t npeers) {
@@ -109,18 +114,22 @@ std::shared_ptr<CaseExecution> prepare_execution(const Case& c, size_t npeers) {
   const auto P = static_cast<size_t>(c.p);
   auto st = std::make_shared<CaseExecution>();
   st->bufs.resize(P);
-  for (size_t r = 0; r < P; ++r) {
-    for (int k = 0; k < kNumCalls; ++k) {
-      CallBuffers b;
-      b.inplace = (k == kOtherPlacement) ? !c.inplace : c.inplace;
-      if (b.inplace) {
-        b.recv = framed(inputs[r], false);
-      } else {
-        b.send = framed(inputs[r], false);
-        b.recv = framed(inputs[r], true);
-      }
-      st->bufs[r].push_back(std::move(b));
+  auto add = [](std::vector<CallBuffers>& to, bool inplace, const std::vector<std::byte>& input) {
+    CallBuffers b;
+    b.inplace = inplace;
+    if (b.inplace) {
+      b.recv = framed(input, false);
+    } else {
+      b.send = framed(input, false);
+      b.recv = framed(input, true);
     }
+    to.push_back(std::move(b));
+  };
+  for (size_t r = 0; r < P; ++r)
+    for (int k = 0; k < kNumCalls; ++k) add(st->bufs[r], (k == kOtherPlacement) ? !c.inplace : c.inplace, inputs[r]);
+  for (const Case& n : c.then) {
+    const auto in = n.input_buffers();
+    for (size_t r = 0; r < P; ++r) add(st->bufs[r], n.inplace, in[r]);
   }
   st->peer_out.assign(npeers, inputs);
   st->ranks.assign(P, RankOutcome{});
@@ -128,9 +137,14 @@ std::shared_ptr<CaseExecution> prepare_execution(const Case& c, size_t npeers) {
   return st;
 }
 
-void execute_rank(const Case& c, CaseExecution& st, const RunConfig& cfg, Links& links) {
-  const auto r = static_cast<size_t>(links.rank());
+void execute_rank(const Case& c, CaseExecution& st, const RunConfig& cfg, Links& world_links) {
+  const auto r = static_cast<size_t>(world_links.rank());
   st.failed_phase[r] = 0;
+  // The implementation's calls run on perturbed links when the case says so;
+  // the peers' calls never do (they are the reference the case compares with).
+  std::unique_ptr<Links> perturbed;
+  if (c.perturb) perturbed = make_perturbed_links(world_links, c.perturb);
+  Links& links = perturbed ? *perturbed : world_links;
   {
     Communicator comm(links, CommOptions{"", cfg.timeout, cfg.impl});
     auto& mine = st.bufs[r];
@@ -149,10 +163,48 @@ void execute_rank(const Case& c, CaseExecution& st, const RunConfig& cfg, Links&
                                              e.what()));
       }
     }
+    // The rest of the sequence, on the same communicator. An async call is
+    // waited once `defer` more calls have been issued; those still pending at
+    // the end are waited latest first.
+    struct Pending {
+      std::unique_ptr<Work> work;
+      size_t due;  // waited once this many calls of `then` have been issued
+      size_t k;
+    };
+    std::vector<Pending> pending;
+    auto wait_one = [&](Pending& w) {
+      try {
+        w.work->wait();
+      } catch (const std::exception& e) {
+        throw std::runtime_error(fmt::format("in {}: wait(): {}", sequence_call_name(c, w.k + 1), e.what()));
+      }
+    };
+    for (size_t k = 0; k < c.then.size(); ++k) {
+      const Case& n = c.then[k];
+      CallBuffers& b = mine[kNumCalls + k];
+      const void* send = b.inplace ? b.recv_data() : b.send_data();
+      try {
+        if (n.async) {
+          pending.push_back({comm.all_reduce_async(send, b.recv_data(), n.count, n.dtype, n.op, n.scalar),
+                             k + 1 + static_cast<size_t>(n.defer), k});
+        } else {
+          comm.all_reduce(send, b.recv_data(), n.count, n.dtype, n.op, n.scalar);
+        }
+      } catch (const std::exception& e) {
+        throw std::runtime_error(fmt::format("in {}: {}", sequence_call_name(c, k + 1), e.what()));
+      }
+      for (auto& w : pending)
+        if (w.work && w.due <= k + 1) {  // in issue order; defer 0 is waited right away
+          wait_one(w);
+          w.work.reset();
+        }
+    }
+    for (auto it = pending.rbegin(); it != pending.rend(); ++it)
+      if (it->work) wait_one(*it);
   }
   for (size_t i = 0; i < cfg.peers.size(); ++i) {
     st.failed_phase[r] = static_cast<int>(1 + i);
-    Communicator comm(links, CommOptions{"", cfg.timeout, cfg.peers[i]});
+    Communicator comm(world_links, CommOptions{"", cfg.timeout, cfg.peers[i]});
     auto& b = st.peer_out[i][r];
     try {
       comm.all_reduce(b.data(), b.data(), c.count, c.dtype, c.op, c.scalar);
@@ -176,7 +228,7 @@ CaseOutcome CaseRunner::run(const Case& c) {
   set_crash_context(fmt::format("running verify case {} on {} (replay it with --replay {})", case_summary(c),
                                 cfg_.impl->name(), encode_case(c)));
   auto st = prepare_execution(c, cfg_.peers.size());
-  st->limit = case_limit(cfg_);
+  st->limit = case_limit(c, cfg_);
   CaseExecution* s = st.get();
   // The rank body captures by value: a hung rank may outlive this call.
   const Case cc = c;
@@ -220,21 +272,167 @@ bool accepted(const Implementation& impl, const Reduction& red, const Expectatio
 
 }  // namespace
 
+namespace {
+
+// The checks of one call of a case's sequence, over every rank's buffers. Each
+// returns the failure (property, detail) or nothing; `where` names the call in
+// the detail when the case is a sequence.
+class CallChecker {
+ public:
+  CallChecker(const Case& call, const RunConfig& cfg, CaseOutcome& out, std::string where)
+      : c_(call), cfg_(cfg), out_(out), inputs_(call.input_buffers()), red_(call.reduction()),
+        bytes_(call.count * dtype_size(call.dtype)), where_(std::move(where)) {}
+
+  // Canaries intact, and out-of-place inputs left alone, in bufs[r][slot].
+  std::optional<Failure> buffers(const CaseExecution& st, size_t slot, const char* call_name) const {
+    for (size_t r = 0; r < st.bufs.size(); ++r) {
+      const CallBuffers& b = st.bufs[r][slot];
+      for (size_t j = 0; j < b.recv.size(); ++j) {
+        if (j >= kCanary && j < kCanary + bytes_) continue;
+        if (b.recv[j] != canary_byte(j)) {
+          const long off = static_cast<long>(j) - static_cast<long>(kCanary);
+          const long es = static_cast<long>(dtype_size(c_.dtype));
+          const std::string at =
+              off < 0 ? fmt::format("{} byte(s) before the buffer", -off)
+                      : fmt::format("byte {} past the end (element [{}])", off - static_cast<long>(bytes_), off / es);
+          return failure(c_.count == 0 ? "count-zero-is-noop" : "no-write-outside-count",
+                         fmt::format("  rank {} wrote {} in {} ({}): byte is {:#04x}, canary was {:#04x}\n", r, at,
+                                     call_name, b.inplace ? "in-place" : "out-of-place",
+                                     static_cast<unsigned>(b.recv[j]), static_cast<unsigned>(canary_byte(j))));
+        }
+      }
+      if (!b.inplace && bytes_ > 0 && std::memcmp(b.send.data() + kCanary, inputs_[r].data(), bytes_) != 0) {
+        size_t i = 0;
+        while (load_element(c_.dtype, b.send_data(), i) == load_element(c_.dtype, inputs_[r].data(), i)) ++i;
+        return failure("input-untouched",
+                       fmt::format("  rank {} modified its send buffer in {} (out-of-place): element [{}] was {}, is {}\n",
+                                   r, call_name, i, format_element(c_.dtype, load_element(c_.dtype, inputs_[r].data(), i)),
+                                   format_element(c_.dtype, load_element(c_.dtype, b.send_data(), i))));
+      }
+    }
+    return std::nullopt;
+  }
+
+  // `result` (rank 0's) against the oracle, then in the implementation's
+  // declared reduction order.
+  std::optional<Failure> oracle(const std::byte* result) {
+    const size_t P = inputs_.size();
+    std::vector<uint64_t> vals(P);
+    size_t wrong = 0;
+    std::optional<size_t> first_wrong;
+    for (size_t i = 0; i < c_.count; ++i) {
+      for (size_t r = 0; r < P; ++r) vals[r] = load_element(c_.dtype, inputs_[r].data(), i);
+      const Expectation e = expect_element(red_, vals);
+      const uint64_t got = load_element(c_.dtype, result, i);
+      ++out_.by_kind[static_cast<int>(e.kind)];
+      const Verdict v = judge(red_, e, got);
+      if (v.ok) {
+        if (e.kind == CheckKind::Bound) out_.max_err_units = std::max(out_.max_err_units, v.err_units);
+        continue;
+      }
+      if (accepted(*cfg_.impl, red_, e, vals, got, out_)) continue;
+      ++wrong;
+      if (!first_wrong) first_wrong = i;
+    }
+    if (wrong > 0)
+      return failure("agrees-with-oracle", fmt::format("  {} of {} elements wrong\n", wrong, c_.count) +
+                                               oracle_detail(c_, red_, inputs_, result, *first_wrong, "rank 0"));
+    // The declared reduction order, replayed with NCCL's semantics: float sums
+    // and products bit for bit, where the all-orders bound is too loose to see
+    // a rounding bug.
+    if (!dtype_is_float(c_.dtype) || (red_.combine != Combine::Sum && red_.combine != Combine::Prod))
+      return std::nullopt;
+    std::vector<int> prog;
+    std::vector<uint64_t> stack;
+    std::vector<bool> used(P);  // reused: this loop runs once per element
+    for (size_t i = 0; i < c_.count; ++i) {
+      prog.clear();
+      if (!cfg_.impl->reduction_order(c_.p, c_.count, i, prog)) break;
+      stack.clear();
+      std::fill(used.begin(), used.end(), false);
+      bool valid = true;
+      for (int op : prog) {
+        if (op >= 0 && static_cast<size_t>(op) < P && !used[static_cast<size_t>(op)]) {
+          used[static_cast<size_t>(op)] = true;
+          stack.push_back(premul_bits(red_, load_element(c_.dtype, inputs_[static_cast<size_t>(op)].data(), i)));
+        } else if (op == -1 && stack.size() >= 2) {
+          const uint64_t b = stack.back();
+          stack.pop_back();
+          stack.back() = combine_bits(c_.dtype, red_.combine, stack.back(), b);
+        } else {
+          valid = false;
+          break;
+        }
+      }
+      valid = valid && stack.size() == 1 && std::count(used.begin(), used.end(), true) == static_cast<long>(P);
+      if (!valid)
+        return failure("matches-declared-order",
+                       fmt::format("  {} declares an order for element [{}] that is not a reduction tree over ranks "
+                                   "0..{}: {}\n",
+                                   cfg_.impl->name(), i, P - 1, fmt::join(prog, " ")));
+      ++out_.order_checked;
+      const uint64_t want = stack[0], got = load_element(c_.dtype, result, i);
+      const bool same = want == got || (std::isnan(element_to_double(c_.dtype, want)) &&
+                                        std::isnan(element_to_double(c_.dtype, got)));
+      if (!same)
+        return failure("matches-declared-order",
+                       fmt::format("  element [{}] on rank 0: the declared order (postfix: {}) gives {} with NCCL's "
+                                   "rounding, the implementation returned {}\n",
+                                   i, fmt::join(prog, " "), format_element(c_.dtype, want),
+                                   format_element(c_.dtype, got)) +
+                           oracle_detail(c_, red_, inputs_, result, i, "rank 0"));
+    }
+    return std::nullopt;
+  }
+
+  // Every rank's bufs[r][slot] holds rank 0's bits.
+  std::optional<Failure> identical(const CaseExecution& st, size_t slot) const {
+    const std::byte* result = st.bufs[0][slot].recv_data();
+    for (size_t r = 1; r < st.bufs.size(); ++r) {
+      const std::byte* other = st.bufs[r][slot].recv_data();
+      if (std::memcmp(other, result, bytes_) != 0)
+        return failure("ranks-identical", fmt::format("  rank {} differs from rank 0\n", r) +
+                                              first_diff_detail(c_, red_, inputs_, result, other, "rank 0",
+                                                                fmt::format("rank {}", r)));
+    }
+    return std::nullopt;
+  }
+
+  const std::vector<std::vector<std::byte>>& inputs() const { return inputs_; }
+  const Reduction& red() const { return red_; }
+  size_t bytes() const { return bytes_; }
+
+ private:
+  Failure failure(std::string_view property, std::string detail) const {
+    if (!where_.empty()) detail = fmt::format("  in {}:\n", where_) + detail;
+    return Failure{std::string(property), std::move(detail)};
+  }
+  const Case& c_;
+  const RunConfig& cfg_;
+  CaseOutcome& out_;
+  std::vector<std::vector<std::byte>> inputs_;
+  Reduction red_;
+  size_t bytes_;
+  std::string where_;
+};
+
+}  // namespace
+
 CaseOutcome check_execution(const Case& c, const CaseExecution& st, const RunConfig& cfg) {
   CaseOutcome out;
-  auto fail = [&](std::string_view property, std::string detail) {
+  auto fail_with = [&](Failure f, const Case& call) {
     out.ok = false;
     // A documented deviation of this (dtype, op) is named, so that a reader
     // (and ci/gpu-check) can tell a known library bug from a new one.
-    if (const Deviation* d = cfg.impl->deviation(c.dtype, c.op))
-      detail += fmt::format("  note: {} has a documented deviation for {} {}: {}: {}\n", cfg.impl->name(),
-                            dtype_name(c.dtype), op_name(c.op), d->name, d->doc);
-    out.failure = Failure{std::string(property), std::move(detail)};
+    if (const Deviation* d = cfg.impl->deviation(call.dtype, call.op))
+      f.detail += fmt::format("  note: {} has a documented deviation for {} {}: {}: {}\n", cfg.impl->name(),
+                              dtype_name(call.dtype), op_name(call.op), d->name, d->doc);
+    out.failure = std::move(f);
     return out;
   };
-  const auto inputs = c.input_buffers();
-  const Reduction red = c.reduction();
-  const size_t bytes = c.count * dtype_size(c.dtype);
+  auto fail = [&](std::string_view property, std::string detail) {
+    return fail_with(Failure{std::string(property), std::move(detail)}, c);
+  };
   const auto P = static_cast<size_t>(c.p);
 
   WorldRun run;
@@ -245,7 +443,7 @@ CaseOutcome check_execution(const Case& c, const CaseExecution& st, const RunCon
     return fail("call-completes",
                 fmt::format("  ranks did not return within {:.1f} s ({} calls of deadline {} ms each):\n{}",
                             std::chrono::duration<double>(st.limit).count(),
-                            static_cast<int>(kNumCalls + cfg.peers.size()), cfg.timeout.count(),
+                            static_cast<int>(kNumCalls + c.then.size() + cfg.peers.size()), cfg.timeout.count(),
                             indent(run.failures())));
   }
   if (!run.ok()) {
@@ -260,110 +458,16 @@ CaseOutcome check_execution(const Case& c, const CaseExecution& st, const RunCon
                                            indent(run.failures())));
   }
 
-  // Canaries, and inputs left alone.
-  for (size_t r = 0; r < P; ++r) {
-    for (int k = 0; k < kNumCalls; ++k) {
-      const CallBuffers& b = st.bufs[r][static_cast<size_t>(k)];
-      for (size_t j = 0; j < b.recv.size(); ++j) {
-        if (j >= kCanary && j < kCanary + bytes) continue;
-        if (b.recv[j] != canary_byte(j)) {
-          const long off = static_cast<long>(j) - static_cast<long>(kCanary);
-          const long es = static_cast<long>(dtype_size(c.dtype));
-          const std::string where =
-              off < 0 ? fmt::format("{} byte(s) before the buffer", -off)
-                      : fmt::format("byte {} past the end (element [{}])", off - static_cast<long>(bytes), off / es);
-          return fail(c.count == 0 ? "count-zero-is-noop" : "no-write-outside-count",
-                      fmt::format("  rank {} wrote {} in {} ({}): byte is {:#04x}, canary was {:#04x}\n", r, where,
-                                  kCallNames[k], b.inplace ? "in-place" : "out-of-place",
-                                  static_cast<unsigned>(b.recv[j]), static_cast<unsigned>(canary_byte(j))));
-        }
-      }
-      if (!b.inplace && bytes > 0 && std::memcmp(b.send.data() + kCanary, inputs[r].data(), bytes) != 0) {
-        size_t i = 0;
-        while (load_element(c.dtype, b.send_data(), i) == load_element(c.dtype, inputs[r].data(), i)) ++i;
-        return fail("input-untouched",
-                    fmt::format("  rank {} modified its send buffer in {} (out-of-place): element [{}] was {}, is {}\n",
-                                r, kCallNames[k], i, format_element(c.dtype, load_element(c.dtype, inputs[r].data(), i)),
-                                format_element(c.dtype, load_element(c.dtype, b.send_data(), i))));
-      }
-    }
-  }
-
-  // The result against the oracle (rank 0's primary call; then the others must be identical).
+  // The first call (with its repeat, other placement and async twin).
+  CallChecker first(c, cfg, out, c.then.empty() ? std::string() : sequence_call_name(c, 0));
+  for (int k = 0; k < kNumCalls; ++k)
+    if (auto f = first.buffers(st, static_cast<size_t>(k), kCallNames[k])) return fail_with(*f, c);
   const std::byte* result = st.bufs[0][kPrimary].recv_data();
-  std::vector<uint64_t> vals(P);
-  size_t wrong = 0;
-  std::optional<size_t> first_wrong;
-  for (size_t i = 0; i < c.count; ++i) {
-    for (size_t r = 0; r < P; ++r) vals[r] = load_element(c.dtype, inputs[r].data(), i);
-    const Expectation e = expect_element(red, vals);
-    const uint64_t got = load_element(c.dtype, result, i);
-    ++out.by_kind[static_cast<int>(e.kind)];
-    const Verdict v = judge(red, e, got);
-    if (v.ok) {
-      if (e.kind == CheckKind::Bound)
-        out.max_err_units = std::max(out.max_err_units, v.err_units);
-      continue;
-    }
-    if (accepted(*cfg.impl, red, e, vals, got, out)) continue;
-    ++wrong;
-    if (!first_wrong) first_wrong = i;
-  }
-  if (wrong > 0) {
-    return fail("agrees-with-oracle", fmt::format("  {} of {} elements wrong\n", wrong, c.count) +
-                                          oracle_detail(c, red, inputs, result, *first_wrong, "rank 0"));
-  }
-  // The declared reduction order, replayed with NCCL's semantics: float sums
-  // and products bit for bit, where the all-orders bound is too loose to see a
-  // rounding bug.
-  if (dtype_is_float(c.dtype) && (red.combine == Combine::Sum || red.combine == Combine::Prod)) {
-    std::vector<int> prog;
-    std::vector<uint64_t> stack;
-    std::vector<bool> used(P);  // reused: this loop runs once per element
-    for (size_t i = 0; i < c.count; ++i) {
-      prog.clear();
-      if (!cfg.impl->reduction_order(c.p, c.count, i, prog)) break;
-      stack.clear();
-      std::fill(used.begin(), used.end(), false);
-      bool valid = true;
-      for (int op : prog) {
-        if (op >= 0 && static_cast<size_t>(op) < P && !used[static_cast<size_t>(op)]) {
-          used[static_cast<size_t>(op)] = true;
-          stack.push_back(premul_bits(red, load_element(c.dtype, inputs[static_cast<size_t>(op)].data(), i)));
-        } else if (op == -1 && stack.size() >= 2) {
-          const uint64_t b = stack.back();
-          stack.pop_back();
-          stack.back() = combine_bits(c.dtype, red.combine, stack.back(), b);
-        } else {
-          valid = false;
-          break;
-        }
-      }
-      valid = valid && stack.size() == 1 && std::count(used.begin(), used.end(), true) == static_cast<long>(P);
-      if (!valid)
-        return fail("matches-declared-order",
-                    fmt::format("  {} declares an order for element [{}] that is not a reduction tree over ranks "
-                                "0..{}: {}\n",
-                                cfg.impl->name(), i, P - 1, fmt::join(prog, " ")));
-      ++out.order_checked;
-      const uint64_t want = stack[0], got = load_element(c.dtype, result, i);
-      const bool same = want == got || (std::isnan(element_to_double(c.dtype, want)) &&
-                                        std::isnan(element_to_double(c.dtype, got)));
-      if (!same)
-        return fail("matches-declared-order",
-                    fmt::format("  element [{}] on rank 0: the declared order (postfix: {}) gives {} with NCCL's "
-                                "rounding, the implementation returned {}\n",
-                                i, fmt::join(prog, " "), format_element(c.dtype, want), format_element(c.dtype, got)) +
-                        oracle_detail(c, red, inputs, result, i, "rank 0"));
-    }
-  }
-  for (size_t r = 1; r < P; ++r) {
-    const std::byte* other = st.bufs[r][kPrimary].recv_data();
-    if (std::memcmp(other, result, bytes) != 0)
-      return fail("ranks-identical", fmt::format("  rank {} differs from rank 0\n", r) +
-                                         first_diff_detail(c, red, inputs, result, other, "rank 0",
-                                                           fmt::format("rank {}", r)));
-  }
+  if (auto f = first.oracle(result)) return fail_with(*f, c);
+  if (auto f = first.identical(st, kPrimary)) return fail_with(*f, c);
+  const auto& inputs = first.inputs();
+  const Reduction& red = first.red();
+  const size_t bytes = first.bytes();
   const struct {
     CallKind k;
     const char* property;
@@ -381,8 +485,21 @@ CaseOutcome check_execution(const Case& c, const CaseExecution& st, const RunCon
     }
   }
 
-  // Peers: each must pass the oracle too (or its own documented deviation),
-  // agree across its ranks, and match bitwise where the oracle is bitwise.
+  // The rest of the sequence: each call on its own inputs.
+  for (size_t k = 0; k < c.then.size(); ++k) {
+    const Case& n = c.then[k];
+    const std::string name = sequence_call_name(c, k + 1);
+    CallChecker check(n, cfg, out, name);
+    const size_t slot = kNumCalls + k;
+    if (auto f = check.buffers(st, slot, "the call")) return fail_with(*f, n);
+    if (auto f = check.oracle(st.bufs[0][slot].recv_data())) return fail_with(*f, n);
+    if (auto f = check.identical(st, slot)) return fail_with(*f, n);
+  }
+
+  // Peers (on the first call): each must pass the oracle too (or its own
+  // documented deviation), agree across its ranks, and match bitwise where
+  // the oracle is bitwise.
+  std::vector<uint64_t> vals(P);
   for (size_t pi = 0; pi < cfg.peers.size(); ++pi) {
     const auto& peer = cfg.peers[pi];
     const std::byte* pres = st.peer_out[pi][0].data();

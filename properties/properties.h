@@ -61,7 +61,8 @@ struct RunConfig {
 // checks consume. Worlds differ only in where the rank bodies run.
 
 inline constexpr size_t kCanary = 64;
-// The calls each rank makes per case, before the peers' calls.
+// The calls each rank makes per case, before the rest of the sequence
+// (Case::then: bufs[rank][kNumCalls + k] is call k of `then`) and the peers' calls.
 enum CallKind { kPrimary, kRepeat, kOtherPlacement, kAsync, kNumCalls };
 
 // Buffers of one call on one rank, each framed by canaries.
@@ -78,7 +79,7 @@ struct CallBuffers {
 // Everything one run touches, kept on the heap: when a rank hangs, its thread
 // may still write here, so a hung run's state is deliberately never freed.
 struct CaseExecution {
-  std::vector<std::vector<CallBuffers>> bufs;                 // [rank][call]
+  std::vector<std::vector<CallBuffers>> bufs;                 // [rank][call]: kNumCalls, then c.then
   std::vector<std::vector<std::vector<std::byte>>> peer_out;  // [peer][rank], in-place
   std::vector<RankOutcome> ranks;                             // [rank]
   std::vector<int> failed_phase;  // [rank]: -1 none, 0 the implementation, 1 + i peer i
@@ -95,6 +96,8 @@ void execute_rank(const Case& c, CaseExecution& st, const RunConfig& cfg, Links&
 // The properties, in order, over a finished execution.
 CaseOutcome check_execution(const Case& c, const CaseExecution& st, const RunConfig& cfg);
 // How long a world may let the rank bodies of one case run.
+std::chrono::milliseconds case_limit(const Case& c, const RunConfig& cfg);
+// ...and the case with the longest sequence a token allows.
 std::chrono::milliseconds case_limit(const RunConfig& cfg);
 // One rank's buffers and outcome as bytes, and back (for the MPI world's gather).
 std::string pack_rank(const CaseExecution& st, int rank);

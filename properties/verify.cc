@@ -11,7 +11,7 @@
 
 namespace collcheck {
 
-std::string replay_command(const VerifyOptions& o, const Case& c) {
+std::string replay_command(const VerifyOptions& o, const Case& c, size_t repeat) {
   std::string token = encode_case(c);
   if (token.size() > kMaxInlineToken) {
     // Too long for a shell line ("Argument list too long" near 128 KiB): the
@@ -24,8 +24,9 @@ std::string replay_command(const VerifyOptions& o, const Case& c) {
       token += fmt::format(" (could not write {}: {})", path, e.what());
     }
   }
-  return fmt::format("{}collcheck verify --impl {}{}{} --replay {}", o.launcher, o.impl_spec,
-                     o.against.empty() ? "" : " --against " + o.against, o.world_flags, token);
+  return fmt::format("{}collcheck verify --impl {}{}{} --replay {}{}", o.launcher, o.impl_spec,
+                     o.against.empty() ? "" : " --against " + o.against, o.world_flags, token,
+                     repeat > 1 ? fmt::format(" --repeat {}", repeat) : "");
 }
 
 int report_unshrunk_failure(const VerifyOptions& o, const Case& c, const Failure& f, std::FILE* out) {
@@ -48,8 +49,13 @@ struct Stats {
   size_t order_checked = 0;
   double max_err = 0, max_peer = 0;
   std::map<std::string, size_t> deviant;  // documented deviation -> elements it explained
+  size_t sequences = 0, further_calls = 0, async_calls = 0, perturbed = 0;
   void add(const Case& c, const CaseOutcome& o) {
     if (o.deviant_elements) deviant[o.deviation] += o.deviant_elements;
+    if (!c.then.empty()) ++sequences;
+    further_calls += c.then.size();
+    for (const auto& n : c.then) async_calls += n.async;
+    if (c.perturb) ++perturbed;
     ++cases[{c.dtype, c.op}];
     for (int k = 0; k < 4; ++k) by_kind[k] += o.by_kind[k];
     order_checked += o.order_checked;
@@ -80,6 +86,9 @@ void print_table(std::FILE* out, const VerifyOptions& o, const Stats& s) {
   fmt::print(out, "{:<10}", "total");
   for (RedOp op : o.space.ops) fmt::print(out, " {:>9}", col[op]);
   fmt::print(out, " {:>9}\n", all);
+  fmt::print(out, "sequences: {} cases went on with {} more calls on the same communicator ({} of them async); "
+                  "perturbed schedules: {} cases\n",
+             s.sequences, s.further_calls, s.async_calls, s.perturbed);
   fmt::print(out, "elements checked: bitwise {}, within bound {}, one-of {}, interval {}\n", s.by_kind[0], s.by_kind[1],
              s.by_kind[2], s.by_kind[3]);
   if (s.order_checked > 0)
@@ -96,7 +105,26 @@ void print_failure(std::FILE* out, const VerifyOptions& o, const VerifyResult& r
   fmt::print(out, "\nFAIL: property {} does not hold\n", r.failure.property);
   fmt::print(out, "  minimal case: {}", describe_case(r.minimal, 16).insert(0, ""));
   fmt::print(out, "{}", r.failure.detail);
-  fmt::print(out, "  replay: {}\n", replay_command(o, r.minimal));
+  if (r.flaky()) {
+    fmt::print(out, "  flaky: the minimal case fails {} of {} replays (a race or a timing dependence); each replay "
+                    "below runs it {} times and fails if any run fails\n",
+               r.replay_failures, r.replays, r.replays);
+    fmt::print(out, "  replay: {}\n", replay_command(o, r.minimal, r.replays));
+  } else {
+    fmt::print(out, "  steady: the minimal case failed {} of {} replays\n", r.replay_failures, r.replays);
+    fmt::print(out, "  replay: {}\n", replay_command(o, r.minimal));
+  }
+}
+
+// Replays the minimal case: three failures in a row make it steady; else it
+// runs `n` times in all and the result says how many failed.
+void confirm(CaseExecutor& exec, VerifyResult& r, size_t n) {
+  for (size_t k = 0; k < n; ++k) {
+    const CaseOutcome so = exec.run(r.minimal);
+    ++r.replays;
+    if (!so.ok && so.failure.property == r.failure.property) ++r.replay_failures;
+    if (r.replays == 3 && r.replay_failures == 3) return;
+  }
 }
 
 }  // namespace
@@ -109,9 +137,26 @@ VerifyResult run_verify(const VerifyOptions& o, CaseExecutor& exec, std::FILE* o
   if (o.replay) {
     fmt::print(out, "collcheck verify: replaying one case on {}{}\n  case: {}", o.impl_spec,
                o.against.empty() ? "" : " against " + o.against, describe_case(*o.replay, 16));
-    const CaseOutcome oc = exec.run(*o.replay);
-    r.cases_run = 1;
+    const size_t runs = o.repeat == 0 ? 1 : o.repeat;
+    CaseOutcome oc;
+    size_t failures = 0;
+    std::optional<CaseOutcome> first_failure;
+    for (size_t k = 0; k < runs; ++k) {
+      CaseOutcome one = exec.run(*o.replay);
+      ++r.cases_run;
+      if (!one.ok) {
+        ++failures;
+        if (!first_failure) first_failure = one;
+      }
+      if (k == 0 || !one.ok) oc = std::move(one);
+    }
+    if (first_failure) oc = *first_failure;
+    r.replays = runs;
+    r.replay_failures = failures;
     r.seconds = Seconds(Clock::now() - t0).count();
+    if (runs > 1)
+      fmt::print(out, "{} runs of the case: {} failed{}\n", runs, failures,
+                 failures > 0 && failures < runs ? " (flaky)" : "");
     if (oc.ok) {
       if (oc.deviant_elements)
         fmt::print(out, "documented deviation {}: {} elements differ from NCCL semantics exactly as documented "
@@ -190,6 +235,8 @@ VerifyResult run_verify(const VerifyOptions& o, CaseExecutor& exec, std::FILE* o
     }
     r.minimal = cur.value();
     r.failure = curf;
+    if (o.progress) std::fprintf(stderr, "\r  replaying the minimal case...                    ");
+    confirm(exec, r, o.repeat == 0 ? 20 : o.repeat);
     break;
   }
   if (o.progress) std::fprintf(stderr, "\r%60s\r", "");
@@ -244,8 +291,10 @@ void write_junit(const std::string& path, const VerifyOptions& o, const VerifyRe
   for (auto name : names) {
     x += fmt::format("  <testcase classname=\"collcheck.verify\" name=\"{}\">", name);
     if (r.failed && r.failure.property == name) {
-      const std::string body = fmt::format("minimal case: {}{}replay: {}\n", describe_case(r.minimal, 16),
-                                           r.failure.detail, replay_command(o, r.minimal));
+      const std::string body = fmt::format(
+          "minimal case: {}{}{}replay: {}\n", describe_case(r.minimal, 16), r.failure.detail,
+          r.flaky() ? fmt::format("flaky: fails {} of {} replays\n", r.replay_failures, r.replays) : "",
+          replay_command(o, r.minimal, r.flaky() ? r.replays : 1));
       x += fmt::format("<failure message=\"{} does not hold (case {} of seed {:#x})\">{}</failure>", name,
                        r.failing_case, o.seed, xml_escape(body));
     }

@@ -26,6 +26,11 @@ struct VerifyOptions {
   size_t shrink_max_runs = 5000;
   std::optional<Case> replay;    // run exactly this case
   bool progress = false;         // a one-line progress indicator on stderr
+  // A minimal failing case is replayed up to this many times: three failures
+  // in the first three runs call it steady, else it is reported as flaky,
+  // "fails k of N", with a command that repeats it. With `replay`: the case
+  // runs this many times and fails if any run fails. 0: 20, or 1 with `replay`.
+  size_t repeat = 0;
 };
 
 struct VerifyResult {
@@ -39,6 +44,9 @@ struct VerifyResult {
   size_t shrink_steps = 0;  // accepted shrinks
   size_t shrink_runs = 0;   // cases run while shrinking
   bool shrink_budget_reached = false;
+  size_t replays = 0;        // runs of the minimal case after shrinking (or of --replay)
+  size_t replay_failures = 0;  // ...that failed the same property
+  bool flaky() const { return failed && replays > 0 && replay_failures < replays; }
   double seconds = 0;
   int exit_code() const { return failed ? 1 : 0; }
 };
@@ -56,7 +64,8 @@ void write_junit(const std::string& path, const VerifyOptions& o, const VerifyRe
 // collcheck-replay-<hash>.token in the working directory and passed as
 // `--replay @file`.
 inline constexpr size_t kMaxInlineToken = 8192;
-std::string replay_command(const VerifyOptions& o, const Case& c);
+// With `repeat` > 1 the command runs the case that many times (--repeat).
+std::string replay_command(const VerifyOptions& o, const Case& c, size_t repeat = 1);
 
 // Prints the report of a failure that could not be shrunk (the MPI world was
 // lost) and returns its exit code.
