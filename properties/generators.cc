@@ -126,10 +126,10 @@ std::vector<uint64_t> simpler_values(DType t, uint64_t v) {
 constexpr size_t kFineShrinkCount = 4096;
 
 // The shrinks of a sequence, simplest first: the first call alone, each
-// further call left out, each async call made sync, the schedule unperturbed.
+// further call left out, each async call made sync.
 std::vector<Case> sequence_shrinks(const Case& b) {
   std::vector<Case> out;
-  if (b.then.empty() && !b.perturb) return out;
+  if (b.then.empty()) return out;
   if (!b.then.empty()) {
     Case c = b;
     c.then.clear();
@@ -147,11 +147,8 @@ std::vector<Case> sequence_shrinks(const Case& b) {
     c.then[k].defer = 0;
     out.push_back(std::move(c));
   }
-  if (b.perturb) {
-    Case c = b;
-    c.perturb = 0;
-    out.push_back(std::move(c));
-  }
+  // The perturbation seed stays: it costs nothing to read, and without it a
+  // race that needs it would shrink to a case that fails only by chance.
   return out;
 }
 
@@ -163,7 +160,7 @@ class CaseShrinks {
   rc::Maybe<Case> operator()() {
     for (;;) {
       switch (stage_) {
-        case -1: {  // a shorter sequence: no further calls, then without call k; sync for async; no perturbation
+        case -1: {  // a shorter sequence: no further calls, then without call k; sync for async
           if (i_ == 0) seq_cands_ = sequence_shrinks(*base_);
           if (i_ < seq_cands_.size()) return std::move(seq_cands_[i_++]);
           seq_cands_.clear();
@@ -273,21 +270,26 @@ class CaseShrinks {
           }
           break;
         }
-        case 5: {  // simpler values, element by element
+        case 5: {  // simpler values, element by element, call by call
           const Case& b = *base_;
-          if (b.count > kFineShrinkCount) break;  // a run per element would not end; the report names the element
-          while (elem_ < static_cast<size_t>(b.p) * b.count) {
-            const int r = static_cast<int>(elem_ / b.count);
-            const size_t i = elem_ % b.count;
-            if (cand_.empty() && k_ == 0) cand_ = simpler_values(b.dtype, b.input(r, i));
-            if (k_ < cand_.size()) {
-              Case c = explicit_base();
-              c.values[static_cast<size_t>(r)][i] = cand_[k_++];
-              return c;
+          for (; call_ < b.calls(); ++call_, elem_ = 0) {
+            const Case& call = call_ == 0 ? b : b.then[call_ - 1];
+            if (call.count > kFineShrinkCount) continue;  // a run per element would not end; the report names the element
+            while (elem_ < static_cast<size_t>(b.p) * call.count) {
+              const int r = static_cast<int>(elem_ / call.count);
+              const size_t i = elem_ % call.count;
+              if (cand_.empty() && k_ == 0) cand_ = simpler_values(call.dtype, call.input(r, i));
+              if (k_ < cand_.size()) {
+                Case c = explicit_base();
+                Case& into = call_ == 0 ? c : c.then[call_ - 1];
+                into.make_explicit();
+                into.values[static_cast<size_t>(r)][i] = cand_[k_++];
+                return c;
+              }
+              cand_.clear();
+              k_ = 0;
+              ++elem_;
             }
-            cand_.clear();
-            k_ = 0;
-            ++elem_;
           }
           return rc::Nothing;
         }
@@ -346,6 +348,7 @@ class CaseShrinks {
   size_t prefix_ = 0;
   size_t suffix_ = 0;
   size_t elem_ = 0;
+  size_t call_ = 0;
   std::vector<uint64_t> cand_;
   size_t k_ = 0;
   std::vector<Case> seq_cands_;

@@ -45,7 +45,9 @@ struct VerifyResult {
   size_t shrink_runs = 0;   // cases run while shrinking
   bool shrink_budget_reached = false;
   size_t replays = 0;        // runs of the minimal case after shrinking (or of --replay)
-  size_t replay_failures = 0;  // ...that failed the same property
+  size_t replay_failures = 0;  // ...that failed (any property)
+  size_t stepped_back = 0;     // shrink steps undone because their case never failed again
+  size_t natural_replays = 0, natural_failures = 0;  // when a perturbed schedule was found to fail more often
   bool flaky() const { return failed && replays > 0 && replay_failures < replays; }
   double seconds = 0;
   int exit_code() const { return failed ? 1 : 0; }

@@ -46,6 +46,35 @@ TEST(CaseToken, ExplicitTokenIsReadable) {
   EXPECT_EQ(encode_case(c), "v1:p2:float32:sum:s1:n2:oop:x:3f800000.0/40000000.3f800000");
 }
 
+TEST(CaseToken, ASequenceIsReadableAndRoundTrips) {
+  Case c;
+  c.p = 2;
+  c.count = 6;
+  c.seed = 0x1f;
+  c.perturb = 9;
+  Case n;
+  n.p = 2;
+  n.dtype = DType::Float16;
+  n.count = 12;
+  n.inplace = true;
+  n.async = true;
+  n.defer = 1;
+  n.data = DataClass::Random;
+  n.seed = 2;
+  c.then.push_back(n);
+  const std::string t = encode_case(c);
+  EXPECT_EQ(t, "v1:p2:float32:sum:s1:n6:oop:d:exact:1f,z9,float16:sum:s1:n12:ip:async1:d:random:2");
+  EXPECT_TRUE(decode_case(t) == c);
+  EXPECT_EQ(c.total_count(), 18u);
+  c.then[0].make_explicit();
+  EXPECT_TRUE(decode_case(encode_case(c)) == c);
+  // 16 calls at most.
+  std::string longest = "v1:p1:int8:sum:s1:n1:oop:x:0";
+  for (int k = 0; k < 15; ++k) longest += ",int8:sum:s1:n1:oop:sync:x:0";
+  EXPECT_EQ(decode_case(longest).calls(), 16u);
+  EXPECT_THROW(decode_case(longest + ",int8:sum:s1:n1:oop:sync:x:0"), std::invalid_argument);
+}
+
 TEST(CaseToken, BadTokensNameTheField) {
   const std::pair<const char*, const char*> bad[] = {
       {"", "token"},
@@ -63,6 +92,16 @@ TEST(CaseToken, BadTokensNameTheField) {
       {"v1:p2:float32:sum:s1:n2:oop:x:0.zz/0.0", "element"},
       {"v1:p2:float32:sum:s1:n2:oop:d:gaussian:12", "data class"},
       {"v1:p2:float32:sum:s1:n2:oop:d:exact:xyz", "seed"},
+      // The sequence: further calls and the perturbation seed.
+      {"v1:p2:float32:sum:s1:n2:oop:d:exact:1,float16:sum:s1:n2:oop:d:exact:2", "async field"},
+      {"v1:p2:float32:sum:s1:n2:oop:d:exact:1,float16:sum:s1", "call"},
+      {"v1:p2:float32:sum:s1:n2:oop:d:exact:1,float16:sum:s1:n2:oop:later:d:exact:2", "async field"},
+      {"v1:p2:float32:sum:s1:n2:oop:d:exact:1,float16:sum:s1:n2:oop:async99:d:exact:2", "async field"},
+      {"v1:p2:float32:sum:s1:n2:oop:d:exact:1,float17:sum:s1:n2:oop:sync:d:exact:2", "dtype"},
+      {"v1:p2:float32:sum:s1:n2:oop:d:exact:1,float16:sum:s1:n2:oop:sync:x:0.0", "values"},
+      {"v1:p2:float32:sum:s1:n2:oop:d:exact:1,z0", "perturbation field"},
+      {"v1:p2:float32:sum:s1:n2:oop:d:exact:1,zq", "perturbation field"},
+      {"v1:p2:float32:sum:s1:n2:oop:d:exact:1,float16:sum:s1:n2:oop:sync:d:exact:2,z5", "perturbation field"},
   };
   for (const auto& [token, field] : bad) {
     try {
@@ -164,14 +203,27 @@ RC_GTEST_PROP(Shrinks, AreStrictlySimpler, ()) {
     RC_ASSERT(s->count <= c.count);
     RC_ASSERT(s->dtype == c.dtype);
     RC_ASSERT(s->op == c.op);
+    RC_ASSERT(s->then.size() <= c.then.size());
+    size_t async_before = 0, async_after = 0;
+    for (const auto& t : c.then) async_before += t.async;
+    for (const auto& t : s->then) async_after += t.async;
+    bool later_count_smaller = false;
+    if (s->then.size() == c.then.size())
+      for (size_t k = 0; k < c.then.size(); ++k) later_count_smaller |= s->then[k].count < c.then[k].count;
     const bool smaller = s->p < c.p || s->count < c.count || (c.inplace && !s->inplace) ||
-                         (c.op == RedOp::PreMulSum && s->scalar == 1.0 && c.scalar != 1.0);
+                         (c.op == RedOp::PreMulSum && s->scalar == 1.0 && c.scalar != 1.0) ||
+                         s->then.size() < c.then.size() || async_after < async_before ||
+                         (c.perturb && !s->perturb) || later_count_smaller;
     if (!smaller) {
-      // Exactly one value changed.
-      RC_ASSERT(s->explicit_values);
+      // Exactly one value changed, in one of the calls.
       int changed = 0;
-      for (int r = 0; r < c.p; ++r)
-        for (size_t i = 0; i < c.count; ++i) changed += s->input(r, i) != c.input(r, i);
+      for (size_t k = 0; k < c.calls(); ++k) {
+        const Case& a = k == 0 ? c : c.then[k - 1];
+        const Case& b = k == 0 ? *s : s->then[k - 1];
+        RC_ASSERT(b.count == a.count);
+        for (int r = 0; r < c.p; ++r)
+          for (size_t i = 0; i < a.count; ++i) changed += b.input(r, i) != a.input(r, i);
+      }
       RC_ASSERT(changed == 1);
     }
   }

@@ -119,6 +119,9 @@ std::string first_failing_property(ImplPtr impl, std::vector<ImplPtr> peers, Red
   o.space.dtypes = {DType::Float32};
   o.space.ops = {op};
   o.space.data = {DataClass::Random};
+  // One call per case (four with the repeat, placement and async twins): the
+  // implementations below count calls. Sequences have their own test.
+  o.space.sequences = false;
   std::FILE* devnull = std::fopen("/dev/null", "w");
   const VerifyResult r = run_verify(o, exec, devnull);
   std::fclose(devnull);
@@ -213,6 +216,109 @@ TEST(PropertiesBite, AsyncWaitEqualsSync) {
     return std::string(name) == "cc-async";
   });
   EXPECT_EQ(first_failing_property(impl, {}), "async-wait-equals-sync");
+}
+
+// A bug only in the later calls of a sequence (call number 5 and up on the
+// communicator: after the first call's four) is caught, and the report names
+// the call.
+TEST(PropertiesBite, LaterCallsOfASequenceAreChecked) {
+  auto impl = std::make_shared<Twisted>("adds one after four calls", nullptr, [](const AllReduceArgs& a) {
+    if (a.count > 0 && call_of_tag(a.tag) > 4) static_cast<float*>(a.recv)[0] += 1.0f;
+  });
+  InProcessExecutor exec(RunConfig{impl, {}, 5000ms});
+  VerifyOptions o;
+  o.impl_spec = "test";
+  o.cases = 300;
+  o.seed = 3;
+  o.space.max_ranks = 4;
+  o.space.max_count = 50;
+  o.space.dtypes = {DType::Float32};
+  o.space.ops = {RedOp::Sum};
+  o.space.data = {DataClass::Random};
+  std::FILE* devnull = std::fopen("/dev/null", "w");
+  const VerifyResult r = run_verify(o, exec, devnull);
+  std::fclose(devnull);
+  ASSERT_TRUE(r.failed);
+  EXPECT_EQ(r.failure.property, "agrees-with-oracle");
+  EXPECT_NE(r.failure.detail.find("call 2 of the sequence"), std::string::npos) << r.failure.detail;
+  EXPECT_EQ(r.minimal.then.size(), 1u) << case_summary(r.minimal);
+  // With sequences off the bug is out of reach.
+  o.space.sequences = false;
+  InProcessExecutor exec2(RunConfig{impl, {}, 5000ms});
+  devnull = std::fopen("/dev/null", "w");
+  EXPECT_FALSE(run_verify(o, exec2, devnull).failed);
+  std::fclose(devnull);
+}
+
+// A sequence's calls are all checked against the oracle, sync and async,
+// waited early or late: the elements checked add up to every call's count.
+TEST(Sequences, EveryCallIsCheckedSyncAndAsync) {
+  Case c;
+  c.p = 3;
+  c.count = 7;
+  c.data = DataClass::Random;
+  c.seed = 5;
+  const std::pair<bool, int> shape[] = {{true, 2}, {false, 0}, {true, 0}, {true, 1}};
+  for (size_t k = 0; k < std::size(shape); ++k) {
+    Case n;
+    n.p = 3;
+    n.dtype = k % 2 ? DType::Float16 : DType::Int32;
+    n.op = k == 2 ? RedOp::Max : RedOp::Sum;
+    n.count = 5 + 3 * k;
+    n.inplace = k % 2 == 0;
+    n.async = shape[k].first;
+    n.defer = shape[k].second;
+    n.data = DataClass::Random;
+    n.seed = 100 + k;
+    c.then.push_back(n);
+  }
+  c.perturb = 77;
+  const CaseOutcome o = runner_for("ring").run(c);
+  ASSERT_TRUE(o.ok) << o.failure.property << "\n" << o.failure.detail;
+  EXPECT_EQ(o.by_kind[0] + o.by_kind[1] + o.by_kind[2] + o.by_kind[3], c.total_count());
+}
+
+// A failure that does not reproduce every time is reported as flaky, "fails k
+// of N", with a command that repeats the case; a steady one as steady.
+namespace {
+class EveryFourth final : public CaseExecutor {
+ public:
+  CaseOutcome run(const Case&) override {
+    CaseOutcome o;
+    if (runs_++ % 4 == 0) {
+      o.ok = false;
+      o.failure = Failure{"agrees-with-oracle", "  made up\n"};
+    }
+    return o;
+  }
+  size_t runs_ = 0;
+};
+}  // namespace
+
+TEST(Verify, AFlakyFailureSaysHowOftenItFailsAndHowToRepeatIt) {
+  EveryFourth exec;
+  VerifyOptions o;
+  o.impl_spec = "ring";
+  o.cases = 10;
+  o.seed = 1;
+  o.space.max_ranks = 1;  // nothing to shrink to: the minimal case is the first
+  o.space.max_count = 0;
+  o.space.large_bytes = 0;
+  o.space.sequences = false;
+  o.space.perturb = false;
+  char* text = nullptr;
+  size_t len = 0;
+  std::FILE* out = open_memstream(&text, &len);
+  const VerifyResult r = run_verify(o, exec, out);
+  std::fclose(out);
+  const std::string printed(text, len);
+  std::free(text);
+  ASSERT_TRUE(r.failed);
+  EXPECT_TRUE(r.flaky());
+  EXPECT_EQ(r.replays, 20u);
+  EXPECT_EQ(r.replay_failures, 5u);
+  EXPECT_NE(printed.find("flaky: the minimal case fails 5 of 20 replays"), std::string::npos) << printed;
+  EXPECT_NE(printed.find("--repeat 20"), std::string::npos) << printed;
 }
 
 TEST(PropertiesBite, PeersAgree) {

@@ -62,9 +62,17 @@ struct RingBugs {
   bool short_allgather = false;  // the all-gather loop stops one step early
   bool add_twice = false;        // the first received chunk is combined twice
   bool index_in_3_bits = false;  // the chunk index is kept in 3 bits: chunks 8.. alias chunks 0.. (p >= 9)
+  // Not a bug by itself: chunk i is (*layout)[i], clamped to the count (a
+  // layout computed for another call; see plan_cache_keyed_on_bytes).
+  const std::vector<Chunk>* layout = nullptr;
 };
 
 inline Chunk ring_chunk(size_t count, int p, int i, const RingBugs& b) {
+  if (b.layout) {
+    const Chunk& c = (*b.layout)[static_cast<size_t>(i)];
+    const size_t off = std::min(c.off, count);
+    return {off, std::min(c.n, count - off)};
+  }
   const size_t P = static_cast<size_t>(p), I = static_cast<size_t>(b.index_in_3_bits ? (i & 7) : i);
   if (b.floor_chunks) return {I * (count / P), count / P};
   const size_t base = count / P, extra = count % P;

@@ -78,7 +78,9 @@ typedef struct collcheck_call {
   int op;             /* collcheck_op */
   size_t dtype_size;  /* bytes per element */
   const void* scalar; /* premulsum: the multiplier, one element of dtype; else NULL */
-  uint64_t tag_base;  /* this call's tags are [tag_base, tag_base + 256) */
+  uint64_t tag_base;  /* this call's tags are [tag_base, tag_base + 256);
+                         tag_base >> 8 is the call's sequence number on its
+                         communicator, from 1: a new communicator starts at 1 */
 } collcheck_call;
 
 /* This rank's view of the world, valid for the duration of one call. */
