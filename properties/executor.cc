@@ -22,7 +22,8 @@ std::string outcome_to_json(const CaseOutcome& o) {
                       {"world_broken", o.world_broken},
                       {"deviant_elements", o.deviant_elements},
                       {"deviation", o.deviation},
-                      {"order_checked", o.order_checked}};
+                      {"order_checked", o.order_checked},
+                      {"harness_error", o.harness_error}};
   return j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
 }
 
@@ -43,6 +44,7 @@ CaseOutcome outcome_from_json(const std::string& line) {
   o.world_broken = j.at("world_broken").get<bool>();
   o.deviant_elements = j.at("deviant_elements").get<size_t>();
   o.deviation = j.at("deviation").get<std::string>();
+  o.harness_error = j.value("harness_error", false);
   return o;
 }
 

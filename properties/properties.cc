@@ -6,6 +6,8 @@
 #include <cmath>
 #include <algorithm>
 #include <cstring>
+#include <new>
+#include <system_error>
 
 #include "harness/communicator.h"
 #include "harness/crash_handler.h"
@@ -137,7 +139,33 @@ std::shared_ptr<CaseExecution> prepare_execution(const Case& c, size_t npeers) {
   return st;
 }
 
+namespace {
+void execute_rank_calls(const Case& c, CaseExecution& st, const RunConfig& cfg, Links& world_links);
+
+// Whether `e` (what a rank threw) says the harness ran out of threads or
+// memory, rather than that the implementation failed.
+bool resource_exhausted(const std::exception& e) {
+  if (dynamic_cast<const std::bad_alloc*>(&e)) return true;
+  if (const auto* se = dynamic_cast<const std::system_error*>(&e))
+    return se->code() == std::errc::resource_unavailable_try_again || se->code() == std::errc::not_enough_memory;
+  return false;
+}
+}  // namespace
+
 void execute_rank(const Case& c, CaseExecution& st, const RunConfig& cfg, Links& world_links) {
+  const auto r = static_cast<size_t>(world_links.rank());
+  try {
+    execute_rank_calls(c, st, cfg, world_links);
+  } catch (const std::exception& e) {
+    if (!resource_exhausted(e)) throw;
+    st.failed_phase[r] = kHarnessFailed;
+    throw std::runtime_error(fmt::format("the harness ran out of a resource (a thread could not start, or memory "
+                                         "could not be had): {}", e.what()));
+  }
+}
+
+namespace {
+void execute_rank_calls(const Case& c, CaseExecution& st, const RunConfig& cfg, Links& world_links) {
   const auto r = static_cast<size_t>(world_links.rank());
   st.failed_phase[r] = 0;
   // The implementation's calls run on perturbed links when the case says so;
@@ -159,6 +187,7 @@ void execute_rank(const Case& c, CaseExecution& st, const RunConfig& cfg, Links&
           comm.all_reduce(send, b.recv_data(), c.count, c.dtype, c.op, c.scalar);
         }
       } catch (const std::exception& e) {
+        if (resource_exhausted(e)) throw;
         throw std::runtime_error(fmt::format("in {} ({}): {}", kCallNames[k], b.inplace ? "in-place" : "out-of-place",
                                              e.what()));
       }
@@ -176,6 +205,7 @@ void execute_rank(const Case& c, CaseExecution& st, const RunConfig& cfg, Links&
       try {
         w.work->wait();
       } catch (const std::exception& e) {
+        if (resource_exhausted(e)) throw;
         throw std::runtime_error(fmt::format("in {}: wait(): {}", sequence_call_name(c, w.k + 1), e.what()));
       }
     };
@@ -191,6 +221,7 @@ void execute_rank(const Case& c, CaseExecution& st, const RunConfig& cfg, Links&
           comm.all_reduce(send, b.recv_data(), n.count, n.dtype, n.op, n.scalar);
         }
       } catch (const std::exception& e) {
+        if (resource_exhausted(e)) throw;
         throw std::runtime_error(fmt::format("in {}: {}", sequence_call_name(c, k + 1), e.what()));
       }
       for (auto& w : pending)
@@ -209,16 +240,31 @@ void execute_rank(const Case& c, CaseExecution& st, const RunConfig& cfg, Links&
     try {
       comm.all_reduce(b.data(), b.data(), c.count, c.dtype, c.op, c.scalar);
     } catch (const std::exception& e) {
+      if (resource_exhausted(e)) throw;
       throw std::runtime_error(fmt::format("peer {}: {}", cfg.peers[i]->name(), e.what()));
     }
   }
   st.failed_phase[r] = -1;
 }
+}  // namespace
 
 CaseRunner::CaseRunner(RunConfig cfg) : cfg_(std::move(cfg)) {}
 CaseRunner::~CaseRunner() = default;
 
 ThreadWorld& CaseRunner::world(int p) {
+  last_used_[p] = ++clock_;
+  if (!worlds_.count(p)) {
+    // Make room: drop the least recently used worlds first.
+    int threads = 0;
+    for (const auto& [n, w] : worlds_) threads += n;
+    while (!worlds_.empty() && threads + p > kMaxCachedWorldThreads) {
+      int oldest = worlds_.begin()->first;
+      for (const auto& [n, w] : worlds_)
+        if (last_used_[n] < last_used_[oldest]) oldest = n;
+      worlds_.erase(oldest);
+      threads -= oldest;
+    }
+  }
   auto& w = worlds_[p];
   if (!w) w = std::make_unique<ThreadWorld>(p);
   return *w;
@@ -234,7 +280,19 @@ CaseOutcome CaseRunner::run(const Case& c) {
   const Case cc = c;
   const RunConfig cfg = cfg_;
   st->fn = [s, cc, cfg](RankContext& ctx) { execute_rank(cc, *s, cfg, ctx.links()); };
-  const WorldRun run = world(c.p).run(st->fn, st->limit);
+  ThreadWorld* w = nullptr;
+  try {
+    w = &world(c.p);
+  } catch (const std::exception& e) {
+    worlds_.erase(c.p);
+    CaseOutcome out;
+    out.ok = false;
+    out.harness_error = true;
+    out.failure = Failure{"harness", fmt::format("  the harness could not start a world of {} rank threads: {}\n", c.p,
+                                                 e.what())};
+    return out;
+  }
+  const WorldRun run = w->run(st->fn, st->limit);
   st->ranks = run.ranks;
   st->hung = run.hung;
   if (!run.ok()) {
@@ -447,6 +505,14 @@ CaseOutcome check_execution(const Case& c, const CaseExecution& st, const RunCon
                             indent(run.failures())));
   }
   if (!run.ok()) {
+    for (size_t r = 0; r < P; ++r) {
+      if (!st.ranks[r].ok && st.failed_phase[r] == kHarnessFailed) {
+        out.ok = false;
+        out.harness_error = true;
+        out.failure = Failure{"harness", fmt::format("  not a verdict on the implementation:\n{}", indent(run.failures()))};
+        return out;
+      }
+    }
     // The implementation's own calls come first; a peer's failure is the peer's.
     int phase = 0;
     for (size_t r = 0; r < P; ++r)

@@ -49,6 +49,10 @@ struct CaseOutcome {
   bool world_broken = false;         // a rank never returned: the runner cannot be reused
   size_t deviant_elements = 0;       // accepted only under an implementation's documented deviation
   std::string deviation;             // ...its name
+  // The harness could not run the case (no thread or memory to be had: the
+  // machine's limits, not the implementation). Not a verdict: `failure`
+  // says what ran out, and verify retries the case or stops with exit 3.
+  bool harness_error = false;
 };
 
 struct RunConfig {
@@ -61,6 +65,9 @@ struct RunConfig {
 // checks consume. Worlds differ only in where the rank bodies run.
 
 inline constexpr size_t kCanary = 64;
+// failed_phase of a rank on which the harness itself ran out of a resource
+// (a thread could not start, memory could not be had).
+inline constexpr int kHarnessFailed = -2;
 // The calls each rank makes per case, before the rest of the sequence
 // (Case::then: bufs[rank][kNumCalls + k] is call k of `then`) and the peers' calls.
 enum CallKind { kPrimary, kRepeat, kOtherPlacement, kAsync, kNumCalls };
@@ -82,7 +89,7 @@ struct CaseExecution {
   std::vector<std::vector<CallBuffers>> bufs;                 // [rank][call]: kNumCalls, then c.then
   std::vector<std::vector<std::vector<std::byte>>> peer_out;  // [peer][rank], in-place
   std::vector<RankOutcome> ranks;                             // [rank]
-  std::vector<int> failed_phase;  // [rank]: -1 none, 0 the implementation, 1 + i peer i
+  std::vector<int> failed_phase;  // [rank]: -1 none, 0 the implementation, 1 + i peer i, kHarnessFailed
   bool hung = false;
   std::chrono::milliseconds limit{0};  // what the world allowed the rank bodies
   ThreadWorld::RankFn fn;
@@ -108,17 +115,30 @@ void unpack_rank(CaseExecution& st, int rank, std::string_view bytes);
 // `impl` (ring for a plugin).
 std::vector<ImplPtr> default_peers(const Implementation& impl);
 
+// Thread worlds a CaseRunner keeps for reuse, in rank threads all told: more
+// would hold thousands of idle threads in a long run over p up to 64, and
+// several runs side by side on one machine would run out of them.
+inline constexpr int kMaxCachedWorldThreads = 128;
+
 class CaseRunner {
  public:
   explicit CaseRunner(RunConfig cfg);
   ~CaseRunner();
   CaseOutcome run(const Case& c);
   const RunConfig& config() const { return cfg_; }
+  // Rank threads of the worlds kept for reuse.
+  int cached_threads() const {
+    int n = 0;
+    for (const auto& [p, w] : worlds_) n += p;
+    return n;
+  }
 
  private:
   ThreadWorld& world(int p);
   RunConfig cfg_;
   std::map<int, std::unique_ptr<ThreadWorld>> worlds_;
+  std::map<int, uint64_t> last_used_;  // world size -> when it last ran a case
+  uint64_t clock_ = 0;
 };
 
 }  // namespace collcheck

@@ -9,6 +9,7 @@
 #include <cstring>
 #include <functional>
 #include <map>
+#include <thread>
 
 namespace collcheck {
 
@@ -125,11 +126,23 @@ void print_failure(std::FILE* out, const VerifyOptions& o, const VerifyResult& r
   }
 }
 
+// Runs `c`; a harness error (no thread or memory to be had) is retried three
+// times, after 1, 2 and 4 retry periods, before it is returned.
+CaseOutcome run_retrying(const VerifyOptions& opt, CaseExecutor& exec, const Case& c) {
+  CaseOutcome o = exec.run(c);
+  for (int k = 0; o.harness_error && k < 3; ++k) {
+    std::this_thread::sleep_for(std::chrono::duration<double>(opt.harness_retry_s * (1 << k)));
+    o = exec.run(c);
+  }
+  return o;
+}
+
 // Replays the minimal case: three failures in a row make it steady; else it
 // runs `n` times in all and the result says how many failed.
 void confirm(CaseExecutor& exec, VerifyResult& r, size_t n) {
   for (size_t k = 0; k < n; ++k) {
     const CaseOutcome so = exec.run(r.minimal);
+    if (so.harness_error) continue;  // no verdict either way
     ++r.replays;
     // Any property: a race shows in whichever call it hits (the call, its
     // repeat, the async twin), so the property it fails can vary.
@@ -153,8 +166,18 @@ VerifyResult run_verify(const VerifyOptions& o, CaseExecutor& exec, std::FILE* o
     size_t failures = 0;
     std::optional<CaseOutcome> first_failure;
     for (size_t k = 0; k < runs; ++k) {
-      CaseOutcome one = exec.run(*o.replay);
+      CaseOutcome one = run_retrying(o, exec, *o.replay);
       ++r.cases_run;
+      if (one.harness_error) {
+        r.harness_error = true;
+        r.failure = one.failure;
+        r.original = r.minimal = *o.replay;
+        fmt::print(out, "HARNESS ERROR (exit {}; not a verdict): the harness could not run the case, also after three "
+                        "retries: this machine ran out of threads or memory\n{}",
+                   kExitHarnessError, one.failure.detail);
+        r.seconds = Seconds(Clock::now() - t0).count();
+        return r;
+      }
       if (!one.ok) {
         ++failures;
         if (!first_failure) first_failure = one;
@@ -204,8 +227,15 @@ VerifyResult run_verify(const VerifyOptions& o, CaseExecutor& exec, std::FILE* o
     const int size = static_cast<int>(i % (rc::kNominalSize + 1));
     const rc::Shrinkable<Case> sh = gen(ri, size);
     const Case c = sh.value();
-    const CaseOutcome oc = exec.run(c);
+    const CaseOutcome oc = run_retrying(o, exec, c);
     ++r.cases_run;
+    if (oc.harness_error) {
+      r.harness_error = true;
+      r.failing_case = i + 1;
+      r.original = r.minimal = c;
+      r.failure = oc.failure;
+      break;
+    }
     if (o.progress && Clock::now() - last_progress > std::chrono::milliseconds(200)) {
       last_progress = Clock::now();
       std::fprintf(stderr, "\r  %zu/%zu cases, %.1f s ", r.cases_run, o.cases, Seconds(last_progress - t0).count());
@@ -236,9 +266,9 @@ VerifyResult run_verify(const VerifyOptions& o, CaseExecutor& exec, std::FILE* o
           r.shrink_budget_reached = true;
           break;
         }
-        const CaseOutcome so = exec.run(m->value());
+        const CaseOutcome so = run_retrying(o, exec, m->value());
         ++r.shrink_runs;
-        if (!so.ok && so.failure.property == curf.property) {
+        if (!so.harness_error && !so.ok && so.failure.property == curf.property) {
           cur = *m;
           curf = so.failure;
           path.emplace_back(cur.value(), curf);
@@ -289,8 +319,14 @@ VerifyResult run_verify(const VerifyOptions& o, CaseExecutor& exec, std::FILE* o
   r.seconds = Seconds(Clock::now() - t0).count();
 
   print_table(out, o, stats);
-  const size_t passed = r.failed ? r.cases_run - 1 : r.cases_run;
-  if (r.failed) {
+  const size_t passed = r.failed || r.harness_error ? r.cases_run - 1 : r.cases_run;
+  if (r.harness_error) {
+    fmt::print(out, "\nHARNESS ERROR (exit {}; not a verdict on {}): {} cases passed, then the harness could not run case "
+                    "{} (seed {:#x}), also after three retries over {:.0f} s: this machine ran out of threads or memory "
+                    "(other jobs, ulimit -u, the cgroup's pids.max)\n{}  case: {}\n",
+               kExitHarnessError, o.impl_spec, passed, r.failing_case, o.seed, 7 * o.harness_retry_s, r.failure.detail,
+               case_summary(r.minimal));
+  } else if (r.failed) {
     fmt::print(out, "\n{} cases passed, then case {} failed (seed {:#x}); shrunk in {} steps ({} runs{}) from: {}\n",
                passed, r.failing_case, o.seed, r.shrink_steps, r.shrink_runs,
                r.shrink_budget_reached ? ", stopped by the shrink budget" : "", case_summary(r.original));
@@ -329,8 +365,10 @@ std::string xml_escape(std::string_view in) {
 void write_junit(const std::string& path, const VerifyOptions& o, const VerifyResult& r) {
   const auto names = property_names();
   std::string x = "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n";
-  x += fmt::format("<testsuite name=\"collcheck verify {}\" tests=\"{}\" failures=\"{}\" time=\"{:.3f}\">\n",
-                   xml_escape(o.impl_spec), names.size(), r.failed ? 1 : 0, r.seconds);
+  x += fmt::format(
+      "<testsuite name=\"collcheck verify {}\" tests=\"{}\" failures=\"{}\" errors=\"{}\" time=\"{:.3f}\">\n",
+      xml_escape(o.impl_spec), names.size() + (r.harness_error ? 1 : 0), r.failed ? 1 : 0, r.harness_error ? 1 : 0,
+      r.seconds);
   x += fmt::format("  <properties><property name=\"seed\" value=\"{:#x}\"/><property name=\"cases\" value=\"{}\"/>"
                    "</properties>\n",
                    o.seed, r.cases_run);
@@ -346,6 +384,10 @@ void write_junit(const std::string& path, const VerifyOptions& o, const VerifyRe
     }
     x += "</testcase>\n";
   }
+  if (r.harness_error)
+    x += fmt::format("  <testcase classname=\"collcheck.verify\" name=\"harness\"><error message=\"the harness could "
+                     "not run case {} (no thread or memory): not a verdict\">{}</error></testcase>\n",
+                     r.failing_case, xml_escape(r.failure.detail));
   x += "</testsuite>\n";
   write_file_atomically(path, x);
 }

@@ -31,7 +31,14 @@ struct VerifyOptions {
   // "fails k of N", with a command that repeats it. With `replay`: the case
   // runs this many times and fails if any run fails. 0: 20, or 1 with `replay`.
   size_t repeat = 0;
+  // A case the harness could not run (no thread or memory) is retried after
+  // this many seconds, then twice and four times as long.
+  double harness_retry_s = 1.0;
 };
+
+// Exit code of a run the harness could not complete for want of threads or
+// memory on this machine: not a verdict on the implementation.
+inline constexpr int kExitHarnessError = 3;
 
 struct VerifyResult {
   size_t cases_run = 0;
@@ -49,8 +56,11 @@ struct VerifyResult {
   size_t stepped_back = 0;     // shrink steps undone because their case never failed again
   size_t natural_replays = 0, natural_failures = 0;  // when a perturbed schedule was found to fail more often
   bool flaky() const { return failed && replays > 0 && replay_failures < replays; }
+  // The harness could not run a case, even after retries (no thread or memory
+  // to be had): no verdict, exit 3. `failure` says what ran out.
+  bool harness_error = false;
   double seconds = 0;
-  int exit_code() const { return failed ? 1 : 0; }
+  int exit_code() const { return failed ? 1 : harness_error ? kExitHarnessError : 0; }
 };
 
 // Runs the verification and prints the report to `out`.

@@ -7,6 +7,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <random>
+#include <system_error>
 #include <pthread.h>
 
 #include "impl/kernels.h"
@@ -319,6 +320,43 @@ TEST(Verify, AFlakyFailureSaysHowOftenItFailsAndHowToRepeatIt) {
   EXPECT_EQ(r.replay_failures, 5u);
   EXPECT_NE(printed.find("flaky: the minimal case fails 5 of 20 replays"), std::string::npos) << printed;
   EXPECT_NE(printed.find("--repeat 20"), std::string::npos) << printed;
+}
+
+// When the harness cannot get a thread or memory, that is no verdict on the
+// implementation: the case is retried, and the run stops with exit 3, never
+// a property failure.
+TEST(Verify, RunningOutOfThreadsIsAHarnessErrorNotAFailure) {
+  auto impl = std::make_shared<Twisted>("no threads left", [](const AllReduceArgs& a) {
+    if (a.links.rank() == 1) throw std::system_error(std::make_error_code(std::errc::resource_unavailable_try_again));
+  }, nullptr);
+  InProcessExecutor exec(RunConfig{impl, {}, 5000ms});
+  VerifyOptions o;
+  o.impl_spec = "test";
+  o.cases = 50;
+  o.seed = 1;
+  o.space.max_ranks = 4;
+  o.space.max_count = 16;
+  o.harness_retry_s = 0.01;
+  std::FILE* devnull = std::fopen("/dev/null", "w");
+  const VerifyResult r = run_verify(o, exec, devnull);
+  std::fclose(devnull);
+  EXPECT_FALSE(r.failed);
+  ASSERT_TRUE(r.harness_error);
+  EXPECT_EQ(r.exit_code(), kExitHarnessError);
+  EXPECT_EQ(r.failure.property, "harness");
+  EXPECT_NE(r.failure.detail.find("ran out of a resource"), std::string::npos) << r.failure.detail;
+}
+
+// A long run over p up to 64 keeps a bounded number of idle rank threads.
+TEST(CaseRunnerWorlds, KeepsABoundedNumberOfRankThreads) {
+  CaseRunner runner(RunConfig{ring(), {}, 5000ms});
+  for (int p : {60, 50, 40, 30, 64, 2, 3}) {
+    Case c;
+    c.p = p;
+    c.count = 5;
+    ASSERT_TRUE(runner.run(c).ok);
+    EXPECT_LE(runner.cached_threads(), std::max(p, kMaxCachedWorldThreads)) << "after p = " << p;
+  }
 }
 
 TEST(PropertiesBite, PeersAgree) {
