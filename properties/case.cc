@@ -1,6 +1,7 @@
 #include "properties/case.h"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <charconv>
 #include <cmath>
@@ -13,7 +14,8 @@ namespace collcheck {
 
 uint64_t Case::input(int rank, size_t i) const {
   if (explicit_values) return values[static_cast<size_t>(rank)][i];
-  return input_element(dtype, op, p, rank, i, seed, data);
+  return input_element(dtype, op, seed_p ? seed_p : p, seed_ranks.empty() ? rank : seed_ranks[static_cast<size_t>(rank)],
+                       seed_offset + i, seed, data);
 }
 
 void Case::make_explicit() {
@@ -32,8 +34,10 @@ std::vector<std::vector<std::byte>> Case::input_buffers() const {
     b.resize(count * dtype_size(dtype));
     if (explicit_values) {
       for (size_t i = 0; i < count; ++i) store_element(dtype, b.data(), i, values[static_cast<size_t>(r)][i]);
-    } else {
+    } else if (seed_p == 0 && seed_ranks.empty() && seed_offset == 0) {
       fill_input(b.data(), count, dtype, op, p, r, seed, data);
+    } else {
+      for (size_t i = 0; i < count; ++i) store_element(dtype, b.data(), i, input(r, i));
     }
   }
   return out;
@@ -51,7 +55,8 @@ bool operator==(const Case& a, const Case& b) {
   if (a.async != b.async || a.defer != b.defer || a.perturb != b.perturb || a.then != b.then) return false;
   if (a.explicit_values != b.explicit_values) return false;
   if (a.explicit_values) return a.values == b.values;
-  return a.data == b.data && a.seed == b.seed;
+  return a.data == b.data && a.seed == b.seed && (a.seed_p ? a.seed_p : a.p) == (b.seed_p ? b.seed_p : b.p) &&
+         a.seed_offset == b.seed_offset && a.seed_ranks == b.seed_ranks;
 }
 
 namespace {
@@ -93,13 +98,27 @@ std::string encode_call(const Case& c, bool in_sequence) {
   std::string t = fmt::format("{}:{}:s{}:n{}:{}:", dtype_name(c.dtype), op_name(c.op), scalar_text(c.scalar), c.count,
                               c.inplace ? "ip" : "oop");
   if (in_sequence) t += c.async ? fmt::format("async{}:", c.defer) : std::string("sync:");
-  if (!c.explicit_values) return t + fmt::format("d:{}:{:x}", data_class_name(c.data), c.seed);
+  if (!c.explicit_values) {
+    t += fmt::format("d:{}:{:x}", data_class_name(c.data), c.seed);
+    if (c.seed_p || !c.seed_ranks.empty() || c.seed_offset)
+      t += fmt::format(":w{}:{}:{}", c.seed_p ? c.seed_p : c.p, fmt::join(c.seed_ranks, "."), c.seed_offset);
+    return t;
+  }
   t += "x:";
   for (int r = 0; r < c.p; ++r) {
     if (r) t += '/';
-    for (size_t i = 0; i < c.count; ++i) {
+    const auto& v = c.values[static_cast<size_t>(r)];
+    for (size_t i = 0; i < c.count;) {
+      size_t n = 1;
+      while (i + n < c.count && v[i + n] == v[i]) ++n;
       if (i) t += '.';
-      fmt::format_to(std::back_inserter(t), "{:x}", c.values[static_cast<size_t>(r)][i]);
+      if (n >= 3) {
+        fmt::format_to(std::back_inserter(t), "{:x}*{}", v[i], n);
+        i += n;
+      } else {
+        fmt::format_to(std::back_inserter(t), "{:x}", v[i]);
+        ++i;
+      }
     }
   }
   return t;
@@ -142,11 +161,30 @@ void decode_call(Case& c, const std::vector<std::string_view>& f, bool in_sequen
   }
   const size_t in = 5 + k;  // where the inputs start
   if (f[in] == "d") {
-    if (f.size() != in + 3) bad("call", token.substr(0, 60), "...:d:<class>:<seed hex>");
+    if (f.size() != in + 3 && f.size() != in + 6)
+      bad("call", token.substr(0, 60), "...:d:<class>:<seed hex>[:w<p>:<rank.rank...>:<offset>]");
     auto dc = parse_data_class(f[in + 1]);
     if (!dc) bad("data class", f[in + 1], data_class_choices());
     c.data = *dc;
     c.seed = parse_u64(f[in + 2], 16, "seed", "a hex number");
+    if (f.size() == in + 6) {
+      const std::string_view w = f[in + 3];
+      const std::string allowed = fmt::format("w<p> with p in {}..{}", c.p, kMaxCaseRanks);
+      if (w.size() < 2 || w[0] != 'w') bad("window field", w, allowed);
+      c.seed_p = static_cast<int>(parse_u64(w.substr(1), 10, "window field", allowed));
+      if (c.seed_p < c.p || c.seed_p > kMaxCaseRanks) bad("window field", w, allowed);
+      if (!f[in + 4].empty()) {
+        for (auto rv : split(f[in + 4], '.')) {
+          const uint64_t r = parse_u64(rv, 10, "window ranks", "'.'-separated ranks below the window's p");
+          if (r >= static_cast<uint64_t>(c.seed_p)) bad("window ranks", rv, fmt::format("ranks below {}", c.seed_p));
+          c.seed_ranks.push_back(static_cast<int>(r));
+        }
+        if (c.seed_ranks.size() != static_cast<size_t>(c.p))
+          bad("window ranks", f[in + 4], fmt::format("{} ranks, one per rank of the case", c.p));
+      }
+      c.seed_offset = parse_u64(f[in + 5], 10, "window offset", "an element offset");
+      if (c.seed_offset > (size_t{1} << 40)) bad("window offset", f[in + 5], "an element offset below 2^40");
+    }
     return;
   }
   if (f[in] != "x" || f.size() != in + 2) bad("inputs", f[in], "x:<values> or d:<class>:<seed>");
@@ -160,14 +198,22 @@ void decode_call(Case& c, const std::vector<std::string_view>& f, bool in_sequen
   for (const auto& rv : ranks) {
     std::vector<uint64_t> v;
     if (c.count > 0) {
-      const auto elems = split(rv, '.');
-      if (elems.size() != c.count)
-        bad("values", fmt::format("{} element(s)", elems.size()), fmt::format("{} per rank separated by '.'", c.count));
-      for (const auto& e : elems) {
-        const uint64_t x = parse_u64(e, 16, "element", "hex element bits");
+      for (const auto& e : split(rv, '.')) {
+        const size_t star = e.find('*');
+        const std::string_view bits_text = e.substr(0, star);
+        const uint64_t x = parse_u64(bits_text, 16, "element", "hex element bits, or <bits>*<run length>");
         if (x & ~mask) bad("element", e, fmt::format("at most {} bits for {}", bits, dtype_name(c.dtype)));
-        v.push_back(x);
+        uint64_t n = 1;
+        if (star != std::string_view::npos) {
+          n = parse_u64(e.substr(star + 1), 10, "element", "<bits>*<run length>, run length 1 or more");
+          if (n == 0 || n > c.count) bad("element", e, fmt::format("a run length in 1..{}", c.count));
+        }
+        if (v.size() + n > c.count)
+          bad("values", fmt::format("more than {} element(s)", c.count), fmt::format("{} per rank separated by '.'", c.count));
+        v.insert(v.end(), n, x);
       }
+      if (v.size() != c.count)
+        bad("values", fmt::format("{} element(s)", v.size()), fmt::format("{} per rank separated by '.'", c.count));
     } else if (!rv.empty()) {
       bad("values", rv, "nothing for count 0");
     }

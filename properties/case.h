@@ -15,7 +15,9 @@
 //   v1:p2:float32:sum:s1:n3:oop:x:3f800000.0.40400000/0.0.3f800000
 //   v1:p4:int8:avg:s1:n1000:ip:d:wrap:9e3779b97f4a7c15
 // (fields: version, ranks, dtype, op, scalar, count, oop|ip, then either
-// x:<rank>/<rank>/... with '.'-separated hex element bits, or d:<class>:<seed>.
+// x:<rank>/<rank>/... with '.'-separated hex element bits, <bits>*<n> for a
+// run of n equal ones, or d:<class>:<seed>, followed by :w<p>:<rank.rank...>:<offset>
+// when shrinking kept part of a seeded world.
 // The scalar is a decimal or a C99 hex float.) Then, comma-separated, the
 // optional parts: z<hex> (the perturbation seed) and each further call as
 //   <dtype>:<op>:s<scalar>:n<count>:oop|ip:sync|async<defer>:<inputs>
@@ -43,6 +45,12 @@ struct Case {
   // Seeded inputs (explicit == false)...
   DataClass data = DataClass::Exact;
   uint64_t seed = 0;
+  // ...as shrinking leaves them (fewer ranks, a shorter buffer), which keeps
+  // the token short: element i of rank r is element seed_offset + i of rank
+  // seed_ranks[r] of the seeded world of seed_p ranks (0: p, empty: 0..p-1).
+  int seed_p = 0;
+  std::vector<int> seed_ranks;
+  size_t seed_offset = 0;
   // ...or explicit ones: values[rank][i], element bits.
   bool explicit_values = false;
   std::vector<std::vector<uint64_t>> values;

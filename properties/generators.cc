@@ -263,9 +263,9 @@ class CaseShrinks {
             if (to >= n || (which == 2 && (to <= 1))) continue;
             Case c = b;
             Case& call = c.then[k];
-            call.make_explicit();
-            for (auto& v : call.values) v.resize(to);
-            call.count = to;
+            if (call.explicit_values)
+              for (auto& v : call.values) v.resize(to);
+            call.count = to;  // seeded: the same prefix
             return c;
           }
           break;
@@ -306,34 +306,53 @@ class CaseShrinks {
     c.make_explicit();
     return c;
   }
-  // Every call of the sequence explicit (rank shrinks apply to all of them).
-  Case all_explicit() const {
-    Case c = explicit_base();
-    for (auto& n : c.then) n.make_explicit();
+  // Keeps ranks `keep` (in order) of one call: seeded inputs stay seeded,
+  // as a window on the original world.
+  static void keep_ranks(Case& x, const std::vector<int>& keep) {
+    if (x.explicit_values) {
+      std::vector<std::vector<uint64_t>> v;
+      for (int r : keep) v.push_back(x.values[static_cast<size_t>(r)]);
+      x.values = std::move(v);
+    } else {
+      std::vector<int> map;
+      for (int r : keep) map.push_back(x.seed_ranks.empty() ? r : x.seed_ranks[static_cast<size_t>(r)]);
+      if (!x.seed_p) x.seed_p = x.p;
+      x.seed_ranks = std::move(map);
+    }
+    x.p = static_cast<int>(keep.size());
+  }
+  Case ranks_kept(const std::vector<int>& keep) const {
+    Case c = *base_;
+    keep_ranks(c, keep);
+    for (auto& t : c.then) keep_ranks(t, keep);
     return c;
   }
   Case with_ranks(int first, int n) const {
-    Case c = all_explicit();
-    auto slice = [&](Case& x) {
-      x.values = {x.values.begin() + first, x.values.begin() + first + n};
-      x.p = n;
-    };
-    slice(c);
-    for (auto& t : c.then) slice(t);
-    return c;
+    std::vector<int> keep;
+    for (int r = first; r < first + n; ++r) keep.push_back(r);
+    return ranks_kept(keep);
   }
   Case without_rank(int r) const {
-    Case c = all_explicit();
-    c.values.erase(c.values.begin() + r);
-    c.p -= 1;
-    for (auto& t : c.then) {
-      t.values.erase(t.values.begin() + r);
-      t.p -= 1;
-    }
-    return c;
+    std::vector<int> keep;
+    for (int k = 0; k < base_->p; ++k)
+      if (k != r) keep.push_back(k);
+    return ranks_kept(keep);
   }
+  // Removes elements [start, start + n): a seeded prefix or suffix removal
+  // stays seeded (a window), anything else turns explicit.
   Case without_elements(size_t start, size_t n) const {
-    Case c = explicit_base();
+    Case c = *base_;
+    if (!c.explicit_values && start == 0) {
+      c.seed_p = c.seed_p ? c.seed_p : c.p;
+      c.seed_offset += n;
+      c.count -= n;
+      return c;
+    }
+    if (!c.explicit_values && start + n == c.count) {
+      c.count -= n;
+      return c;
+    }
+    c.make_explicit();
     for (auto& v : c.values)
       v.erase(v.begin() + static_cast<long>(start), v.begin() + static_cast<long>(start + n));
     c.count -= n;

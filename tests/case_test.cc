@@ -92,6 +92,10 @@ TEST(CaseToken, BadTokensNameTheField) {
       {"v1:p2:float32:sum:s1:n2:oop:x:0.zz/0.0", "element"},
       {"v1:p2:float32:sum:s1:n2:oop:d:gaussian:12", "data class"},
       {"v1:p2:float32:sum:s1:n2:oop:d:exact:xyz", "seed"},
+      {"v1:p2:float32:sum:s1:n2:oop:d:exact:1:w1::0", "window field"},
+      {"v1:p2:float32:sum:s1:n2:oop:d:exact:1:w4:0.9:0", "window ranks"},
+      {"v1:p2:float32:sum:s1:n2:oop:d:exact:1:w4:0:0", "window ranks"},
+      {"v1:p2:float32:sum:s1:n2:oop:d:exact:1:w4:0.1:x", "window offset"},
       // The sequence: further calls and the perturbation seed.
       {"v1:p2:float32:sum:s1:n2:oop:d:exact:1,float16:sum:s1:n2:oop:d:exact:2", "async field"},
       {"v1:p2:float32:sum:s1:n2:oop:d:exact:1,float16:sum:s1", "call"},
@@ -239,7 +243,51 @@ TEST(Shrinks, TryOneRankFirstKeepingItsValues) {
   ASSERT_TRUE(first);
   EXPECT_EQ(first->p, 1);
   EXPECT_EQ(first->count, 10u);
-  for (size_t i = 0; i < 10; ++i) EXPECT_EQ(first->values[0][i], c.input(0, i));
+  for (size_t i = 0; i < 10; ++i) EXPECT_EQ(first->input(0, i), c.input(0, i));
+}
+
+// Shrinking a seeded case to fewer ranks or a shorter buffer keeps it seeded
+// (a window on the original world), so its token stays short, and the
+// window holds exactly the original values.
+TEST(Shrinks, KeepSeededInputsSeededAndTheTokenShort) {
+  Case c;
+  c.p = 5;
+  c.dtype = DType::Int64;
+  c.count = 8196 * 2;
+  c.data = DataClass::Random;
+  c.seed = 99;
+  auto seq = case_shrinks(c);
+  size_t seen = 0;
+  while (auto s = seq.next()) {
+    if (++seen > 40) break;
+    if (s->explicit_values) continue;
+    const std::string token = encode_case(*s);
+    EXPECT_LT(token.size(), 200u) << token;
+    const Case back = decode_case(token);
+    ASSERT_TRUE(back == *s) << token;
+    // Every value is the original's at the window's rank and offset.
+    for (int r = 0; r < s->p; ++r) {
+      const int from = s->seed_ranks.empty() ? r : s->seed_ranks[static_cast<size_t>(r)];
+      if (s->count == 0) continue;
+      for (size_t i : {size_t{0}, s->count / 2, s->count - 1}) {
+        EXPECT_EQ(back.input(r, i), c.input(from, s->seed_offset + i)) << token;
+      }
+    }
+  }
+  EXPECT_GT(seen, 10u);
+}
+
+TEST(CaseToken, RunsOfEqualValuesAreWrittenOnce) {
+  Case c;
+  c.p = 2;
+  c.dtype = DType::Int8;
+  c.count = 6;
+  c.explicit_values = true;
+  c.values = {{0, 0, 0, 0, 7, 7}, {1, 1, 1, 2, 2, 2}};
+  EXPECT_EQ(encode_case(c), "v1:p2:int8:sum:s1:n6:oop:x:0*4.7.7/1*3.2*3");
+  EXPECT_TRUE(decode_case(encode_case(c)) == c);
+  EXPECT_THROW(decode_case("v1:p2:int8:sum:s1:n6:oop:x:0*7/1*6"), std::invalid_argument);
+  EXPECT_THROW(decode_case("v1:p2:int8:sum:s1:n6:oop:x:0*0.1*6/1*6"), std::invalid_argument);
 }
 
 TEST(DataClasses, SpecialFloatsContainNanInfAndSignedZeros) {
