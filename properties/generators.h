@@ -10,8 +10,8 @@
 // scalar 1, then each value made simpler (0, then 1, then fewer significant
 // bits). Dtype and op never shrink: the minimal case keeps the failing pair.
 // A sequence shrinks first: to its first call alone, without one call, async
-// calls made sync; later the further calls' counts (0, 1, half). The
-// perturbation seed never shrinks away (a race would then fail by chance only).
+// calls made sync; later the further calls' counts (0, 1, half) and values;
+// last, the schedule unperturbed (verify steps back if that only fails by chance).
 #pragma once
 
 #include <rapidcheck.h>
