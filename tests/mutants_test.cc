@@ -115,6 +115,25 @@ TEST_P(Mutant, IsCaughtWithinTheDefaultBudgetAndShrinksToASmallReplayableCase) {
 
 INSTANTIATE_TEST_SUITE_P(All, Mutant, ::testing::ValuesIn(mutants()), [](const auto& i) { return i.param; });
 
+// The mutant with state across calls is out of reach of single calls: with
+// sequences off it passes (every call, repeated or not, is right), with them
+// on (the default) it fails.
+TEST(Mutants, StateAcrossCallsIsOnlyReachedBySequences) {
+  ImplPtr impl = load_plugin(mutant_path("plan_cache_keyed_on_bytes"));
+  for (bool sequences : {false, true}) {
+    InProcessExecutor exec(RunConfig{impl, default_peers(*impl), 10000ms});
+    VerifyOptions o;
+    o.impl_spec = "plugin:plan_cache_keyed_on_bytes";
+    o.seed = 1;
+    o.cases = 500;
+    o.space.sequences = sequences;
+    std::FILE* devnull = std::fopen("/dev/null", "w");
+    const VerifyResult r = run_verify(o, exec, devnull);
+    std::fclose(devnull);
+    EXPECT_EQ(r.failed, sequences) << "sequences " << (sequences ? "on" : "off") << ": " << r.failure.detail;
+  }
+}
+
 TEST(Mutants, ThereAreAtLeastTwelve) { EXPECT_GE(mutants().size(), 12u); }
 
 TEST(Mutants, TheKitWithoutABugPasses) {
