@@ -109,8 +109,8 @@ class Twisted final : public Implementation {
   Fn before_, after_;
 };
 
-std::string first_failing_property(ImplPtr impl, std::vector<ImplPtr> peers, RedOp op = RedOp::Sum) {
-  InProcessExecutor exec(RunConfig{std::move(impl), std::move(peers), 5000ms});
+// A small verify run over float32 `op` on random data, p <= 4, count <= 50.
+VerifyOptions small_float_run(RedOp op = RedOp::Sum) {
   VerifyOptions o;
   o.impl_spec = "test";
   o.cases = 300;
@@ -120,12 +120,23 @@ std::string first_failing_property(ImplPtr impl, std::vector<ImplPtr> peers, Red
   o.space.dtypes = {DType::Float32};
   o.space.ops = {op};
   o.space.data = {DataClass::Random};
+  return o;
+}
+
+VerifyResult verify_quietly(ImplPtr impl, const VerifyOptions& o, std::vector<ImplPtr> peers = {}) {
+  InProcessExecutor exec(RunConfig{std::move(impl), std::move(peers), 5000ms});
+  std::FILE* devnull = std::fopen("/dev/null", "w");
+  VerifyResult r = run_verify(o, exec, devnull);
+  std::fclose(devnull);
+  return r;
+}
+
+std::string first_failing_property(ImplPtr impl, std::vector<ImplPtr> peers, RedOp op = RedOp::Sum) {
+  VerifyOptions o = small_float_run(op);
   // One call per case (four with the repeat, placement and async twins): the
   // implementations below count calls. Sequences have their own test.
   o.space.sequences = false;
-  std::FILE* devnull = std::fopen("/dev/null", "w");
-  const VerifyResult r = run_verify(o, exec, devnull);
-  std::fclose(devnull);
+  const VerifyResult r = verify_quietly(std::move(impl), o, std::move(peers));
   return r.failed ? r.failure.property : "(none)";
 }
 
@@ -226,29 +237,15 @@ TEST(PropertiesBite, LaterCallsOfASequenceAreChecked) {
   auto impl = std::make_shared<Twisted>("adds one after four calls", nullptr, [](const AllReduceArgs& a) {
     if (a.count > 0 && call_of_tag(a.tag) > 4) static_cast<float*>(a.recv)[0] += 1.0f;
   });
-  InProcessExecutor exec(RunConfig{impl, {}, 5000ms});
-  VerifyOptions o;
-  o.impl_spec = "test";
-  o.cases = 300;
-  o.seed = 3;
-  o.space.max_ranks = 4;
-  o.space.max_count = 50;
-  o.space.dtypes = {DType::Float32};
-  o.space.ops = {RedOp::Sum};
-  o.space.data = {DataClass::Random};
-  std::FILE* devnull = std::fopen("/dev/null", "w");
-  const VerifyResult r = run_verify(o, exec, devnull);
-  std::fclose(devnull);
+  VerifyOptions o = small_float_run();
+  const VerifyResult r = verify_quietly(impl, o);
   ASSERT_TRUE(r.failed);
   EXPECT_EQ(r.failure.property, "agrees-with-oracle");
   EXPECT_NE(r.failure.detail.find("call 2 of the sequence"), std::string::npos) << r.failure.detail;
   EXPECT_EQ(r.minimal.then.size(), 1u) << case_summary(r.minimal);
   // With sequences off the bug is out of reach.
   o.space.sequences = false;
-  InProcessExecutor exec2(RunConfig{impl, {}, 5000ms});
-  devnull = std::fopen("/dev/null", "w");
-  EXPECT_FALSE(run_verify(o, exec2, devnull).failed);
-  std::fclose(devnull);
+  EXPECT_FALSE(verify_quietly(impl, o).failed);
 }
 
 // A sequence's calls are all checked against the oracle, sync and async,
@@ -329,17 +326,11 @@ TEST(Verify, RunningOutOfThreadsIsAHarnessErrorNotAFailure) {
   auto impl = std::make_shared<Twisted>("no threads left", [](const AllReduceArgs& a) {
     if (a.links.rank() == 1) throw std::system_error(std::make_error_code(std::errc::resource_unavailable_try_again));
   }, nullptr);
-  InProcessExecutor exec(RunConfig{impl, {}, 5000ms});
-  VerifyOptions o;
-  o.impl_spec = "test";
+  VerifyOptions o = small_float_run();
   o.cases = 50;
   o.seed = 1;
-  o.space.max_ranks = 4;
-  o.space.max_count = 16;
   o.harness_retry_s = 0.01;
-  std::FILE* devnull = std::fopen("/dev/null", "w");
-  const VerifyResult r = run_verify(o, exec, devnull);
-  std::fclose(devnull);
+  const VerifyResult r = verify_quietly(impl, o);
   EXPECT_FALSE(r.failed);
   ASSERT_TRUE(r.harness_error);
   EXPECT_EQ(r.exit_code(), kExitHarnessError);
