@@ -107,7 +107,8 @@ FaultSpec random(const Scenario& s, uint64_t r) {
   const int from = static_cast<int>(r % static_cast<uint64_t>(s.ranks));
   f.fields["from"] = std::to_string(from);
   f.fields["to"] = std::to_string((from + 1) % s.ranks);
-  f.fields["latency_ms"] = std::to_string(25 + (r >> 8) % 20);
+  // Twice the analysis's 15 ms floor at least: a loaded machine adds noise.
+  f.fields["latency_ms"] = std::to_string(30 + (r >> 8) % 30);
   return f;
 }
 

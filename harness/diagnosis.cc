@@ -213,21 +213,49 @@ std::optional<Diagnosis> wait_cycle(const std::vector<RankDump>& dumps) {
 // busy elsewhere does not make its edges look slow) until both sides saw it
 // complete. A slow link delays both ends; a rank that was off the CPU (an
 // oversubscribed node, a sanitizer) delays only its own view.
-double transfer_latency(const TransferRecord& send, const TransferRecord& recv) {
-  return std::min(send.t_completed, recv.t_completed) - std::max(send.t_posted, recv.t_posted);
+// Less the times when either end's process was not running at all (its stall
+// meter woke late): a rank descheduled for 20 ms between posting a send and
+// pushing it out delays that transfer without any link being slow.
+using StallsByRank = std::map<int, std::vector<Stall>>;
+
+StallsByRank stalls_by_rank(const std::vector<RankDump>& dumps) {
+  StallsByRank s;
+  for (const auto& d : dumps) s[d.rank] = d.stalls;
+  return s;
+}
+
+// How much of [lo, hi] falls in the union of ranks a's and b's stalls.
+double stalled_within(double lo, double hi, const StallsByRank& stalls, int a, int b) {
+  std::vector<Stall> v;
+  for (int r : {a, b})
+    if (auto it = stalls.find(r); it != stalls.end()) v.insert(v.end(), it->second.begin(), it->second.end());
+  std::sort(v.begin(), v.end(), [](const Stall& x, const Stall& y) { return x.begin < y.begin; });
+  double total = 0, covered_to = lo;
+  for (const auto& x : v) {
+    const double from = std::max(x.begin, covered_to), to = std::min(x.end, hi);
+    if (to > from) total += to - from;
+    covered_to = std::max(covered_to, std::min(x.end, hi));
+  }
+  return total;
+}
+
+double transfer_latency(const TransferRecord& send, const TransferRecord& recv, const StallsByRank& stalls) {
+  const double lo = std::max(send.t_posted, recv.t_posted), hi = std::min(send.t_completed, recv.t_completed);
+  return hi - lo - stalled_within(lo, hi, stalls, send.src, send.dst);
 }
 
 // The alpha-beta model of a ring all-reduce, T = 2(p-1) alpha + 2(p-1)/p N beta,
 // with alpha and beta fitted (least squares) to the transfers of the healthy
 // edges, against the slowest call that crossed the slow edge.
 template <typename Pairs>
-std::string alpha_beta_comparison(const std::vector<RankDump>& dumps, const Pairs& pairs, std::pair<int, int> slow) {
+std::string alpha_beta_comparison(const std::vector<RankDump>& dumps, const Pairs& pairs, std::pair<int, int> slow,
+                                  const StallsByRank& stalls) {
   double n = 0, sx = 0, sy = 0, sxx = 0, sxy = 0;
   std::vector<double> slow_lat;
   std::set<uint64_t> slow_calls;
   for (const auto& [key, p] : pairs) {
     if (!p.first || !p.second) continue;
-    const double lat = transfer_latency(*p.first, *p.second);
+    const double lat = transfer_latency(*p.first, *p.second, stalls);
     const double bytes = static_cast<double>(p.first->bytes);
     if (std::make_pair(p.first->src, p.first->dst) == slow) {
       slow_lat.push_back(lat);
@@ -288,7 +316,11 @@ void transfer_checks(const std::vector<RankDump>& dumps, const AnalysisOptions& 
     }
   }
   std::optional<Diagnosis> corrupt;
-  std::map<std::pair<int, int>, std::vector<double>> latency;
+  const StallsByRank stalls = stalls_by_rank(dumps);
+  struct Span {
+    double lo, hi, latency;
+  };
+  std::map<std::pair<int, int>, std::vector<Span>> spans;
   for (const auto& [key, p] : pairs) {
     if (!p.first || !p.second) continue;
     if (p.first->checksum != p.second->checksum && !corrupt) {
@@ -303,15 +335,38 @@ void transfer_checks(const std::vector<RankDump>& dumps, const AnalysisOptions& 
                             p.first->checksum, p.second->checksum);
       corrupt = dg;
     }
-    latency[{p.first->src, p.first->dst}].push_back(transfer_latency(*p.first, *p.second));
+    spans[{p.first->src, p.first->dst}].push_back(
+        Span{std::max(p.first->t_posted, p.second->t_posted), std::min(p.first->t_completed, p.second->t_completed),
+             transfer_latency(*p.first, *p.second, stalls)});
   }
   if (corrupt) out.push_back(*corrupt);
-  if (latency.size() < 2) return;
-  // Each edge's lower median: a strict majority of its transfers took at
-  // least that long. A slow link delays every transfer on its edge; a rank
-  // that was descheduled (an oversubscribed node, a sanitizer) delays the few
-  // it was late for, and one slow transfer out of two must not name an edge.
-  // An edge with a single transfer is never named: one sample is no majority.
+  if (spans.size() < 2) return;
+  // One sample per window of time: transfers on an edge that were in flight
+  // at the same time (a pipelined or double tree posts several at once) saw
+  // the same moment of the link and of both ranks, so one burst of
+  // descheduling must not count as several slow transfers. A window counts
+  // with its fastest transfer.
+  std::map<std::pair<int, int>, std::vector<double>> latency;
+  std::map<std::pair<int, int>, size_t> transfers_on;
+  for (auto& [edge, v] : spans) {
+    std::sort(v.begin(), v.end(), [](const Span& a, const Span& b) { return a.lo < b.lo; });
+    auto& w = latency[edge];
+    double window_end = -1e300;
+    for (const auto& x : v) {
+      if (!w.empty() && x.lo < window_end) {
+        w.back() = std::min(w.back(), x.latency);
+      } else {
+        w.push_back(x.latency);
+      }
+      window_end = std::max(window_end, x.hi);
+    }
+    transfers_on[edge] = v.size();
+  }
+  // Each edge's lower median: a strict majority of its windows took at least
+  // that long. A slow link delays every transfer on its edge; a rank that was
+  // descheduled (an oversubscribed node, a sanitizer) delays the few it was
+  // late for, and one slow window out of two must not name an edge. An edge
+  // with a single window is never named: one sample is no majority.
   std::vector<std::pair<double, std::pair<int, int>>> med;
   for (auto& [edge, v] : latency) {
     std::sort(v.begin(), v.end());
@@ -319,7 +374,7 @@ void transfer_checks(const std::vector<RankDump>& dumps, const AnalysisOptions& 
   }
   std::sort(med.begin(), med.end());
   // The median of the edges.
-  const double others = med[(med.size() - 1) / 2].first;
+  const double others = std::max(0.0, med[(med.size() - 1) / 2].first);
   auto worst_it = std::find_if(med.rbegin(), med.rend(), [&](const auto& m) { return latency[m.second].size() >= 2; });
   if (worst_it == med.rend()) return;
   const auto& worst = *worst_it;
@@ -329,12 +384,21 @@ void transfer_checks(const std::vector<RankDump>& dumps, const AnalysisOptions& 
     dg.edge = worst.second;
     dg.ranks = {worst.second.first, worst.second.second};
     dg.factor = others > 0 ? worst.first / others : 0;
+    const size_t windows = latency[worst.second].size(), n = transfers_on[worst.second];
     dg.text = fmt::format("the link from rank {} to rank {} is slow: median {:.1f} ms from send to arrival over its {} "
-                          "transfers (a strict majority were at least that slow), against {:.3f} ms for the median "
+                          "transfers{} (a strict majority were at least that slow), against {:.3f} ms for the median "
                           "edge ({:.0f}x; measured from when both sides had posted until both saw it complete)",
-                          worst.second.first, worst.second.second, worst.first * 1e3, latency[worst.second].size(),
-                          others * 1e3, dg.factor);
-    dg.text += alpha_beta_comparison(dumps, pairs, worst.second);
+                          worst.second.first, worst.second.second, worst.first * 1e3, n,
+                          windows == n ? "" : fmt::format(" in {} windows of time", windows), others * 1e3, dg.factor);
+    double stalled = 0;
+    for (const auto& d : dumps)
+      if (d.rank == worst.second.first || d.rank == worst.second.second)
+        for (const auto& x : d.stalls) stalled = std::max(stalled, x.end - x.begin);
+    if (stalled > 0)
+      dg.text += fmt::format(" (times when rank {} or {} was not running at all are left out; the longest was "
+                             "{:.1f} ms)",
+                             worst.second.first, worst.second.second, stalled * 1e3);
+    dg.text += alpha_beta_comparison(dumps, pairs, worst.second, stalls);
     out.push_back(dg);
   }
 }

@@ -47,7 +47,7 @@ struct AnalysisOptions {
   // SlowLink: an edge is slow when its median latency exceeds both this many
   // times the median of the other edges and this absolute excess.
   double slow_factor = 4.0;
-  double slow_min_excess_s = 0.010;
+  double slow_min_excess_s = 0.015;
 };
 
 // Findings in order of precedence: a mismatch or a missing rank explains the

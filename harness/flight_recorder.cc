@@ -1,7 +1,9 @@
 #include "harness/flight_recorder.h"
 
+#include <condition_variable>
 #include <filesystem>
 #include <set>
+#include <thread>
 
 #include "harness/atomic_file.h"
 
@@ -49,15 +51,85 @@ std::set<const FlightRecorder*>& live() {
 }
 }  // namespace
 
+// The process's stall meter: one thread while any recorder lives. It sleeps
+// kStallTick at a time; a wake-up more than kStallSlack late is a stall.
+class StallMeter {
+ public:
+  static StallMeter& get() {
+    static auto* m = new StallMeter();  // never destroyed: a crash may come late
+    return *m;
+  }
+  void acquire() {
+    std::lock_guard lk(mu_);
+    if (users_++ == 0) {
+      // A thread told to stop by the last release may still be finishing;
+      // it sees a newer generation than its own and leaves.
+      const uint64_t gen = ++generation_;
+      threads_.emplace_back([this, gen] { loop(gen); });
+    }
+  }
+  void release() {
+    std::vector<std::thread> done;
+    {
+      std::lock_guard lk(mu_);
+      if (--users_ > 0) return;
+      ++generation_;
+      done.swap(threads_);
+    }
+    cv_.notify_all();
+    for (auto& t : done) t.join();  // the loop notices within one tick
+  }
+  std::vector<std::pair<Clock::time_point, Clock::time_point>> since(Clock::time_point from) const {
+    std::lock_guard lk(mu_);
+    std::vector<std::pair<Clock::time_point, Clock::time_point>> out;
+    for (const auto& s : stalls_)
+      if (s.second > from) out.push_back(s);
+    return out;
+  }
+
+ private:
+  void loop(uint64_t gen) {
+    std::unique_lock lk(mu_);
+    while (generation_ == gen) {
+      const auto due = Clock::now() + kStallTick;
+      cv_.wait_until(lk, due, [&] { return generation_ != gen; });
+      if (generation_ != gen) break;
+      const auto woke = Clock::now();
+      if (woke - due > kStallSlack) {
+        stalls_.emplace_back(due, woke);
+        if (stalls_.size() > 4096) stalls_.pop_front();
+      }
+    }
+  }
+  mutable std::mutex mu_;
+  std::condition_variable cv_;
+  std::vector<std::thread> threads_;  // the running meter (one), until release joins it
+  int users_ = 0;
+  uint64_t generation_ = 0;
+  std::deque<std::pair<Clock::time_point, Clock::time_point>> stalls_;
+};
+
 FlightRecorder::FlightRecorder(int rank, int size, Clock::time_point epoch, size_t capacity)
     : rank_(rank), size_(size), epoch_(epoch), capacity_(capacity) {
+  StallMeter::get().acquire();
   std::lock_guard lk(g_live_mu);
   live().insert(this);
 }
 
 FlightRecorder::~FlightRecorder() {
-  std::lock_guard lk(g_live_mu);
-  live().erase(this);
+  {
+    std::lock_guard lk(g_live_mu);
+    live().erase(this);
+  }
+  StallMeter::get().release();
+}
+
+std::vector<Stall> FlightRecorder::stalls() const {
+  std::vector<Stall> out;
+  for (const auto& [a, b] : StallMeter::get().since(epoch_))
+    out.push_back(Stall{std::chrono::duration<double>(a - epoch_).count(),
+                        std::chrono::duration<double>(b - epoch_).count()});
+  return out;
 }
 
 int dump_live_recorders(const std::string& dir, const std::string& reason, const CrashNote* crash) {
@@ -152,6 +224,7 @@ BlockedOn FlightRecorder::blocked_on() const {
 }
 
 nlohmann::json FlightRecorder::to_json(const std::string& reason, const CrashNote* crash) const {
+  const std::vector<Stall> stalled = stalls();
   std::lock_guard<std::mutex> g(mu_);
   nlohmann::json j;
   j["rank"] = rank_;
@@ -189,6 +262,8 @@ nlohmann::json FlightRecorder::to_json(const std::string& reason, const CrashNot
                   {"checksum", t.checksum},
                   {"send", t.send}});
   }
+  auto& st = j["stalls"] = nlohmann::json::array();
+  for (const auto& x : stalled) st.push_back({x.begin, x.end});
   j["blocked_on"] = blocked_.blocked ? nlohmann::json{{"peer", blocked_.peer},
                                                       {"send", blocked_.send},
                                                       {"tag", blocked_.tag},
@@ -243,6 +318,8 @@ RankDump rank_dump_from_json(const nlohmann::json& j) {
     x.send = t.at("send").get<bool>();
     d.transfers.push_back(x);
   }
+  if (j.contains("stalls"))
+    for (const auto& x : j.at("stalls")) d.stalls.push_back(Stall{x.at(0).get<double>(), x.at(1).get<double>()});
   const auto& b = j.at("blocked_on");
   if (!b.is_null()) {
     d.blocked_on = BlockedOn{true, b.at("peer").get<int>(), b.at("send").get<bool>(), b.at("tag").get<Tag>(),

@@ -57,6 +57,16 @@ struct TransferRecord {
   bool send = false;        // recorded by the sender (true) or the receiver (false)
 };
 
+// A time when this process did not run: its stall meter (a thread that
+// sleeps 1 ms at a time) woke more than kStallSlack late. On an oversubscribed
+// node or under a sanitizer, a rank that is not running delays the transfers
+// it is part of; the slow-link analysis leaves those times out.
+struct Stall {
+  double begin = -1, end = -1;  // seconds since the recorder's epoch
+};
+inline constexpr auto kStallTick = std::chrono::milliseconds(1);
+inline constexpr auto kStallSlack = std::chrono::milliseconds(2);
+
 // The crash that made a dump: the rank whose thread died (-1: a thread that
 // is not a rank's, such as a library's own), and the signal ("SEGV").
 struct CrashNote {
@@ -88,6 +98,9 @@ class FlightRecorder {
   std::vector<CallRecord> calls() const;
   std::vector<TransferRecord> transfers() const;
   BlockedOn blocked_on() const;
+  // The stalls of this process since the epoch (the meter runs while any
+  // recorder lives).
+  std::vector<Stall> stalls() const;
 
   nlohmann::json to_json(const std::string& reason, const CrashNote* crash = nullptr) const;
   // Writes <dir>/rank-<r>.json atomically (a temporary file, then rename).
@@ -111,6 +124,7 @@ struct RankDump {
   std::string reason;
   std::vector<CallRecord> calls;
   std::vector<TransferRecord> transfers;
+  std::vector<Stall> stalls;  // absent in older dumps: none
   BlockedOn blocked_on;
   std::optional<CrashNote> crash;  // dumped by the crash handler
 };

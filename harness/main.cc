@@ -524,6 +524,15 @@ int run_detection_command(const FaultsFlags& f, int p, uint64_t seed) {
     if (!o.ok) {
       ++missed;
       fmt::print("case {}: {} ({}): {}\n", i + 1, fault, c.guarded ? "guarded" : "unguarded", o.why);
+      for (const auto& d : o.result.diagnoses) fmt::print("  {}\n", collcheck::format_diagnosis(d));
+      // The case as a scenario file: `collcheck replay` reruns it.
+      fmt::print("  the case as a scenario (replay it with collcheck replay):\n");
+      std::string yaml = collcheck::scenario_to_yaml(c.scenario());
+      for (size_t a = 0; a < yaml.size();) {
+        const size_t b = std::min(yaml.find('\n', a), yaml.size());
+        fmt::print("    {}\n", std::string_view(yaml).substr(a, b - a));
+        a = b + 1;
+      }
     }
   }
   int code = missed ? 1 : 0;

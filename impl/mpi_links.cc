@@ -3,7 +3,10 @@
 #include <fmt/format.h>
 
 #include <climits>
+#include <cstring>
+#include <mutex>
 #include <thread>
+#include <vector>
 
 namespace collcheck {
 
@@ -16,56 +19,108 @@ std::string mpi_error_string(int code) {
 
 namespace {
 
+// A request destroyed before it completed that MPI would not cancel (a send,
+// or a receive already matched): MPI may still read or write its buffer, so
+// the buffer lives here until MPI_Test says the request is done.
+struct Abandoned {
+  MPI_Request req;
+  std::vector<std::byte> buffer;
+};
+std::mutex g_abandoned_mu;
+std::vector<Abandoned>& abandoned() {
+  static auto* v = new std::vector<Abandoned>();  // never destroyed: MPI may finish late
+  return *v;
+}
+
+void reap_abandoned() {
+  std::lock_guard lk(g_abandoned_mu);
+  std::erase_if(abandoned(), [](Abandoned& a) {
+    int flag = 0;
+    return MPI_Test(&a.req, &flag, MPI_STATUS_IGNORE) != MPI_SUCCESS || flag;
+  });
+}
+
+}  // namespace
+
+// Every request transfers through a buffer of its own: a send copies the data
+// in when posted, so a send abandoned by a failing case never reads memory its
+// caller has freed. A receive is not posted to MPI up front: MpiLinks::progress
+// matches it with MPI_Improbe, sees the message's size, and only receives a
+// message of exactly the expected size (MPI_Imrecv). Open MPI 4.1 writes a
+// longer message past the end of a posted receive buffer (a mismatched shape
+// does exactly that), so no receive is ever posted shorter than its message.
 class MpiRequest final : public LinkRequest {
  public:
-  MpiRequest(LinkDirection dir, int rank, int peer, Tag tag, size_t bytes)
-      : dir_(dir), rank_(rank), peer_(peer), tag_(tag), bytes_(bytes) {}
+  MpiRequest(MpiLinks& links, LinkDirection dir, int peer, Tag tag, size_t bytes, std::span<std::byte> out = {})
+      : links_(links), dir_(dir), peer_(peer), tag_(tag), mpi_tag_(links.mpi_tag(tag)), bytes_(bytes), out_(out),
+        buffer_(bytes) {}
   ~MpiRequest() override {
+    if (unmatched()) links_.forget(this);
     if (done_ || req_ == MPI_REQUEST_NULL) return;
-    // Cancel, then give the library a moment to confirm; a request it cannot
-    // cancel is freed (the world is failing by then: a case timed out).
     MPI_Cancel(&req_);
-    const auto until = Clock::now() + std::chrono::milliseconds(200);
     int flag = 0;
-    while (Clock::now() < until) {
-      MPI_Status st;
-      if (MPI_Test(&req_, &flag, &st) != MPI_SUCCESS || flag) return;
-      std::this_thread::sleep_for(std::chrono::microseconds(50));
-    }
-    if (req_ != MPI_REQUEST_NULL) MPI_Request_free(&req_);
+    if (MPI_Test(&req_, &flag, MPI_STATUS_IGNORE) != MPI_SUCCESS || flag) return;
+    std::lock_guard lk(g_abandoned_mu);
+    abandoned().push_back(Abandoned{req_, std::move(buffer_)});
   }
 
   MPI_Request* handle() { return &req_; }
+  std::byte* buffer() { return buffer_.data(); }
+  bool unmatched() const { return dir_ == LinkDirection::Recv && !matched_ && !done_; }
+
+  // A receive: is its message there? If so, receive it (or fail on its size).
+  // Returns whether it matched.
+  bool try_match() {
+    int flag = 0;
+    MPI_Message msg;
+    MPI_Status st;
+    const int rc = MPI_Improbe(peer_, mpi_tag_, links_.comm(), &flag, &msg, &st);
+    if (rc != MPI_SUCCESS) {
+      error_ = fmt::format("rank {}: MPI probe for a message from rank {} failed: {} ({})", links_.rank(), peer_,
+                           mpi_error_string(rc), describe_tag(tag_));
+      matched_ = true;
+      return true;
+    }
+    if (!flag) return false;
+    matched_ = true;
+    int got = 0;
+    MPI_Get_count(&st, MPI_BYTE, &got);
+    if (static_cast<size_t>(got) != bytes_) {
+      // Take the message off the queue into a buffer of its own size, then fail.
+      std::vector<std::byte> sink(static_cast<size_t>(got));
+      MPI_Mrecv(sink.data(), got, MPI_BYTE, &msg, MPI_STATUS_IGNORE);
+      error_ = fmt::format("rank {}: size mismatch: rank {} sent {} bytes, {} were expected ({})", links_.rank(), peer_,
+                           got, bytes_, describe_tag(tag_));
+      return true;
+    }
+    const int mrc = MPI_Imrecv(buffer_.data(), got, MPI_BYTE, &msg, &req_);
+    if (mrc != MPI_SUCCESS)
+      error_ = fmt::format("rank {}: MPI recv from rank {} failed: {} ({})", links_.rank(), peer_,
+                           mpi_error_string(mrc), describe_tag(tag_));
+    return true;
+  }
 
   bool test() override {
     if (done_) return true;
+    links_.progress();  // match every pending receive, not only this one: a peer may wait on them
+    if (unmatched()) return false;
+    if (!error_.empty()) {
+      done_ = true;
+      throw LinkError(error_, links_.rank(), peer_, tag_, dir_);
+    }
     int flag = 0;
-    MPI_Status st;
-    const int rc = MPI_Test(&req_, &flag, &st);
+    const int rc = MPI_Test(&req_, &flag, MPI_STATUS_IGNORE);
     if (rc != MPI_SUCCESS) {
       done_ = true;
       req_ = MPI_REQUEST_NULL;
-      int cls = 0;
-      MPI_Error_class(rc, &cls);
-      if (cls == MPI_ERR_TRUNCATE)
-        throw LinkError(fmt::format("rank {}: message from rank {} is larger than the {} bytes posted ({})", rank_,
-                                    peer_, bytes_, describe_tag(tag_)),
-                        rank_, peer_, tag_, dir_);
-      throw LinkError(fmt::format("rank {}: MPI {} with rank {} failed: {} ({})", rank_,
+      throw LinkError(fmt::format("rank {}: MPI {} with rank {} failed: {} ({})", links_.rank(),
                                   dir_ == LinkDirection::Send ? "send" : "recv", peer_, mpi_error_string(rc),
                                   describe_tag(tag_)),
-                      rank_, peer_, tag_, dir_);
+                      links_.rank(), peer_, tag_, dir_);
     }
     if (!flag) return false;
     done_ = true;
-    if (dir_ == LinkDirection::Recv) {
-      int got = 0;
-      MPI_Get_count(&st, MPI_BYTE, &got);
-      if (static_cast<size_t>(got) != bytes_)
-        throw LinkError(fmt::format("rank {}: size mismatch: rank {} sent {} bytes, {} were expected ({})", rank_,
-                                    peer_, got, bytes_, describe_tag(tag_)),
-                        rank_, peer_, tag_, dir_);
-    }
+    if (dir_ == LinkDirection::Recv && bytes_ > 0) std::memcpy(out_.data(), buffer_.data(), bytes_);
     return true;
   }
 
@@ -74,10 +129,10 @@ class MpiRequest final : public LinkRequest {
     for (int spins = 0;; ++spins) {
       if (test()) return;
       if (Clock::now() >= deadline) {
-        throw LinkTimeout(fmt::format("rank {}: {} rank {} did not complete by the deadline ({})", rank_,
+        throw LinkTimeout(fmt::format("rank {}: {} rank {} did not complete by the deadline ({})", links_.rank(),
                                       dir_ == LinkDirection::Send ? "send to" : "recv from", peer_,
                                       describe_tag(tag_)),
-                          rank_, peer_, tag_, dir_);
+                          links_.rank(), peer_, tag_, dir_);
       }
       if (spins < 64) {
         std::this_thread::yield();
@@ -88,13 +143,35 @@ class MpiRequest final : public LinkRequest {
   }
 
  private:
+  MpiLinks& links_;
   LinkDirection dir_;
-  int rank_, peer_;
+  int peer_;
   Tag tag_;
+  int mpi_tag_;
   size_t bytes_;
+  std::span<std::byte> out_;  // receives: where the data goes on completion
+  std::vector<std::byte> buffer_;
   MPI_Request req_ = MPI_REQUEST_NULL;
+  bool matched_ = false;  // receives: MPI_Improbe found the message
+  std::string error_;     // a receive that matched but cannot complete (its size)
   bool done_ = false;
 };
+
+void MpiLinks::progress() {
+  // In posting order, so that of two receives with the same peer and tag the
+  // first posted takes the first message (MPI's own matching order).
+  for (size_t i = 0; i < pending_.size();) {
+    if (pending_[i]->try_match()) {
+      pending_.erase(pending_.begin() + static_cast<std::ptrdiff_t>(i));
+    } else {
+      ++i;
+    }
+  }
+}
+
+void MpiLinks::forget(MpiRequest* r) { std::erase(pending_, r); }
+
+namespace {
 
 void check_peer(const MpiLinks& l, int peer, Tag tag, LinkDirection dir, size_t bytes) {
   if (peer < 0 || peer >= l.size())
@@ -126,8 +203,10 @@ int MpiLinks::mpi_tag(Tag tag) const {
 
 RequestPtr MpiLinks::isend(int peer, Tag tag, std::span<const std::byte> data) {
   check_peer(*this, peer, tag, LinkDirection::Send, data.size());
-  auto r = std::make_unique<MpiRequest>(LinkDirection::Send, rank_, peer, tag, data.size());
-  const int rc = MPI_Isend(data.data(), static_cast<int>(data.size()), MPI_BYTE, peer, mpi_tag(tag), comm_, r->handle());
+  reap_abandoned();
+  auto r = std::make_unique<MpiRequest>(*this, LinkDirection::Send, peer, tag, data.size());
+  if (!data.empty()) std::memcpy(r->buffer(), data.data(), data.size());
+  const int rc = MPI_Isend(r->buffer(), static_cast<int>(data.size()), MPI_BYTE, peer, mpi_tag(tag), comm_, r->handle());
   if (rc != MPI_SUCCESS)
     throw LinkError(fmt::format("rank {}: MPI_Isend to rank {} failed: {}", rank_, peer, mpi_error_string(rc)), rank_,
                     peer, tag, LinkDirection::Send);
@@ -136,11 +215,9 @@ RequestPtr MpiLinks::isend(int peer, Tag tag, std::span<const std::byte> data) {
 
 RequestPtr MpiLinks::irecv(int peer, Tag tag, std::span<std::byte> data) {
   check_peer(*this, peer, tag, LinkDirection::Recv, data.size());
-  auto r = std::make_unique<MpiRequest>(LinkDirection::Recv, rank_, peer, tag, data.size());
-  const int rc = MPI_Irecv(data.data(), static_cast<int>(data.size()), MPI_BYTE, peer, mpi_tag(tag), comm_, r->handle());
-  if (rc != MPI_SUCCESS)
-    throw LinkError(fmt::format("rank {}: MPI_Irecv from rank {} failed: {}", rank_, peer, mpi_error_string(rc)), rank_,
-                    peer, tag, LinkDirection::Recv);
+  reap_abandoned();
+  auto r = std::make_unique<MpiRequest>(*this, LinkDirection::Recv, peer, tag, data.size(), data);
+  pending_.push_back(r.get());
   return r;
 }
 

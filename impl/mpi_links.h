@@ -1,14 +1,21 @@
 // The links interface over MPI: MPI_Isend/MPI_Irecv of bytes on a communicator
 // of its own, so that the reference algorithms (and plugins, and the link
 // nemeses) run one rank per process, on any number of nodes. MPI has no wait
-// with a deadline, so every wait polls MPI_Test until the deadline.
+// with a deadline, so every wait polls MPI_Test until the deadline. Receives
+// are matched by probe (MPI_Improbe, then MPI_Imrecv of exactly the message's
+// size), so a message longer than expected fails with its size and is never
+// written past a buffer.
 #pragma once
 
 #include <mpi.h>
 
+#include <deque>
+
 #include "impl/links.h"
 
 namespace collcheck {
+
+class MpiRequest;
 
 class MpiLinks final : public Links {
  public:
@@ -25,6 +32,11 @@ class MpiLinks final : public Links {
   void set_epoch(uint64_t epoch) { epoch_ = epoch; }
   // The MPI tag a link tag travels under.
   int mpi_tag(Tag tag) const;
+  MPI_Comm comm() const { return comm_; }
+  // Matches every receive not yet matched, oldest first (each test or wait
+  // on any request calls it).
+  void progress();
+  void forget(MpiRequest* r);  // a receive destroyed before it matched
 
  private:
   MPI_Comm comm_;
@@ -32,6 +44,7 @@ class MpiLinks final : public Links {
   int size_ = 1;
   int tag_ub_ = 32767;
   uint64_t epoch_ = 0;
+  std::deque<MpiRequest*> pending_;  // receives not yet matched, in posting order
 };
 
 // The message of an MPI error code.

@@ -174,7 +174,7 @@ FaultSpec fault_table_instance(const Scenario& s, const std::string& nemesis) {
     f.calls = {2};
   } else if (nemesis == "slow_link") {
     // 0 -> 1 carries data in ring, tree and dbtree alike.
-    f.fields = {{"from", "0"}, {"to", "1"}, {"latency_ms", "25"}, {"bandwidth_mbps", "500"}};
+    f.fields = {{"from", "0"}, {"to", "1"}, {"latency_ms", "30"}, {"bandwidth_mbps", "500"}};
   } else if (nemesis == "corrupted_payload") {
     f.fields = {{"from", "0"}, {"to", "1"}, {"transfer", "1"}, {"bit", "7"}};
   }

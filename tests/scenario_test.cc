@@ -124,7 +124,9 @@ TEST_P(Example, ReplaysToItsExpectedDiagnosisInBothModes) {
                 r.diagnoses.empty() ? "none" : std::string(diagnosis_name(r.diagnoses.front().kind)).c_str());
     if (!guarded) {
       // analyze, from the files alone, agrees.
-      const auto again = analyze(load_dumps(r.dump_dir), AnalysisOptions{!r.hung && r.first_failure < 0, 4.0, 0.010});
+      AnalysisOptions ao;
+      ao.run_finished = !r.hung && r.first_failure < 0;
+      const auto again = analyze(load_dumps(r.dump_dir), ao);
       if (!r.diagnoses.empty() && r.diagnoses.front().kind != DiagnosisKind::WrongResult) {
         ASSERT_FALSE(again.empty());
         EXPECT_EQ(again.front().kind, r.diagnoses.front().kind);
@@ -216,6 +218,102 @@ TEST(Analyze, DescheduledRanksNameNoSlowEdge) {
     ASSERT_FALSE(found.empty()) << run;
     EXPECT_EQ(found.front().kind, DiagnosisKind::ReadBeforeWait) << run << ": " << format_diagnosis(found.front());
   }
+}
+
+namespace {
+
+// Three ranks in a ring, each edge r -> r+1 with four transfers one after
+// the other (fast_ms each), except the transfers of `slow` on edge 1 -> 2,
+// which take slow_ms; `concurrent` makes those slow ones overlap in time.
+std::vector<RankDump> ring_dumps(double fast_ms, double slow_ms, int slow, bool concurrent) {
+  std::vector<RankDump> d(3);
+  for (int r = 0; r < 3; ++r) {
+    d[static_cast<size_t>(r)].rank = r;
+    d[static_cast<size_t>(r)].size = 3;
+    d[static_cast<size_t>(r)].reason = "end of run";
+  }
+  for (int src = 0; src < 3; ++src) {
+    const int dst = (src + 1) % 3;
+    double t = 0.001;
+    for (int k = 0; k < 4; ++k) {
+      const bool is_slow = src == 1 && k < slow;
+      const double start = is_slow && concurrent ? 0.001 : t;
+      const double lat = (is_slow ? slow_ms : fast_ms) / 1e3;
+      TransferRecord x;
+      x.src = src;
+      x.dst = dst;
+      x.tag = (1 << 8) | static_cast<Tag>(k);
+      x.bytes = 1024;
+      x.t_posted = start;
+      x.t_completed = start + lat;
+      x.send = true;
+      d[static_cast<size_t>(src)].transfers.push_back(x);
+      x.send = false;
+      d[static_cast<size_t>(dst)].transfers.push_back(x);
+      t = std::max(t, start + lat) + 0.0005;
+    }
+  }
+  return d;
+}
+
+bool names_slow_edge(const std::vector<RankDump>& dumps, std::string* text = nullptr) {
+  for (const auto& f : analyze(dumps, AnalysisOptions{}))
+    if (f.kind == DiagnosisKind::SlowLink) {
+      if (text) *text = f.text;
+      return f.edge == std::make_pair(1, 2);
+    }
+  return false;
+}
+
+}  // namespace
+
+// What counts as evidence of a slow link. The control: every transfer on
+// edge 1 -> 2 took 40 ms, the others 0.2 ms.
+TEST(Analyze, ASlowEdgeNeedsAMajorityOfItsTimeNotOfItsTransfers) {
+  std::string text;
+  EXPECT_TRUE(names_slow_edge(ring_dumps(0.2, 40, 4, false), &text));
+  EXPECT_NE(text.find("median 40.0 ms from send to arrival over its 4 transfers"), std::string::npos) << text;
+  // Three slow transfers in flight at once (one burst) and one fast one: two
+  // windows of time, one slow. No majority.
+  EXPECT_FALSE(names_slow_edge(ring_dumps(0.2, 40, 3, true)));
+  // Three of four slow, one after the other: a majority.
+  EXPECT_TRUE(names_slow_edge(ring_dumps(0.2, 40, 3, false)));
+  // 12 ms slower is under the 15 ms floor, whatever the ratio.
+  EXPECT_FALSE(names_slow_edge(ring_dumps(0.2, 12, 4, false)));
+}
+
+// The stall meter's record: time when the sender's process was not running
+// is not the link's time.
+TEST(Analyze, TimeWhenARankWasNotRunningIsNotTheLinksTime) {
+  auto dumps = ring_dumps(0.2, 40, 4, false);
+  ASSERT_TRUE(names_slow_edge(dumps));
+  // Rank 1 (the sender) stalled through each of its slow transfers.
+  for (const auto& x : dumps[1].transfers)
+    if (x.send) dumps[1].stalls.push_back(Stall{x.t_posted + 0.0001, x.t_completed - 0.0001});
+  std::string text;
+  EXPECT_FALSE(names_slow_edge(dumps, &text)) << text;
+  // Stalls of a rank that is not on the edge change nothing.
+  auto other = ring_dumps(0.2, 40, 4, false);
+  other[0].stalls = dumps[1].stalls;
+  EXPECT_TRUE(names_slow_edge(other));
+  // Half of each slow transfer stalled still leaves ~20 ms: named, and the
+  // text says what was left out.
+  auto half = ring_dumps(0.2, 40, 4, false);
+  for (const auto& x : half[1].transfers)
+    if (x.send && x.src == 1) half[2].stalls.push_back(Stall{x.t_posted, x.t_posted + 0.020});
+  EXPECT_TRUE(names_slow_edge(half, &text));
+  EXPECT_NE(text.find("median 20.0 ms"), std::string::npos) << text;
+  EXPECT_NE(text.find("not running at all are left out; the longest was 20.0 ms"), std::string::npos) << text;
+  // The stalls travel in the dump files.
+  nlohmann::json j = {{"rank", 1}, {"size", 3}, {"calls", nlohmann::json::array()},
+                      {"transfers", nlohmann::json::array()}, {"blocked_on", nullptr},
+                      {"stalls", {{0.5, 0.75}, {1.0, 1.25}}}};
+  const RankDump back = rank_dump_from_json(j);
+  ASSERT_EQ(back.stalls.size(), 2u);
+  EXPECT_DOUBLE_EQ(back.stalls[1].begin, 1.0);
+  EXPECT_DOUBLE_EQ(back.stalls[1].end, 1.25);
+  j.erase("stalls");  // dumps from before the meter: no stalls
+  EXPECT_TRUE(rank_dump_from_json(j).stalls.empty());
 }
 
 // Dumps the crash handler wrote: the analysis names the rank that died, the
