@@ -367,12 +367,6 @@ std::string gloo_version() {
   return fmt::format("{}.{}.{}", GLOO_VERSION_MAJOR, GLOO_VERSION_MINOR, GLOO_VERSION_PATCH);
 }
 
-std::vector<std::string> gloo_algorithm_names() {
-  std::vector<std::string> v;
-  for (const auto& a : kGlooAlgos) v.emplace_back(a.name);
-  return v;
-}
-
 ImplPtr make_gloo_implementation(std::string_view algo) {
   for (const auto& a : kGlooAlgos)
     if (algo == a.name) return std::make_shared<GlooImplementation>(a);

@@ -17,6 +17,7 @@
 #include <string>
 
 #include "harness/cli_util.h"
+#include "impl/algorithm.h"
 #include "harness/data.h"
 #include "harness/sweep.h"
 #include "collcheck/plugin.h"
@@ -58,7 +59,7 @@ void add_sweep(CLI::App& app, collcheck::SweepOptions& o, std::string& b, std::s
   s->add_option("-w,--warmup_iters", o.warmup, "untimed iterations before timing")->capture_default_str();
   s->add_option("-c,--check", check, "check results against the oracle (0 or 1)")->capture_default_str();
   s->add_option("--ranks", o.ranks, "world size (ranks as threads)")->capture_default_str();
-  s->add_option("--algo", algo, "ring, tree, dbtree, comma list, or all")->capture_default_str();
+  s->add_option("--algo", algo, collcheck::algorithm_choices() + ", comma list, or all")->capture_default_str();
   s->add_flag("--inplace", o.inplace, "in-place calls (send buffer == recv buffer)");
   s->add_option("--seed", o.seed, "seed of the input data")->capture_default_str();
   s->add_option("--data", data, "input data: exact, random, mixed, extreme, special or wrap")->capture_default_str();
@@ -96,7 +97,8 @@ void add_verify(CLI::App& app, VerifyFlags& f) {
   auto* v = app.add_subcommand("verify", "Property-based verification of an all-reduce implementation: random "
                                          "cases, shrinking, a replayable minimal counterexample");
   v->add_option("--impl", f.impl,
-                "implementation under test: ring, tree, dbtree, gloo:<algorithm>, mpi, nccl, or plugin:<path.so>")
+                "implementation under test: " + collcheck::algorithm_choices() +
+                    ", gloo:<algorithm>, mpi, nccl, or plugin:<path.so>")
       ->capture_default_str();
   v->add_option("--against", f.against,
                 "peers to compare with, comma list of the same names (default: the other reference algorithms)");
@@ -635,7 +637,7 @@ int main(int argc, char** argv) {
   FaultsFlags faults;
   auto* fa = app.add_subcommand("faults", "Inject every nemesis into a small training-step scenario and print fault, "
                                           "detected, diagnosis and time to diagnosis");
-  fa->add_option("--impl", faults.impl, "implementation: ring, tree, dbtree or plugin:<path.so>")->capture_default_str();
+  fa->add_option("--impl", faults.impl, "implementation: " + collcheck::algorithm_choices() + " or plugin:<path.so>")->capture_default_str();
   fa->add_option("--ranks", faults.ranks, "world size (default: 4 as threads; every process in the MPI world)");
   fa->add_option("--mode", faults.mode, "guarded, unguarded or both")->capture_default_str();
   fa->add_option("--world", faults.world, "threads (the default) or mpi (under mpirun; every process is a rank)")
@@ -662,7 +664,7 @@ int main(int argc, char** argv) {
   if (version) {
     fmt::print("collcheck {}\n", COLLCHECK_VERSION);
     fmt::print("implementations:\n");
-    fmt::print("  ring, tree, dbtree   reference algorithms (CPU; threads or MPI world)\n");
+    fmt::print("  {:<21}reference algorithms (CPU; threads or MPI world)\n", collcheck::algorithm_choices());
     fmt::print("  gloo:<algorithm>     Gloo {} over TCP on 127.0.0.1 (threads): {}\n", collcheck::gloo_version(),
                collcheck::gloo_algorithm_choices());
     fmt::print("  mpi                  MPI_Allreduce of {} (MPI world)\n", collcheck::mpi_library_version());

@@ -200,15 +200,6 @@ MpiSupport mpi_support(DType t, RedOp op) {
   return native_type(t) != MPI_DATATYPE_NULL ? MpiSupport::Native : MpiSupport::UserDefined;
 }
 
-std::string_view mpi_support_name(MpiSupport s) {
-  switch (s) {
-    case MpiSupport::Native: return "native";
-    case MpiSupport::UserDefined: return "user-defined op";
-    case MpiSupport::Composed: return "pre-multiply + MPI sum";
-  }
-  return "?";
-}
-
 ImplPtr make_mpi_implementation() { return std::make_shared<MpiImplementation>(); }
 
 std::string mpi_library_version() {

@@ -15,7 +15,6 @@ enum class MpiSupport : uint8_t {
   Composed,     // avg, premulsum: collcheck's pre-multiply / post-divide around an MPI sum
 };
 MpiSupport mpi_support(DType t, RedOp op);
-std::string_view mpi_support_name(MpiSupport s);
 
 // "Open MPI v4.1.4" (the first line of MPI_Get_library_version).
 std::string mpi_library_version();

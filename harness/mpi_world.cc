@@ -102,12 +102,11 @@ std::optional<std::string> MpiWorld::recv(int from, int tag, Deadline deadline) 
 }
 
 int MpiWorld::agree_exit_code(int code) {
-  constexpr int kTagExitCode = 20;
   if (rank_ == 0) {
-    for (int q = 1; q < size_; ++q) send(q, kTagExitCode, std::to_string(code), Clock::now() + std::chrono::seconds(30));
+    for (int q = 1; q < size_; ++q) send(q, control_tag::kExitCode, std::to_string(code), Clock::now() + std::chrono::seconds(30));
     return code;
   }
-  auto c = recv(0, kTagExitCode, Clock::now() + std::chrono::seconds(120));
+  auto c = recv(0, control_tag::kExitCode, Clock::now() + std::chrono::seconds(120));
   return c ? std::atoi(c->c_str()) : 1;
 }
 

@@ -18,6 +18,22 @@
 
 namespace collcheck {
 
+// Every tag of the control channel (MpiWorld::send and recv) in one table: a
+// tag shared by two protocols would let one read the other's messages.
+namespace control_tag {
+inline constexpr int kCaseCommand = 1;   // verify over MPI: rank 0 sends a case (properties/mpi_executor)
+inline constexpr int kCaseResult = 2;    // ... and each rank answers with its outcome
+inline constexpr int kReplayDump = 11;   // scenario replay: each rank's flight-recorder dump to rank 0
+inline constexpr int kReplayChecked = 12;  // ... and its oracle verdict
+inline constexpr int kExitCode = 20;     // the exit code every rank agrees on
+inline constexpr int kSweepOutcome = 31;  // sweep rows: each rank's outcome to rank 0
+inline constexpr int kSweepVerdict = 32;  // ... rank 0's verdict back
+inline constexpr int kSweepData = 33;     // ... each rank's output bytes to rank 0
+// 1000 + (run number % 1000): the end of a replay run, which releases a rank
+// that stalls on purpose (a later run cannot take an earlier run's message).
+inline constexpr int kReplayOverBase = 1000;
+}  // namespace control_tag
+
 class MpiWorld {
  public:
   // MPI_Init_thread (MPI_THREAD_MULTIPLE: the async engine and the watchdog

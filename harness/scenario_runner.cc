@@ -298,8 +298,6 @@ ReplayResult replay_scenario(const Scenario& in, const ReplayOptions& o) {
 
 namespace {
 
-constexpr int kTagDump = 11;
-constexpr int kTagChecked = 12;
 
 std::string fingerprint_to_json(const CallFingerprint& f) {
   return nlohmann::json{{"seq", f.seq},   {"tag", f.tag},         {"count", f.count}, {"dtype", static_cast<int>(f.dtype)},
@@ -434,7 +432,7 @@ ReplayResult replay_scenario_mpi(const Scenario& in, const ReplayOptions& o, Mpi
   // (and transfers) apart from the next one's.
   static uint64_t run_number = 0;
   ++run_number;
-  const int over_tag = 1000 + static_cast<int>(run_number % 1000);
+  const int over_tag = control_tag::kReplayOverBase + static_cast<int>(run_number % 1000);
   env.stall = [&] {
     // Never enter the remaining calls: wait until another rank's program has
     // ended (they give up on this one at their deadline), or the run's limit.
@@ -468,8 +466,8 @@ ReplayResult replay_scenario_mpi(const Scenario& in, const ReplayOptions& o, Mpi
                             {"wrong_seq", wrong && wrong->seq ? *wrong->seq : 0}};
   const Deadline gather_by = epoch + millis(limit_s + 5);
   if (r != 0) {
-    world.send(0, kTagDump, rec.to_json(reason).dump(), gather_by);
-    world.send(0, kTagChecked, verdict.dump(), gather_by);
+    world.send(0, control_tag::kReplayDump, rec.to_json(reason).dump(), gather_by);
+    world.send(0, control_tag::kReplayChecked, verdict.dump(), gather_by);
     res.seconds = std::chrono::duration<double>(Clock::now() - epoch).count();
     return res;  // rank 0 reports
   }
@@ -477,8 +475,8 @@ ReplayResult replay_scenario_mpi(const Scenario& in, const ReplayOptions& o, Mpi
   std::vector<nlohmann::json> verdicts{verdict};
   bool all_ok = ok;
   for (int q = 1; q < p; ++q) {
-    auto d = world.recv(q, kTagDump, gather_by);
-    auto v = world.recv(q, kTagChecked, gather_by);
+    auto d = world.recv(q, control_tag::kReplayDump, gather_by);
+    auto v = world.recv(q, control_tag::kReplayChecked, gather_by);
     if (!d || !v) {
       res.hung = true;
       continue;

@@ -113,7 +113,7 @@ class MpiRowWorld final : public RowWorld {
     if (root()) {
       run.ranks[0] = mine;
       for (int q = 1; q < w_.size(); ++q) {
-        auto m = w_.recv(q, kTagOutcome, by);
+        auto m = w_.recv(q, control_tag::kSweepOutcome, by);
         auto& o = run.ranks[static_cast<size_t>(q)];
         if (!m) {
           o.error = fmt::format("rank {} sent no outcome by the deadline", q);
@@ -125,10 +125,10 @@ class MpiRowWorld final : public RowWorld {
         o.error = m->substr(1);
       }
       const std::string verdict = run.ok() ? "1" : "0";
-      for (int q = 1; q < w_.size(); ++q) w_.send(q, kTagVerdict, verdict, by);
+      for (int q = 1; q < w_.size(); ++q) w_.send(q, control_tag::kSweepVerdict, verdict, by);
     } else {
-      w_.send(0, kTagOutcome, (mine.ok ? "1" : "0") + mine.error, by);
-      auto v = w_.recv(0, kTagVerdict, by);
+      w_.send(0, control_tag::kSweepOutcome, (mine.ok ? "1" : "0") + mine.error, by);
+      auto v = w_.recv(0, control_tag::kSweepVerdict, by);
       for (auto& o : run.ranks) o = RankOutcome{true, v && *v == "1", ""};
       if (!v) run.ranks[0] = RankOutcome{false, false, "rank 0 sent no verdict by the deadline"};
     }
@@ -138,11 +138,11 @@ class MpiRowWorld final : public RowWorld {
   void gather(const std::vector<std::byte*>& buffers, size_t bytes) override {
     const Deadline by = Clock::now() + std::chrono::seconds(60);
     if (!root()) {
-      w_.send(0, kTagData, std::string(reinterpret_cast<const char*>(buffers[static_cast<size_t>(w_.rank())]), bytes), by);
+      w_.send(0, control_tag::kSweepData, std::string(reinterpret_cast<const char*>(buffers[static_cast<size_t>(w_.rank())]), bytes), by);
       return;
     }
     for (int q = 1; q < w_.size(); ++q) {
-      auto m = w_.recv(q, kTagData, by);
+      auto m = w_.recv(q, control_tag::kSweepData, by);
       if (!m || m->size() != bytes)
         throw std::runtime_error(fmt::format("rank {}'s buffer did not arrive at rank 0 for checking", q));
       std::memcpy(buffers[static_cast<size_t>(q)], m->data(), bytes);
@@ -150,7 +150,6 @@ class MpiRowWorld final : public RowWorld {
   }
 
  private:
-  static constexpr int kTagOutcome = 31, kTagVerdict = 32, kTagData = 33;
   MpiWorld& w_;
   uint64_t epoch_ = 0;
 };

@@ -5,6 +5,7 @@
 #include <filesystem>
 
 #include "faults/nemesis.h"
+#include "impl/algorithm.h"
 #include "harness/data.h"
 
 namespace collcheck {
@@ -34,7 +35,8 @@ class DetectionGen {
     s.file = "generated";
     s.name = "generated";
     s.ranks = lo_ + static_cast<int>(next() % static_cast<uint64_t>(hi_ - lo_ + 1));
-    s.impl = std::array<const char*, 3>{"ring", "tree", "dbtree"}[next() % 3];
+    const auto algos = algorithms();
+    s.impl = std::string(algos[next() % algos.size()].name);
     s.deadline_s = 0.3;
     const int calls = 1 + static_cast<int>(next() % 4);
     const DType dtypes[] = {DType::Float32, DType::BFloat16, DType::Int32, DType::Float16};

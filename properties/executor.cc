@@ -110,7 +110,6 @@ void IsolatedExecutor::start() {
   pid_ = pid;
   to_child_ = down[1];
   from_child_ = up[0];
-  ++started_;
 }
 
 void IsolatedExecutor::stop(bool kill_it) {

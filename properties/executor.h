@@ -34,7 +34,6 @@ class IsolatedExecutor final : public CaseExecutor {
   explicit IsolatedExecutor(RunConfig cfg);
   ~IsolatedExecutor() override;
   CaseOutcome run(const Case& c) override;
-  int children_started() const { return started_; }
 
  private:
   void start();
@@ -43,7 +42,6 @@ class IsolatedExecutor final : public CaseExecutor {
   pid_t pid_ = -1;
   int to_child_ = -1;
   int from_child_ = -1;
-  int started_ = 0;
 };
 
 std::unique_ptr<CaseExecutor> make_executor(RunConfig cfg, bool isolate);

@@ -15,8 +15,6 @@ namespace collcheck {
 
 namespace {
 
-constexpr int kTagCommand = 1;
-constexpr int kTagResult = 2;
 
 // Runs one rank's part on a thread of its own, so that a part that never
 // returns (a blocking MPI_Allreduce whose peer is gone) cannot take the rank's
@@ -104,7 +102,7 @@ CaseOutcome MpiCaseExecutor::run(const Case& c) {
   const auto limit = case_limit(c, cfg_);
   const Deadline send_by = Clock::now() + limit;
   const std::string cmd = fmt::format("C{}:{}", epoch_, encode_case(c));
-  for (int r = 1; r < world_.size(); ++r) world_.send(r, kTagCommand, cmd, send_by);
+  for (int r = 1; r < world_.size(); ++r) world_.send(r, control_tag::kCaseCommand, cmd, send_by);
 
   auto st = prepare_execution(c, cfg_.peers.size());
   st->limit = limit;
@@ -113,7 +111,7 @@ CaseOutcome MpiCaseExecutor::run(const Case& c) {
   const Deadline answer_by = Clock::now() + limit + std::chrono::seconds(5);
   std::vector<int> silent;
   for (int r = 1; r < c.p; ++r) {
-    auto bytes = world_.recv(r, kTagResult, answer_by);
+    auto bytes = world_.recv(r, control_tag::kCaseResult, answer_by);
     if (!bytes) {
       silent.push_back(r);
       st->ranks[static_cast<size_t>(r)].error = fmt::format("rank {}: sent no result within {:.1f} s of the case's "
@@ -134,7 +132,7 @@ CaseOutcome MpiCaseExecutor::run(const Case& c) {
 
 void MpiCaseExecutor::stop(int code) {
   const Deadline by = Clock::now() + std::chrono::seconds(30);
-  for (int r = 1; r < world_.size(); ++r) world_.send(r, kTagCommand, fmt::format("S{}", code), by);
+  for (int r = 1; r < world_.size(); ++r) world_.send(r, control_tag::kCaseCommand, fmt::format("S{}", code), by);
 }
 
 int serve_mpi_cases(MpiWorld& world, const RunConfig& cfg) {
@@ -142,7 +140,7 @@ int serve_mpi_cases(MpiWorld& world, const RunConfig& cfg) {
   // (two case limits at most), then checks and shrinks, which is quick.
   const auto idle = 2 * case_limit(cfg) + std::chrono::seconds(60);
   for (;;) {
-    auto cmd = world.recv(0, kTagCommand, Clock::now() + idle);
+    auto cmd = world.recv(0, control_tag::kCaseCommand, Clock::now() + idle);
     if (!cmd) {
       std::fprintf(stderr, "collcheck: rank %d: no command from rank 0 within %.0f s; ending the job\n", world.rank(),
                    std::chrono::duration<double>(idle).count());
@@ -162,7 +160,7 @@ int serve_mpi_cases(MpiWorld& world, const RunConfig& cfg) {
     const std::string result = pack_rank(*st, world.rank());
     if (!st->ranks[static_cast<size_t>(world.rank())].returned) new std::shared_ptr<CaseExecution>(st);
     try {
-      world.send(0, kTagResult, result, Clock::now() + idle);
+      world.send(0, control_tag::kCaseResult, result, Clock::now() + idle);
     } catch (const std::exception& e) {
       std::fprintf(stderr, "collcheck: rank %d: %s; ending the job\n", world.rank(), e.what());
       world.abort(1);
