@@ -15,6 +15,7 @@
 #include <string>
 #include <vector>
 
+#include "harness/fingerprint.h"
 #include "harness/flight_recorder.h"
 #include "harness/implementation.h"
 #include "impl/algorithm.h"
@@ -24,16 +25,6 @@
 
 namespace collcheck {
 
-struct CallFingerprint {
-  uint64_t seq = 0;  // per-communicator sequence number, from 1
-  std::string tag;   // what the call reduces, when the caller says (scenarios do)
-  size_t count = 0;
-  DType dtype = DType::Float32;
-  RedOp op = RedOp::Sum;
-  std::string algorithm;
-  bool async = false;
-  std::string describe() const;
-};
 
 struct CommOptions {
   // What executes each call: `impl` when set, else the implementation named by
@@ -59,12 +50,9 @@ struct CommOptions {
 };
 
 // A call's fingerprint as a flight-recorder record (state Scheduled).
-CallRecord record_of(const CallFingerprint& f);
 
 // The byte pattern of a poisoned output (see CommOptions::poison_async).
 inline constexpr std::byte kPoisonByte{0xEB};
-
-
 
 struct UnwaitedWork {
   CallFingerprint call;

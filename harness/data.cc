@@ -4,7 +4,8 @@
 #include <cmath>
 #include <limits>
 
-#include "harness/oracle.h"
+#include "impl/dtype.h"
+#include "impl/semantics.h"
 #include "impl/float_formats.h"
 
 namespace collcheck {

@@ -12,7 +12,7 @@
 #include <stdexcept>
 #include <vector>
 
-#include "harness/communicator.h"
+#include "harness/fingerprint.h"
 #include "harness/diagnosis.h"
 
 namespace collcheck {

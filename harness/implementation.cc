@@ -2,7 +2,6 @@
 
 #include <fmt/format.h>
 
-#include "harness/gloo_impl.h"
 #include "harness/oracle.h"
 
 #include <algorithm>
@@ -90,39 +89,6 @@ ImplPtr reference_implementation(std::string_view name) {
   const AlgorithmInfo* a = find_algorithm(name);
   if (!a) return nullptr;
   return std::make_shared<ReferenceImplementation>(*a);
-}
-
-std::string implementation_choices() {
-  return algorithm_choices() + ", gloo:{" + gloo_algorithm_choices() + "}, mpi, nccl, plugin:<path.so>";
-}
-
-ImplPtr make_implementation(std::string_view spec) {
-  constexpr std::string_view kPlugin = "plugin:";
-  if (spec.substr(0, kPlugin.size()) == kPlugin) {
-    const std::string path(spec.substr(kPlugin.size()));
-    if (path.empty()) throw ImplementationError("--impl plugin: needs a path, as in plugin:/path/libmine.so");
-    return load_plugin(path);
-  }
-  constexpr std::string_view kGloo = "gloo:";
-  if (spec.substr(0, kGloo.size()) == kGloo) return make_gloo_implementation(spec.substr(kGloo.size()));
-  if (spec == "mpi") return make_mpi_implementation();
-  if (spec == "nccl") return make_nccl_implementation();
-  if (auto impl = reference_implementation(spec)) return impl;
-  throw ImplementationError(fmt::format("unknown implementation '{}'; allowed: {}", spec, implementation_choices()));
-}
-
-std::vector<ImplPtr> make_implementations(std::string_view specs) {
-  std::vector<ImplPtr> out;
-  size_t start = 0;
-  while (start <= specs.size()) {
-    const size_t comma = specs.find(',', start);
-    const auto one = specs.substr(start, comma == std::string_view::npos ? std::string_view::npos : comma - start);
-    if (one.empty()) throw ImplementationError(fmt::format("empty name in '{}'; allowed: {}", specs, implementation_choices()));
-    out.push_back(make_implementation(one));
-    if (comma == std::string_view::npos) break;
-    start = comma + 1;
-  }
-  return out;
 }
 
 }  // namespace collcheck

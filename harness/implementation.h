@@ -89,7 +89,8 @@ class ImplementationError : public std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
-// "ring", "tree", "dbtree", "gloo:<algorithm>", "mpi", "nccl" or "plugin:<path.so>".
+// An implementation by its --impl name: "ring", "gloo:ring", "mpi", "plugin:/x.so"
+// (harness/peer_registry.h lists the kinds and defines these three).
 ImplPtr make_implementation(std::string_view spec);
 // A comma list of specs (for --against).
 std::vector<ImplPtr> make_implementations(std::string_view specs);

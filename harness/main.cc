@@ -17,6 +17,7 @@
 #include <string>
 
 #include "harness/cli_util.h"
+#include "harness/peer_registry.h"
 #include "impl/algorithm.h"
 #include "harness/data.h"
 #include "harness/sweep.h"
@@ -97,8 +98,7 @@ void add_verify(CLI::App& app, VerifyFlags& f) {
   auto* v = app.add_subcommand("verify", "Property-based verification of an all-reduce implementation: random "
                                          "cases, shrinking, a replayable minimal counterexample");
   v->add_option("--impl", f.impl,
-                "implementation under test: " + collcheck::algorithm_choices() +
-                    ", gloo:<algorithm>, mpi, nccl, or plugin:<path.so>")
+                "implementation under test: " + collcheck::implementation_specs())
       ->capture_default_str();
   v->add_option("--against", f.against,
                 "peers to compare with, comma list of the same names (default: the other reference algorithms)");
@@ -664,12 +664,7 @@ int main(int argc, char** argv) {
   if (version) {
     fmt::print("collcheck {}\n", COLLCHECK_VERSION);
     fmt::print("implementations:\n");
-    fmt::print("  {:<21}reference algorithms (CPU; threads or MPI world)\n", collcheck::algorithm_choices());
-    fmt::print("  gloo:<algorithm>     Gloo {} over TCP on 127.0.0.1 (threads): {}\n", collcheck::gloo_version(),
-               collcheck::gloo_algorithm_choices());
-    fmt::print("  mpi                  MPI_Allreduce of {} (MPI world)\n", collcheck::mpi_library_version());
-    fmt::print("  nccl                 ncclAllReduce: {}\n", collcheck::nccl_version_string());
-    fmt::print("  plugin:<path.so>     plugin ABI version {}\n", COLLCHECK_PLUGIN_ABI_VERSION);
+    for (const auto& k : collcheck::peer_kinds()) fmt::print("  {:<21}{}\n", k.spec, k.describe());
     return 0;
   }
 

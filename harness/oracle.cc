@@ -113,18 +113,6 @@ double steps_error(DType t, int n) {
   return std::expm1(n * std::log1p(step_roundoff(t)));
 }
 
-uint64_t load_element(DType t, const void* base, size_t i) {
-  const size_t es = dtype_size(t);
-  uint64_t v = 0;
-  std::memcpy(&v, static_cast<const std::byte*>(base) + i * es, es);  // little-endian host
-  return v;
-}
-
-void store_element(DType t, void* base, size_t i, uint64_t bits) {
-  const size_t es = dtype_size(t);
-  std::memcpy(static_cast<std::byte*>(base) + i * es, &bits, es);
-}
-
 std::string format_element(DType t, uint64_t bits) {
   const int width = static_cast<int>(dtype_size(t) * 2);
   if (dtype_is_float(t)) return fmt::format("{:#0{}x} ({:.9g})", bits, width + 2, element_to_double(t, bits));

@@ -71,8 +71,7 @@ long double subnormal_step_error(DType t);
 // when n u >= 1, as it does for fp8 with many ranks.
 double steps_error(DType t, int n);
 
-uint64_t load_element(DType t, const void* base, size_t i);
-void store_element(DType t, void* base, size_t i, uint64_t bits);
+// load_element and store_element: impl/dtype.h.
 std::string format_element(DType t, uint64_t bits);  // "0x3c00 (1)"
 
 struct CheckSummary {

@@ -4,6 +4,7 @@
 #include <array>
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -73,6 +74,20 @@ decltype(auto) visit_dtype(DType t, F&& f) {
     case DType::Fp8E5M2: return f(e5m2_t{});
   }
   __builtin_unreachable();
+}
+
+// Element i of a buffer of dtype t, as its bits in the low bytes (a
+// little-endian host), and back. Inputs, kernels, the oracle and the checks
+// all go through these.
+inline uint64_t load_element(DType t, const void* base, size_t i) {
+  const size_t es = dtype_size(t);
+  uint64_t v = 0;
+  std::memcpy(&v, static_cast<const std::byte*>(base) + i * es, es);
+  return v;
+}
+inline void store_element(DType t, void* base, size_t i, uint64_t bits) {
+  const size_t es = dtype_size(t);
+  std::memcpy(static_cast<std::byte*>(base) + i * es, &bits, es);
 }
 
 }  // namespace collcheck

@@ -12,6 +12,7 @@
 
 #include "impl/kernels.h"
 #include "properties/executor.h"
+#include "harness/peer_registry.h"
 #include "properties/verify.h"
 
 using namespace collcheck;
@@ -357,4 +358,37 @@ TEST(PropertiesBite, PeersAgree) {
     if (a.count > 0) static_cast<float*>(a.recv)[0] += 1.0f;
   });
   EXPECT_EQ(first_failing_property(ring(), {broken_peer}), "peers-agree");
+}
+
+// ---- extension points ----
+
+// A new peer library is one row in the peer registry (harness/peer_registry.h):
+// once the row is there, --impl and --against can name it, the lists of
+// choices show it, and verify runs it like any other. Here the row makes a
+// ring under another name ("toy:<anything>"), and "toy:broken" flips a bit.
+TEST(PeerRegistry, AThrowawayPeerTakesOneRow) {
+  register_peer_kind({"toy:<name>",
+                      [](std::string_view s) -> ImplPtr {
+                        if (s.substr(0, 4) != "toy:") return nullptr;
+                        Twisted::Fn after;
+                        if (s == "toy:broken")
+                          after = [](const AllReduceArgs& a) {
+                            if (a.count > 0 && a.links.rank() == 0) static_cast<std::byte*>(a.recv)[0] ^= std::byte{0x40};
+                          };
+                        return std::make_shared<Twisted>(std::string(s), nullptr, after);
+                      },
+                      [] { return std::string("toy:<name>"); }, [] { return std::string("a ring by another name"); }});
+  EXPECT_NE(implementation_choices().find("toy:<name>"), std::string::npos) << implementation_choices();
+  const ImplPtr toy = make_implementation("toy:one");
+  EXPECT_EQ(toy->name(), "toy:one");
+  const auto peers = make_implementations("ring,toy:two");
+  ASSERT_EQ(peers.size(), 2u);
+  const VerifyResult ok = verify_quietly(toy, small_float_run(), peers);
+  EXPECT_FALSE(ok.failed) << ok.failure.property << ": " << ok.failure.detail;
+  EXPECT_EQ(ok.cases_run, 300u);
+  const VerifyResult bad = verify_quietly(make_implementation("toy:broken"), small_float_run(), {ring()});
+  EXPECT_TRUE(bad.failed);
+  ASSERT_TRUE(unregister_peer_kind("toy:<name>"));
+  EXPECT_EQ(implementation_choices().find("toy"), std::string::npos) << implementation_choices();
+  EXPECT_THROW(make_implementation("toy:one"), ImplementationError);
 }
