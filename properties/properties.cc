@@ -16,11 +16,6 @@
 
 namespace collcheck {
 
-std::vector<std::string_view> property_names() {
-  return {"call-completes",         "count-zero-is-noop", "no-write-outside-count", "input-untouched",
-          "agrees-with-oracle",     "matches-declared-order", "ranks-identical",    "deterministic",
-          "inplace-equals-out-of-place", "async-wait-equals-sync", "peers-agree"};
-}
 
 std::vector<ImplPtr> default_peers(const Implementation& impl) {
   std::vector<ImplPtr> peers;
@@ -337,8 +332,9 @@ namespace {
 // the detail when the case is a sequence.
 class CallChecker {
  public:
-  CallChecker(const Case& call, const RunConfig& cfg, CaseOutcome& out, std::string where)
-      : c_(call), cfg_(cfg), out_(out), inputs_(call.input_buffers()), red_(call.reduction()),
+  CallChecker(const Case& call, const std::vector<std::vector<std::byte>>& inputs, const RunConfig& cfg,
+              CaseOutcome& out, std::string where)
+      : c_(call), cfg_(cfg), out_(out), inputs_(inputs), red_(call.reduction()),
         bytes_(call.count * dtype_size(call.dtype)), where_(std::move(where)) {}
 
   // Canaries intact, and out-of-place inputs left alone, in bufs[r][slot].
@@ -468,7 +464,7 @@ class CallChecker {
   const Case& c_;
   const RunConfig& cfg_;
   CaseOutcome& out_;
-  std::vector<std::vector<std::byte>> inputs_;
+  const std::vector<std::vector<std::byte>>& inputs_;
   Reduction red_;
   size_t bytes_;
   std::string where_;
@@ -524,77 +520,148 @@ CaseOutcome check_execution(const Case& c, const CaseExecution& st, const RunCon
                                            indent(run.failures())));
   }
 
-  // The first call (with its repeat, other placement and async twin).
-  CallChecker first(c, cfg, out, c.then.empty() ? std::string() : sequence_call_name(c, 0));
+  CheckContext ctx{c, st, cfg, out, c.input_buffers(), c.reduction()};
+  for (const auto& row : property_checks()) {
+    ctx.call = &c;
+    if (auto f = row.check(ctx)) return fail_with(*f, *ctx.call);
+  }
+  return out;
+}
+
+namespace {
+
+std::string first_call_name(const Case& c) { return c.then.empty() ? std::string() : sequence_call_name(c, 0); }
+
+// The first call's buffers (and its repeat, other placement and async twin's).
+std::optional<Failure> check_first_buffers(CheckContext& x) {
+  CallChecker first(x.c, x.inputs, x.cfg, x.out, first_call_name(x.c));
   for (int k = 0; k < kNumCalls; ++k)
-    if (auto f = first.buffers(st, static_cast<size_t>(k), kCallNames[k])) return fail_with(*f, c);
-  const std::byte* result = st.bufs[0][kPrimary].recv_data();
-  if (auto f = first.oracle(result)) return fail_with(*f, c);
-  if (auto f = first.identical(st, kPrimary)) return fail_with(*f, c);
-  const auto& inputs = first.inputs();
-  const Reduction& red = first.red();
-  const size_t bytes = first.bytes();
+    if (auto f = first.buffers(x.st, static_cast<size_t>(k), kCallNames[k])) return f;
+  return std::nullopt;
+}
+
+std::optional<Failure> check_first_result(CheckContext& x) {
+  CallChecker first(x.c, x.inputs, x.cfg, x.out, first_call_name(x.c));
+  return first.oracle(x.st.bufs[0][kPrimary].recv_data());
+}
+
+std::optional<Failure> check_first_identical(CheckContext& x) {
+  CallChecker first(x.c, x.inputs, x.cfg, x.out, first_call_name(x.c));
+  return first.identical(x.st, kPrimary);
+}
+
+// The repeat, the other placement and the async twin give the call's bits.
+std::optional<Failure> check_twins(CheckContext& x) {
+  const Case& c = x.c;
+  const std::byte* result = x.st.bufs[0][kPrimary].recv_data();
+  const size_t bytes = c.count * dtype_size(c.dtype);
   const struct {
     CallKind k;
     const char* property;
   } same[] = {{kRepeat, "deterministic"}, {kOtherPlacement, "inplace-equals-out-of-place"}, {kAsync, "async-wait-equals-sync"}};
-  for (const auto& x : same) {
-    for (size_t r = 0; r < P; ++r) {
-      const std::byte* other = st.bufs[r][x.k].recv_data();
+  for (const auto& s : same) {
+    for (size_t r = 0; r < static_cast<size_t>(c.p); ++r) {
+      const std::byte* other = x.st.bufs[r][s.k].recv_data();
       if (std::memcmp(other, result, bytes) != 0) {
-        const auto& b = st.bufs[r][x.k];
-        return fail(x.property, fmt::format("  rank {}: {} ({}) differs from the call ({})\n", r, kCallNames[x.k],
-                                            b.inplace ? "in-place" : "out-of-place",
-                                            c.inplace ? "in-place" : "out-of-place") +
-                                    first_diff_detail(c, red, inputs, result, other, "the call", kCallNames[x.k]));
+        const auto& b = x.st.bufs[r][s.k];
+        return Failure{s.property, fmt::format("  rank {}: {} ({}) differs from the call ({})\n", r, kCallNames[s.k],
+                                               b.inplace ? "in-place" : "out-of-place",
+                                               c.inplace ? "in-place" : "out-of-place") +
+                                       first_diff_detail(c, x.red, x.inputs, result, other, "the call", kCallNames[s.k])};
       }
     }
   }
+  return std::nullopt;
+}
 
-  // The rest of the sequence: each call on its own inputs.
-  for (size_t k = 0; k < c.then.size(); ++k) {
-    const Case& n = c.then[k];
-    const std::string name = sequence_call_name(c, k + 1);
-    CallChecker check(n, cfg, out, name);
+// The rest of the sequence: each call on its own inputs, with the checks of
+// the first call's own buffers, result and ranks.
+std::optional<Failure> check_later_calls(CheckContext& x) {
+  for (size_t k = 0; k < x.c.then.size(); ++k) {
+    const Case& n = x.c.then[k];
+    const auto inputs = n.input_buffers();
+    CallChecker check(n, inputs, x.cfg, x.out, sequence_call_name(x.c, k + 1));
     const size_t slot = kNumCalls + k;
-    if (auto f = check.buffers(st, slot, "the call")) return fail_with(*f, n);
-    if (auto f = check.oracle(st.bufs[0][slot].recv_data())) return fail_with(*f, n);
-    if (auto f = check.identical(st, slot)) return fail_with(*f, n);
+    x.call = &n;
+    if (auto f = check.buffers(x.st, slot, "the call")) return f;
+    if (auto f = check.oracle(x.st.bufs[0][slot].recv_data())) return f;
+    if (auto f = check.identical(x.st, slot)) return f;
   }
+  return std::nullopt;
+}
 
-  // Peers (on the first call): each must pass the oracle too (or its own
-  // documented deviation), agree across its ranks, and match bitwise where
-  // the oracle is bitwise.
+// Peers (on the first call): each must pass the oracle too (or its own
+// documented deviation), agree across its ranks, and match bitwise where the
+// oracle is bitwise.
+std::optional<Failure> check_peers(CheckContext& x) {
+  const Case& c = x.c;
+  const size_t P = static_cast<size_t>(c.p), bytes = c.count * dtype_size(c.dtype);
+  const std::byte* result = x.st.bufs[0][kPrimary].recv_data();
   std::vector<uint64_t> vals(P);
-  for (size_t pi = 0; pi < cfg.peers.size(); ++pi) {
-    const auto& peer = cfg.peers[pi];
-    const std::byte* pres = st.peer_out[pi][0].data();
+  for (size_t pi = 0; pi < x.cfg.peers.size(); ++pi) {
+    const auto& peer = x.cfg.peers[pi];
+    const std::byte* pres = x.st.peer_out[pi][0].data();
     for (size_t r = 1; r < P; ++r) {
-      if (bytes > 0 && std::memcmp(st.peer_out[pi][r].data(), pres, bytes) != 0)
-        return fail("peers-agree", fmt::format("  peer {}: rank {} differs from rank 0\n", peer->name(), r) +
-                                       first_diff_detail(c, red, inputs, pres, st.peer_out[pi][r].data(), "rank 0",
-                                                         fmt::format("rank {}", r)));
+      if (bytes > 0 && std::memcmp(x.st.peer_out[pi][r].data(), pres, bytes) != 0)
+        return Failure{"peers-agree", fmt::format("  peer {}: rank {} differs from rank 0\n", peer->name(), r) +
+                                          first_diff_detail(c, x.red, x.inputs, pres, x.st.peer_out[pi][r].data(),
+                                                            "rank 0", fmt::format("rank {}", r))};
     }
     for (size_t i = 0; i < c.count; ++i) {
-      for (size_t r = 0; r < P; ++r) vals[r] = load_element(c.dtype, inputs[r].data(), i);
-      const Expectation e = expect_element(red, vals);
+      for (size_t r = 0; r < P; ++r) vals[r] = load_element(c.dtype, x.inputs[r].data(), i);
+      const Expectation e = expect_element(x.red, vals);
       const uint64_t a = load_element(c.dtype, result, i), b = load_element(c.dtype, pres, i);
-      if (!accepted(*peer, red, e, vals, b, out)) {
-        return fail("peers-agree", fmt::format("  peer {} disagrees at element [{}]: {} has {}, {} has {}; oracle: {}\n",
-                                               peer->name(), i, cfg.impl->name(), format_element(c.dtype, a),
-                                               peer->name(), format_element(c.dtype, b), e.describe(c.dtype)));
+      if (!accepted(*peer, x.red, e, vals, b, x.out)) {
+        return Failure{"peers-agree", fmt::format("  peer {} disagrees at element [{}]: {} has {}, {} has {}; oracle: {}\n",
+                                                  peer->name(), i, x.cfg.impl->name(), format_element(c.dtype, a),
+                                                  peer->name(), format_element(c.dtype, b), e.describe(c.dtype))};
       }
       // The difference in units of the bound, between results the oracle accepts
       // as they are (an element accepted only under a documented deviation is
       // counted there, not here).
-      if (e.kind == CheckKind::Bound && e.bound > 0 && judge(red, e, a).ok && judge(red, e, b).ok) {
+      if (e.kind == CheckKind::Bound && e.bound > 0 && judge(x.red, e, a).ok && judge(x.red, e, b).ok) {
         const double da = element_to_double(c.dtype, a), db = element_to_double(c.dtype, b);
         if (std::isfinite(da) && std::isfinite(db))
-          out.max_peer_diff_units = std::max(out.max_peer_diff_units, static_cast<double>(std::fabs(static_cast<long double>(da) - db) / e.bound));
+          x.out.max_peer_diff_units =
+              std::max(x.out.max_peer_diff_units, static_cast<double>(std::fabs(static_cast<long double>(da) - db) / e.bound));
       }
     }
   }
-  return out;
+  return std::nullopt;
+}
+
+std::vector<PropertyCheck>& check_table() {
+  static std::vector<PropertyCheck> t = {
+      {{"count-zero-is-noop", "no-write-outside-count", "input-untouched"}, check_first_buffers},
+      {{"agrees-with-oracle", "matches-declared-order"}, check_first_result},
+      {{"ranks-identical"}, check_first_identical},
+      {{"deterministic", "inplace-equals-out-of-place", "async-wait-equals-sync"}, check_twins},
+      {{}, check_later_calls},  // the first call's properties, on every later call of a sequence
+      {{"peers-agree"}, check_peers},
+  };
+  return t;
+}
+
+}  // namespace
+
+const std::vector<PropertyCheck>& property_checks() { return check_table(); }
+
+void register_property_check(PropertyCheck row) { check_table().push_back(std::move(row)); }
+
+bool unregister_property_check(std::string_view property) {
+  return std::erase_if(check_table(), [&](const PropertyCheck& r) {
+           return std::find(r.properties.begin(), r.properties.end(), property) != r.properties.end();
+         }) > 0;
+}
+
+std::vector<std::string> property_names() {
+  // call-completes is judged before the table (did the calls finish at all);
+  // peers-agree also names a peer whose own call failed.
+  std::vector<std::string> v{"call-completes"};
+  for (const auto& row : property_checks())
+    for (const auto& p : row.properties)
+      if (std::find(v.begin(), v.end(), p) == v.end()) v.push_back(p);
+  return v;
 }
 
 // ---- packing one rank's part (MPI world) ----

@@ -18,6 +18,7 @@
 #pragma once
 
 #include <chrono>
+#include <functional>
 #include <map>
 #include <optional>
 #include <memory>
@@ -32,7 +33,8 @@
 
 namespace collcheck {
 
-std::vector<std::string_view> property_names();
+// Every property a failure can name: call-completes, then the table's, in order.
+std::vector<std::string> property_names();
 
 struct Failure {
   std::string property;  // one of property_names()
@@ -100,8 +102,31 @@ std::shared_ptr<CaseExecution> prepare_execution(const Case& c, size_t npeers);
 // One rank's part of a case on `links`: the implementation's four calls, then
 // one call of each peer. Throws (after setting failed_phase[rank]) on failure.
 void execute_rank(const Case& c, CaseExecution& st, const RunConfig& cfg, Links& links);
-// The properties, in order, over a finished execution.
+// The properties, in order, over a finished execution: call-completes, then
+// every row of property_checks().
 CaseOutcome check_execution(const Case& c, const CaseExecution& st, const RunConfig& cfg);
+
+// The properties as a table: a new property is one check function and one
+// row. A row's check sees the finished execution (every call completed on
+// every rank) and returns the first failure it finds.
+struct CheckContext {
+  const Case& c;
+  const CaseExecution& st;
+  const RunConfig& cfg;
+  CaseOutcome& out;  // counters a check may add to (elements by kind, worst error)
+  std::vector<std::vector<std::byte>> inputs;  // every rank's input of the first call
+  Reduction red;                               // the first call's reduction
+  const Case* call = nullptr;  // the call a failure is about (a later one of a sequence); the first by default
+};
+struct PropertyCheck {
+  std::vector<std::string> properties;  // the names its failures carry (new ones join property_names())
+  std::function<std::optional<Failure>(CheckContext&)> check;
+};
+const std::vector<PropertyCheck>& property_checks();
+// Adds a row (tests add a throwaway property this way; built-in rows are in
+// properties.cc). Not thread-safe: register before any case runs.
+void register_property_check(PropertyCheck row);
+bool unregister_property_check(std::string_view property);  // removes the row that names it
 // How long a world may let the rank bodies of one case run.
 std::chrono::milliseconds case_limit(const Case& c, const RunConfig& cfg);
 // ...and the case with the longest sequence a token allows.

@@ -4,6 +4,9 @@
 #include <gtest/gtest.h>
 #include <rapidcheck/gtest.h>
 
+#include <fmt/format.h>
+
+#include <algorithm>
 #include <cstdlib>
 #include <cstring>
 #include <random>
@@ -391,4 +394,33 @@ TEST(PeerRegistry, AThrowawayPeerTakesOneRow) {
   ASSERT_TRUE(unregister_peer_kind("toy:<name>"));
   EXPECT_EQ(implementation_choices().find("toy"), std::string::npos) << implementation_choices();
   EXPECT_THROW(make_implementation("toy:one"), ImplementationError);
+}
+
+// A new property is one check function and one row in the property table
+// (properties/properties.h): verify then checks it on every case, a failure
+// names it and is shrunk like any other, and property_names (JUnit's list of
+// testcases) has it. The throwaway property: an int32 result's element [0]
+// stays below 100, which random data breaks at once.
+TEST(PropertyTable, AThrowawayPropertyTakesOneRow) {
+  register_property_check({{"toy-first-element-below-100"}, [](CheckContext& x) -> std::optional<Failure> {
+                             if (x.c.count == 0 || x.c.dtype != DType::Int32) return std::nullopt;
+                             const auto v = static_cast<int32_t>(
+                                 load_element(x.c.dtype, x.st.bufs[0][kPrimary].recv_data(), 0));
+                             if (v < 100) return std::nullopt;
+                             return Failure{"toy-first-element-below-100", fmt::format("  element [0] is {}\n", v)};
+                           }});
+  const auto names = property_names();
+  EXPECT_NE(std::find(names.begin(), names.end(), "toy-first-element-below-100"), names.end());
+  VerifyOptions o = small_float_run();
+  o.space.dtypes = {DType::Int32};
+  const VerifyResult bad = verify_quietly(ring(), o, {});
+  ASSERT_TRUE(bad.failed);
+  EXPECT_EQ(bad.failure.property, "toy-first-element-below-100") << bad.failure.detail;
+  EXPECT_NE(bad.failure.detail.find("element [0] is "), std::string::npos) << bad.failure.detail;
+  EXPECT_LE(bad.minimal.count, 2u) << "shrunk like any failure";
+  ASSERT_TRUE(unregister_property_check("toy-first-element-below-100"));
+  const VerifyResult good = verify_quietly(ring(), o, {});
+  EXPECT_FALSE(good.failed) << good.failure.property << ": " << good.failure.detail;
+  const auto after = property_names();
+  EXPECT_EQ(std::find(after.begin(), after.end(), "toy-first-element-below-100"), after.end());
 }
