@@ -109,9 +109,19 @@ FaultSpec random(const Scenario& s, uint64_t r) {
   return f;
 }
 
+FaultSpec table_instance(const Scenario&) {
+  FaultSpec f;
+  f.kind = "corrupted_payload";
+  f.fields = {{"from", "0"}, {"to", "1"}, {"transfer", "1"}, {"bit", "7"}};
+  return f;
+}
+
+// A ring edge (r -> r+1), which only the ring is sure to use.
+void adapt(Scenario& s) { s.impl = "ring"; }
+
 }  // namespace
 
 const NemesisInfo kCorruptedPayload{"corrupted_payload", "one bit flipped in one transfer on a directed edge",
-                                    validate, nullptr, wrap, expected, random};
+                                    validate, nullptr, wrap, expected, random, table_instance, nullptr, adapt};
 
 }  // namespace collcheck

@@ -64,9 +64,21 @@ FaultSpec random(const Scenario& s, uint64_t r) {
   return f;
 }
 
+FaultSpec table_instance(const Scenario& s) {
+  FaultSpec f;
+  f.kind = "mismatched_shape";
+  f.ranks = {s.ranks - 1};
+  f.calls = {0};
+  f.fields["count"] = "4097";
+  return f;
+}
+
+// One odd rank out needs two good ones to be named against.
+bool fits(const Scenario& s) { return s.ranks >= 3; }
+
 }  // namespace
 
 const NemesisInfo kMismatchedShape{"mismatched_shape", "count, dtype or op of one call differs on chosen ranks",
-                                   validate, mutate, nullptr, expected, random};
+                                   validate, mutate, nullptr, expected, random, table_instance, fits};
 
 }  // namespace collcheck

@@ -52,9 +52,20 @@ FaultSpec random(const Scenario& s, uint64_t r) {
   return f;
 }
 
+FaultSpec table_instance(const Scenario& s) {
+  FaultSpec f;
+  f.kind = "misordered";
+  f.ranks = {s.ranks - 1};
+  f.calls = {0, 2};
+  return f;
+}
+
+// Two calls to swap, and two good ranks to name the odd one against.
+bool fits(const Scenario& s) { return s.ranks >= 3 && calls_in(s.defaults) >= 2; }
+
 }  // namespace
 
 const NemesisInfo kMisordered{"misordered", "two calls swapped on chosen ranks", validate, mutate, nullptr, expected,
-                              random};
+                              random, table_instance, fits};
 
 }  // namespace collcheck

@@ -58,9 +58,18 @@ FaultSpec random(const Scenario& s, uint64_t r) {
   return f;
 }
 
+FaultSpec table_instance(const Scenario&) {
+  FaultSpec f;
+  f.kind = "missing_wait";
+  f.ranks = {0};
+  f.calls = {1};
+  f.fields["mode"] = "never";
+  return f;
+}
+
 }  // namespace
 
 const NemesisInfo kMissingWait{"missing_wait", "an async call never waited for, or read before its wait",
-                               validate, mutate, nullptr, expected, random};
+                               validate, mutate, nullptr, expected, random, table_instance};
 
 }  // namespace collcheck

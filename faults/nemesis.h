@@ -30,6 +30,18 @@ struct NemesisInfo {
   ExpectSpec (*expected)(const Scenario& s, const FaultSpec& f);
   // A random instance for a clean scenario (the detection property).
   FaultSpec (*random)(const Scenario& s, uint64_t r);
+  // The deterministic instance `collcheck faults` injects into its training
+  // step (fault_table_scenario in properties/detection.h).
+  FaultSpec (*table_instance)(const Scenario& s);
+  // Whether a random instance is attributable in this clean scenario (a shape
+  // or order fault needs a strict majority of good ranks); null: always.
+  bool (*fits)(const Scenario& s) = nullptr;
+  // Adapts the clean scenario before a random instance is drawn (a link fault
+  // needs an edge the implementation is sure to use); null: as it is.
+  void (*adapt)(Scenario& s) = nullptr;
+  // Seconds a run with this fault may take beyond its sleeps and the usual
+  // margin (a stalled rank makes the others wait one deadline); null: none.
+  double (*extra_time)(const Scenario& s) = nullptr;
 };
 
 std::span<const NemesisInfo> nemeses();

@@ -112,9 +112,30 @@ FaultSpec random(const Scenario& s, uint64_t r) {
   return f;
 }
 
+FaultSpec table_instance(const Scenario&) {
+  FaultSpec f;
+  f.kind = "slow_link";
+  // 0 -> 1 carries data in ring, tree and dbtree alike.
+  f.fields = {{"from", "0"}, {"to", "1"}, {"latency_ms", "30"}, {"bandwidth_mbps", "500"}};
+  return f;
+}
+
+// A ring edge (r -> r+1), which only the ring is sure to use; a slow run is
+// not a hang (a 3 s deadline); and one call, which carries 2(p-1) transfers
+// over the slow edge: samples enough for a median, and the run stays short.
+void adapt(Scenario& s) {
+  s.impl = "ring";
+  s.deadline_s = 3;
+  const int first = step_of_call(s.defaults, 0);
+  if (first >= 0) s.defaults.resize(static_cast<size_t>(first) + 1);
+}
+
+// Every transfer on the edge waits; the run may take up to a deadline more.
+double extra_time(const Scenario& s) { return s.deadline_s; }
+
 }  // namespace
 
 const NemesisInfo kSlowLink{"slow_link", "added latency and a bandwidth cap on one directed edge", validate, nullptr,
-                            wrap, expected, random};
+                            wrap, expected, random, table_instance, nullptr, adapt, extra_time};
 
 }  // namespace collcheck

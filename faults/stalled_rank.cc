@@ -44,9 +44,20 @@ FaultSpec random(const Scenario& s, uint64_t r) {
   return f;
 }
 
+FaultSpec table_instance(const Scenario& s) {
+  FaultSpec f;
+  f.kind = "stalled_rank";
+  f.ranks = {s.ranks - 1};
+  f.calls = {2};
+  return f;
+}
+
+// The others wait one deadline for the stalled rank.
+double extra_time(const Scenario& s) { return s.deadline_s; }
+
 }  // namespace
 
 const NemesisInfo kStalledRank{"stalled_rank", "a rank that never enters a call", validate, mutate, nullptr, expected,
-                               random};
+                               random, table_instance, nullptr, nullptr, extra_time};
 
 }  // namespace collcheck

@@ -65,7 +65,10 @@ struct Stall {
   double begin = -1, end = -1;  // seconds since the recorder's epoch
 };
 inline constexpr auto kStallTick = std::chrono::milliseconds(1);
-inline constexpr auto kStallSlack = std::chrono::milliseconds(2);
+// A sleeper on a busy node routinely wakes a few ms late (every tick, so
+// short lateness would tile the whole run); 10 ms late means the process was
+// descheduled, which is what the slow-link analysis must not blame on a link.
+inline constexpr auto kStallSlack = std::chrono::milliseconds(10);
 
 // The crash that made a dump: the rank whose thread died (-1: a thread that
 // is not a rank's, such as a library's own), and the signal ("SEGV").

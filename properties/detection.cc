@@ -62,27 +62,16 @@ class DetectionGen {
     }
     c.guarded = next() % 2 == 0;
     // One case in eight is clean; the rest get one fault of a random kind that
-    // the scenario can carry (a shape or order fault needs a strict majority
-    // of good ranks to be attributable, and an order fault two calls).
+    // the scenario can carry (each nemesis says which it fits, and how it
+    // adapts the scenario).
     if (next() % 8 != 0) {
       std::vector<const NemesisInfo*> ok;
-      for (const auto& n : nemeses()) {
-        if ((n.name == "mismatched_shape" || n.name == "misordered") && s.ranks < 3) continue;
-        if (n.name == "misordered" && calls < 2) continue;
-        ok.push_back(&n);
-      }
+      for (const auto& n : nemeses())
+        if (!n.fits || n.fits(s)) ok.push_back(&n);
       const NemesisInfo* n = ok[next() % ok.size()];
-      // Link faults go on a ring edge (r -> r+1), which only the ring is sure to use.
-      if (n->name == "slow_link" || n->name == "corrupted_payload") s.impl = "ring";
+      if (n->adapt) n->adapt(s);
       c.fault = n->random(s, next());
       c.fault->line = 0;
-      if (n->name == "slow_link") {
-        c.clean.deadline_s = 3;  // a slow run is not a hang
-        // One call carries 2(p-1) transfers over the slow edge: samples enough
-        // for a median, and the run stays short.
-        const int first = step_of_call(s.defaults, 0);
-        s.defaults.resize(static_cast<size_t>(first) + 1);
-      }
     }
     return rc::shrinkable::just(std::move(c));
   }
@@ -110,10 +99,10 @@ DetectionOutcome check_detection(const DetectionCase& c, const std::function<Rep
   double sleeps = 0;
   for (const auto& st : s.defaults)
     if (st.kind == Step::Sleep) sleeps += st.sleep_ms / 1e3;
-  const bool stalled = c.fault && c.fault->kind == "stalled_rank";
-  const bool slow = c.fault && c.fault->kind == "slow_link";
-  o.limit_s = sleeps + (stalled ? s.deadline_s : 0) + (slow ? s.deadline_s : 0) + 0.75;
-  if (stalled) o.margin_s = o.seconds - s.deadline_s - sleeps;
+  const NemesisInfo* n = c.fault ? find_nemesis(c.fault->kind) : nullptr;
+  const double extra = n && n->extra_time ? n->extra_time(s) : 0;
+  o.limit_s = sleeps + extra + 0.75;
+  if (extra > 0) o.margin_s = o.seconds - extra - sleeps;
   std::string why;
   o.ok = expectation_holds(*s.expect, o.result, &why);
   if (!o.ok) {
@@ -157,30 +146,9 @@ Scenario fault_table_scenario(int ranks, const std::string& impl) {
 }
 
 FaultSpec fault_table_instance(const Scenario& s, const std::string& nemesis) {
-  FaultSpec f;
-  f.kind = nemesis;
-  const int last = s.ranks - 1;
-  if (nemesis == "mismatched_shape") {
-    f.ranks = {last};
-    f.calls = {0};
-    f.fields["count"] = "4097";
-  } else if (nemesis == "misordered") {
-    f.ranks = {last};
-    f.calls = {0, 2};
-  } else if (nemesis == "missing_wait") {
-    f.ranks = {0};
-    f.calls = {1};
-    f.fields["mode"] = "never";
-  } else if (nemesis == "stalled_rank") {
-    f.ranks = {last};
-    f.calls = {2};
-  } else if (nemesis == "slow_link") {
-    // 0 -> 1 carries data in ring, tree and dbtree alike.
-    f.fields = {{"from", "0"}, {"to", "1"}, {"latency_ms", "30"}, {"bandwidth_mbps", "500"}};
-  } else if (nemesis == "corrupted_payload") {
-    f.fields = {{"from", "0"}, {"to", "1"}, {"transfer", "1"}, {"bit", "7"}};
-  }
-  return f;
+  const NemesisInfo* n = find_nemesis(nemesis);
+  if (!n) throw ScenarioError(fmt::format("unknown fault '{}'; allowed: {}", nemesis, nemesis_choices()));
+  return n->table_instance(s);
 }
 
 }  // namespace collcheck

@@ -29,7 +29,7 @@ struct DetectionOutcome {
   std::string why;
   double seconds = 0;
   double limit_s = 0;   // the longest this run may take
-  double margin_s = 0;  // seconds beyond the deadline it waited on (stalled ranks), else 0
+  double margin_s = 0;  // seconds beyond the extra time its fault allows (a stalled rank: one deadline), else 0
   ReplayResult result;
 };
 
