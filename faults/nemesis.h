@@ -42,6 +42,10 @@ struct NemesisInfo {
   // Seconds a run with this fault may take beyond its sleeps and the usual
   // margin (a stalled rank makes the others wait one deadline); null: none.
   double (*extra_time)(const Scenario& s) = nullptr;
+  // How much longer one call of `s` can take with this fault in it, when
+  // nothing is wrong but the fault's own delays (a slow link: every step of a
+  // ring waits on it); a run's per-call deadline must leave room for it. null: 0.
+  double (*call_delay)(const Scenario& s, const FaultSpec& f) = nullptr;
 };
 
 std::span<const NemesisInfo> nemeses();

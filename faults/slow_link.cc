@@ -7,6 +7,7 @@
 // the wrapper needs no thread of its own.
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <thread>
 
 #include "faults/nemesis.h"
@@ -133,9 +134,21 @@ void adapt(Scenario& s) {
 // Every transfer on the edge waits; the run may take up to a deadline more.
 double extra_time(const Scenario& s) { return s.deadline_s; }
 
+// A ring's 2(p-1) steps can each wait once on the edge, with the largest
+// message of any call (an upper bound: a chunk is smaller).
+double call_delay(const Scenario& s, const FaultSpec& f) {
+  const Params p = params(s, f);
+  size_t bytes = 0;
+  for (int r = 0; r < s.ranks; ++r)
+    for (const auto& st : s.program(r))
+      if (st.kind == Step::Call) bytes = std::max(bytes, st.call.count * dtype_size(st.call.dtype));
+  const double per_step = p.latency_s + (p.bytes_per_s > 0 ? static_cast<double>(bytes) / p.bytes_per_s : 0);
+  return 2.0 * (s.ranks - 1) * per_step;
+}
+
 }  // namespace
 
 const NemesisInfo kSlowLink{"slow_link", "added latency and a bandwidth cap on one directed edge", validate, nullptr,
-                            wrap, expected, random, table_instance, nullptr, adapt, extra_time};
+                            wrap, expected, random, table_instance, nullptr, adapt, extra_time, call_delay};
 
 }  // namespace collcheck

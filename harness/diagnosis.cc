@@ -239,9 +239,12 @@ double stalled_within(double lo, double hi, const StallsByRank& stalls, int a, i
   return total;
 }
 
-double transfer_latency(const TransferRecord& send, const TransferRecord& recv, const StallsByRank& stalls) {
+double transfer_latency(const TransferRecord& send, const TransferRecord& recv, const StallsByRank& stalls,
+                        double* left_out = nullptr) {
   const double lo = std::max(send.t_posted, recv.t_posted), hi = std::min(send.t_completed, recv.t_completed);
-  return hi - lo - stalled_within(lo, hi, stalls, send.src, send.dst);
+  const double stalled = stalled_within(lo, hi, stalls, send.src, send.dst);
+  if (left_out) *left_out = stalled;
+  return hi - lo - stalled;
 }
 
 // The alpha-beta model of a ring all-reduce, T = 2(p-1) alpha + 2(p-1)/p N beta,
@@ -318,7 +321,7 @@ void transfer_checks(const std::vector<RankDump>& dumps, const AnalysisOptions& 
   std::optional<Diagnosis> corrupt;
   const StallsByRank stalls = stalls_by_rank(dumps);
   struct Span {
-    double lo, hi, latency;
+    double lo, hi, latency, stalled;
   };
   std::map<std::pair<int, int>, std::vector<Span>> spans;
   for (const auto& [key, p] : pairs) {
@@ -335,9 +338,11 @@ void transfer_checks(const std::vector<RankDump>& dumps, const AnalysisOptions& 
                             p.first->checksum, p.second->checksum);
       corrupt = dg;
     }
-    spans[{p.first->src, p.first->dst}].push_back(
-        Span{std::max(p.first->t_posted, p.second->t_posted), std::min(p.first->t_completed, p.second->t_completed),
-             transfer_latency(*p.first, *p.second, stalls)});
+    double stalled = 0;
+    const double lat = transfer_latency(*p.first, *p.second, stalls, &stalled);
+    spans[{p.first->src, p.first->dst}].push_back(Span{std::max(p.first->t_posted, p.second->t_posted),
+                                                       std::min(p.first->t_completed, p.second->t_completed), lat,
+                                                       stalled});
   }
   if (corrupt) out.push_back(*corrupt);
   if (spans.size() < 2) return;
@@ -390,14 +395,17 @@ void transfer_checks(const std::vector<RankDump>& dumps, const AnalysisOptions& 
                           "edge ({:.0f}x; measured from when both sides had posted until both saw it complete)",
                           worst.second.first, worst.second.second, worst.first * 1e3, n,
                           windows == n ? "" : fmt::format(" in {} windows of time", windows), others * 1e3, dg.factor);
-    double stalled = 0;
-    for (const auto& d : dumps)
-      if (d.rank == worst.second.first || d.rank == worst.second.second)
-        for (const auto& x : d.stalls) stalled = std::max(stalled, x.end - x.begin);
+    // What the stall meters took out of this edge's transfers, said only
+    // when there was any.
+    double stalled = 0, longest = 0;
+    for (const auto& x : spans[worst.second]) {
+      stalled += x.stalled;
+      longest = std::max(longest, x.stalled);
+    }
     if (stalled > 0)
-      dg.text += fmt::format(" (times when rank {} or {} was not running at all are left out; the longest was "
-                             "{:.1f} ms)",
-                             worst.second.first, worst.second.second, stalled * 1e3);
+      dg.text += fmt::format(" ({:.1f} ms when rank {} or {} was not running at all are left out of its transfers, "
+                             "at most {:.1f} ms of one)",
+                             stalled * 1e3, worst.second.first, worst.second.second, longest * 1e3);
     dg.text += alpha_beta_comparison(dumps, pairs, worst.second, stalls);
     out.push_back(dg);
   }
