@@ -12,7 +12,7 @@
 #include <string>
 #include <string_view>
 
-#include "harness/scenario.h"
+#include "harness/model/scenario.h"
 #include "impl/links.h"
 
 namespace collcheck {

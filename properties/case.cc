@@ -8,7 +8,7 @@
 #include <cstring>
 #include <stdexcept>
 
-#include "harness/oracle.h"
+#include "harness/check/oracle.h"
 
 namespace collcheck {
 

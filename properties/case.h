@@ -30,7 +30,7 @@
 #include <string_view>
 #include <vector>
 
-#include "harness/data.h"
+#include "harness/model/data.h"
 #include "impl/semantics.h"
 
 namespace collcheck {

@@ -7,7 +7,7 @@
 
 #include "faults/nemesis.h"
 #include "impl/algorithm.h"
-#include "harness/data.h"
+#include "harness/model/data.h"
 
 namespace collcheck {
 

@@ -11,7 +11,7 @@
 #include <optional>
 #include <string>
 
-#include "harness/scenario_runner.h"
+#include "harness/run/scenario_runner.h"
 
 namespace collcheck {
 

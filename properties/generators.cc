@@ -5,7 +5,7 @@
 #include <limits>
 #include <memory>
 
-#include "harness/oracle.h"
+#include "harness/check/oracle.h"
 #include "impl/float_formats.h"
 
 namespace collcheck {

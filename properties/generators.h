@@ -18,7 +18,7 @@
 
 #include <vector>
 
-#include "harness/data.h"
+#include "harness/model/data.h"
 #include "properties/case.h"
 
 namespace collcheck {

@@ -2,7 +2,7 @@
 
 #include <fmt/format.h>
 
-#include "harness/crash_handler.h"
+#include "harness/world/crash_handler.h"
 
 #include <unistd.h>
 

@@ -14,7 +14,7 @@
 
 #include <stdexcept>
 
-#include "harness/mpi_world.h"
+#include "harness/world/mpi_world.h"
 #include "properties/executor.h"
 
 namespace collcheck {

@@ -9,8 +9,8 @@
 #include <new>
 #include <system_error>
 
-#include "harness/communicator.h"
-#include "harness/crash_handler.h"
+#include "harness/run/communicator.h"
+#include "harness/world/crash_handler.h"
 #include "impl/element_ops.h"
 #include "impl/perturbed_links.h"
 

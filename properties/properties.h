@@ -26,9 +26,9 @@
 #include <string_view>
 #include <vector>
 
-#include "harness/implementation.h"
-#include "harness/oracle.h"
-#include "harness/thread_world.h"
+#include "harness/peers/implementation.h"
+#include "harness/check/oracle.h"
+#include "harness/world/thread_world.h"
 #include "properties/case.h"
 
 namespace collcheck {

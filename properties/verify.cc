@@ -1,7 +1,7 @@
 #include "properties/verify.h"
 
-#include "harness/atomic_file.h"
-#include "harness/data.h"
+#include "harness/model/atomic_file.h"
+#include "harness/model/data.h"
 
 #include <fmt/format.h>
 
@@ -340,56 +340,29 @@ VerifyResult run_verify(const VerifyOptions& o, CaseExecutor& exec, std::FILE* o
   return r;
 }
 
-namespace {
-std::string xml_escape(std::string_view in) {
-  std::string out;
-  for (char ch : in) {
-    switch (ch) {
-      case '&': out += "&amp;"; break;
-      case '<': out += "&lt;"; break;
-      case '>': out += "&gt;"; break;
-      case '"': out += "&quot;"; break;
-      default:
-        // XML 1.0 forbids most control characters.
-        if (static_cast<unsigned char>(ch) < 0x20 && ch != '\n' && ch != '\t') {
-          out += '?';
-        } else {
-          out += ch;
-        }
-    }
-  }
-  return out;
-}
-}  // namespace
-
-void write_junit(const std::string& path, const VerifyOptions& o, const VerifyResult& r) {
-  const auto names = property_names();
-  std::string x = "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n";
-  x += fmt::format(
-      "<testsuite name=\"collcheck verify {}\" tests=\"{}\" failures=\"{}\" errors=\"{}\" time=\"{:.3f}\">\n",
-      xml_escape(o.impl_spec), names.size() + (r.harness_error ? 1 : 0), r.failed ? 1 : 0, r.harness_error ? 1 : 0,
-      r.seconds);
-  x += fmt::format("  <properties><property name=\"seed\" value=\"{:#x}\"/><property name=\"cases\" value=\"{}\"/>"
-                   "</properties>\n",
-                   o.seed, r.cases_run);
-  for (auto name : names) {
-    x += fmt::format("  <testcase classname=\"collcheck.verify\" name=\"{}\">", name);
+Report verify_report(const VerifyOptions& o, const VerifyResult& r) {
+  Report rep;
+  rep.command = "verify";
+  rep.suite = "collcheck verify " + o.impl_spec;
+  rep.properties = {{"seed", fmt::format("{:#x}", o.seed)}, {"cases", std::to_string(r.cases_run)}};
+  rep.seconds = r.seconds;
+  for (const auto& name : property_names()) {
+    ReportCase c;
+    c.name = name;
     if (r.failed && r.failure.property == name) {
-      const std::string body = fmt::format(
-          "minimal case: {}{}{}replay: {}\n", describe_case(r.minimal, 16), r.failure.detail,
-          r.flaky() ? fmt::format("flaky: fails {} of {} replays\n", r.replay_failures, r.replays) : "",
-          replay_command(o, r.minimal, r.flaky() ? r.replays : 1));
-      x += fmt::format("<failure message=\"{} does not hold (case {} of seed {:#x})\">{}</failure>", name,
-                       r.failing_case, o.seed, xml_escape(body));
+      c.status = ReportCase::Status::Failed;
+      c.message = fmt::format("{} does not hold (case {} of seed {:#x})", name, r.failing_case, o.seed);
+      c.detail = fmt::format("minimal case: {}{}{}replay: {}\n", describe_case(r.minimal, 16), r.failure.detail,
+                             r.flaky() ? fmt::format("flaky: fails {} of {} replays\n", r.replay_failures, r.replays) : "",
+                             replay_command(o, r.minimal, r.flaky() ? r.replays : 1));
     }
-    x += "</testcase>\n";
+    rep.cases.push_back(std::move(c));
   }
   if (r.harness_error)
-    x += fmt::format("  <testcase classname=\"collcheck.verify\" name=\"harness\"><error message=\"the harness could "
-                     "not run case {} (no thread or memory): not a verdict\">{}</error></testcase>\n",
-                     r.failing_case, xml_escape(r.failure.detail));
-  x += "</testsuite>\n";
-  write_file_atomically(path, x);
+    rep.cases.push_back({"harness", ReportCase::Status::Error,
+                         fmt::format("the harness could not run case {} (no thread or memory): not a verdict", r.failing_case),
+                         r.failure.detail, 0});
+  return rep;
 }
 
 }  // namespace collcheck

@@ -7,6 +7,7 @@
 #include <optional>
 #include <string>
 
+#include "harness/report/report.h"
 #include "properties/executor.h"
 #include "properties/generators.h"
 
@@ -66,10 +67,9 @@ struct VerifyResult {
 // Runs the verification and prints the report to `out`.
 VerifyResult run_verify(const VerifyOptions& o, CaseExecutor& exec, std::FILE* out);
 
-// JUnit XML for CI: one testsuite, one testcase per property; a failed
-// property carries the minimal case and the replay line. Written atomically
-// (a temporary file, then rename). Throws std::runtime_error on I/O failure.
-void write_junit(const std::string& path, const VerifyOptions& o, const VerifyResult& r);
+// The run as a report (harness/report): one verdict per property; a failed
+// property carries the minimal case and the replay line.
+Report verify_report(const VerifyOptions& o, const VerifyResult& r);
 
 // The command line that replays `c` with the implementation, peers and world of `o`.
 // A token longer than kMaxInlineToken characters is written to

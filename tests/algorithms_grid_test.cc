@@ -13,10 +13,10 @@
 #include <memory>
 #include <ostream>
 
-#include "harness/communicator.h"
-#include "harness/data.h"
-#include "harness/oracle.h"
-#include "harness/thread_world.h"
+#include "harness/run/communicator.h"
+#include "harness/model/data.h"
+#include "harness/check/oracle.h"
+#include "harness/world/thread_world.h"
 
 using namespace collcheck;
 using namespace std::chrono_literals;

@@ -6,8 +6,8 @@
 
 #include <memory>
 
-#include "harness/communicator.h"
-#include "harness/thread_world.h"
+#include "harness/run/communicator.h"
+#include "harness/world/thread_world.h"
 
 using namespace collcheck;
 using namespace std::chrono_literals;

@@ -10,7 +10,7 @@
 #include <map>
 #include <set>
 
-#include "harness/oracle.h"
+#include "harness/check/oracle.h"
 #include "impl/float_formats.h"
 #include "properties/case.h"
 #include "properties/generators.h"

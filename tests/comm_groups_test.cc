@@ -1,4 +1,4 @@
-// The rule that keeps NCCL's communicators safe to abort (harness/comm_groups.h),
+// The rule that keeps NCCL's communicators safe to abort (harness/peers/comm_groups.h),
 // checked with plain threads: a failing rank only marks its group; the last rank
 // out aborts it, once; a failed creation caches nothing.
 #include <gtest/gtest.h>
@@ -10,7 +10,7 @@
 #include <thread>
 #include <vector>
 
-#include "harness/comm_groups.h"
+#include "harness/peers/comm_groups.h"
 
 using namespace collcheck;
 using namespace std::chrono_literals;

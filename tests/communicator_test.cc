@@ -5,8 +5,8 @@
 #include <atomic>
 #include <thread>
 
-#include "harness/communicator.h"
-#include "harness/thread_world.h"
+#include "harness/run/communicator.h"
+#include "harness/world/thread_world.h"
 
 using namespace collcheck;
 using namespace std::chrono_literals;

@@ -1,7 +1,7 @@
 // NCCL rules that need no GPU: one GPU per MPI process per node.
 #include <gtest/gtest.h>
 
-#include "harness/nccl_impl.h"
+#include "harness/peers/nccl_impl.h"
 
 using namespace collcheck;
 

@@ -3,7 +3,7 @@
 // float32 and float64; nccl.h after them, so a cast would be wrong.)
 #include <gtest/gtest.h>
 
-#include "harness/nccl_types.h"
+#include "harness/peers/nccl_types.h"
 
 using namespace collcheck;
 

@@ -20,7 +20,7 @@
 #include <random>
 #include <string>
 
-#include "harness/oracle.h"
+#include "harness/check/oracle.h"
 #include "impl/element_ops.h"
 
 using namespace collcheck;

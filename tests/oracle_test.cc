@@ -7,8 +7,8 @@
 #include <cmath>
 #include <random>
 
-#include "harness/data.h"
-#include "harness/oracle.h"
+#include "harness/model/data.h"
+#include "harness/check/oracle.h"
 #include "impl/element_ops.h"
 
 using namespace collcheck;

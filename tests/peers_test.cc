@@ -11,9 +11,9 @@
 #include <cstdlib>
 #include <algorithm>
 
-#include "harness/gloo_impl.h"
-#include "harness/mpi_impl.h"
-#include "harness/nccl_impl.h"
+#include "harness/peers/gloo_impl.h"
+#include "harness/peers/mpi_impl.h"
+#include "harness/peers/nccl_impl.h"
 #include "properties/properties.h"
 #include "properties/verify.h"
 #include "tests/run_command.h"

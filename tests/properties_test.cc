@@ -15,7 +15,7 @@
 
 #include "impl/kernels.h"
 #include "properties/executor.h"
-#include "harness/peer_registry.h"
+#include "harness/peers/peer_registry.h"
 #include "properties/verify.h"
 
 using namespace collcheck;
@@ -365,7 +365,7 @@ TEST(PropertiesBite, PeersAgree) {
 
 // ---- extension points ----
 
-// A new peer library is one row in the peer registry (harness/peer_registry.h):
+// A new peer library is one row in the peer registry (harness/peers/peer_registry.h):
 // once the row is there, --impl and --against can name it, the lists of
 // choices show it, and verify runs it like any other. Here the row makes a
 // ring under another name ("toy:<anything>"), and "toy:broken" flips a bit.

@@ -11,9 +11,10 @@
 #include <functional>
 
 #include "faults/nemesis.h"
-#include "harness/communicator.h"
-#include "harness/scenario_runner.h"
-#include "harness/thread_world.h"
+#include "harness/run/communicator.h"
+#include "harness/report/diagnosis_text.h"
+#include "harness/run/scenario_runner.h"
+#include "harness/world/thread_world.h"
 #include "properties/detection.h"
 #include "tests/run_command.h"
 

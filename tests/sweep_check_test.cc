@@ -2,8 +2,8 @@
 // command exits non-zero whenever an element is wrong.
 #include <gtest/gtest.h>
 
-#include "harness/data.h"
-#include "harness/sweep.h"
+#include "harness/model/data.h"
+#include "harness/run/sweep.h"
 
 using namespace collcheck;
 

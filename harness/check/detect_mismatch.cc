@@ -1,0 +1,80 @@
+// Shape and order mismatches: ranks that disagree on a call.
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <map>
+#include <set>
+#include <tuple>
+
+#include "harness/check/detectors.h"
+
+namespace collcheck::detect {
+
+namespace {
+
+// The first sequence number at which ranks disagree on the call.
+std::optional<Diagnosis> fingerprint_mismatch(const std::vector<RankDump>& dumps) {
+  uint64_t max_seq = 0;
+  for (const auto& d : dumps) max_seq = std::max(max_seq, last_seq(d));
+  for (uint64_t k = 1; k <= max_seq; ++k) {
+    std::map<std::tuple<std::string, size_t, int, int>, std::vector<int>> groups;
+    std::map<std::tuple<std::string, size_t, int, int>, const CallRecord*> sample;
+    for (const auto& d : dumps) {
+      const CallRecord* c = call_of(d, k);
+      if (!c) continue;
+      const auto key = std::make_tuple(c->tag, c->count, static_cast<int>(c->dtype), static_cast<int>(c->op));
+      groups[key].push_back(d.rank);
+      sample[key] = c;
+    }
+    if (groups.size() < 2) continue;
+    // The majority is the reference; on a tie, the group with the lowest rank.
+    auto ref = groups.begin();
+    for (auto it = groups.begin(); it != groups.end(); ++it) {
+      if (it->second.size() > ref->second.size() ||
+          (it->second.size() == ref->second.size() && it->second.front() < ref->second.front()))
+        ref = it;
+    }
+    Diagnosis d;
+    d.seq = k;
+    const CallRecord& r = *sample[ref->first];
+    std::set<std::string> fields;
+    std::string others;
+    for (auto it = groups.begin(); it != groups.end(); ++it) {
+      if (it == ref) continue;
+      d.ranks.insert(d.ranks.end(), it->second.begin(), it->second.end());
+      const CallRecord& o = *sample[it->first];
+      if (o.tag != r.tag) fields.insert("tag");
+      if (o.count != r.count) fields.insert("count");
+      if (o.dtype != r.dtype) fields.insert("dtype");
+      if (o.op != r.op) fields.insert("op");
+      others += fmt::format("; {} called {}", ranks_text(it->second), fp_text(o));
+    }
+    std::sort(d.ranks.begin(), d.ranks.end());
+    d.fields.assign(fields.begin(), fields.end());
+    d.kind = fields.count("tag") ? DiagnosisKind::OrderMismatch : DiagnosisKind::ShapeMismatch;
+    std::string flist;
+    for (const auto& f : d.fields) flist += (flist.empty() ? "" : ", ") + f;
+    d.text = fmt::format("{} at call #{}: {} called {}{} (differs in: {})",
+                         d.kind == DiagnosisKind::OrderMismatch ? "collectives called in a different order"
+                                                                : "mismatched shapes",
+                         k, ranks_text(ref->second), fp_text(r), others, flist);
+    size_t reached = 0;
+    for (const auto& [key, ranks] : groups) reached += ranks.size();
+    if (2 * ref->second.size() <= reached) {
+      // No strict majority: which side is the odd one out is a guess.
+      d.text += fmt::format("; no strict majority ({} of the {} ranks reached call #{}), so the group with the "
+                            "lowest rank was taken as the reference",
+                            reached, dumps.size(), k);
+    }
+    return d;
+  }
+  return std::nullopt;
+}
+
+}  // namespace
+
+void mismatch(const Dumps& dumps, const AnalysisOptions&, std::vector<Diagnosis>& out) {
+  if (auto d = fingerprint_mismatch(dumps)) out.push_back(*d);
+}
+
+}  // namespace collcheck::detect

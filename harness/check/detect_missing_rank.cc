@@ -1,0 +1,48 @@
+// A rank that never joined a call the others are in.
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <map>
+#include <set>
+#include <tuple>
+
+#include "harness/check/detectors.h"
+
+namespace collcheck::detect {
+
+namespace {
+
+std::optional<Diagnosis> find_missing_rank(const std::vector<RankDump>& dumps) {
+  uint64_t max_seq = 0;
+  for (const auto& d : dumps) max_seq = std::max(max_seq, last_seq(d));
+  for (uint64_t k = 1; k <= max_seq; ++k) {
+    std::vector<int> joined, missing;
+    for (const auto& d : dumps) (call_of(d, k) ? joined : missing).push_back(d.rank);
+    if (missing.empty()) continue;
+    // Joined ranks that did not finish the call: they waited for the missing ones.
+    bool stuck = false;
+    for (const auto& d : dumps) {
+      const CallRecord* c = call_of(d, k);
+      if (c && c->state != CallState::Completed && c->state != CallState::Waited) stuck = true;
+    }
+    if (!stuck) continue;
+    Diagnosis dg;
+    dg.kind = DiagnosisKind::MissingRank;
+    dg.seq = k;
+    dg.ranks = missing;
+    dg.text = fmt::format("{} never joined call #{} ({}), which {} joined but could not finish; last call completed "
+                          "per rank: {}",
+                          ranks_text(missing), k, fp_text(*call_of(dumps[static_cast<size_t>(joined.front())], k)),
+                          ranks_text(joined), last_completed_text(dumps));
+    return dg;
+  }
+  return std::nullopt;
+}
+
+}  // namespace
+
+void missing_rank(const Dumps& dumps, const AnalysisOptions&, std::vector<Diagnosis>& out) {
+  if (auto d = find_missing_rank(dumps)) out.push_back(*d);
+}
+
+}  // namespace collcheck::detect

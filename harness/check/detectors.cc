@@ -1,0 +1,63 @@
+#include "harness/check/detectors.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+
+namespace collcheck::detect {
+
+const std::vector<Detector>& detectors() {
+  using K = DiagnosisKind;
+  // A mismatch is named first even when a rank then crashed (a mismatched
+  // count can overrun a buffer); a crash explains ranks left waiting for it,
+  // and a missing rank the cycle of waits that follows.
+  static const std::vector<Detector> rows{
+      {"mismatch", mismatch, {}},
+      {"crash", crash, {}},
+      {"missing rank", missing_rank, {K::ShapeMismatch, K::OrderMismatch, K::RankCrashed}},
+      {"deadlock", deadlock, {K::ShapeMismatch, K::OrderMismatch, K::RankCrashed, K::MissingRank}},
+      {"corrupted payload", corrupted_payload, {}},
+      {"slow link", slow_link, {}},
+      {"async work", async_work, {}},
+      {"call failed", call_failed, {}, true},
+  };
+  return rows;
+}
+
+const CallRecord* call_of(const RankDump& d, uint64_t seq) {
+  for (const auto& c : d.calls)
+    if (c.seq == seq) return &c;
+  return nullptr;
+}
+
+uint64_t last_seq(const RankDump& d) { return d.calls.empty() ? 0 : d.calls.back().seq; }
+
+uint64_t last_completed(const RankDump& d) {
+  uint64_t s = 0;
+  for (const auto& c : d.calls)
+    if (c.state == CallState::Completed || c.state == CallState::Waited) s = std::max(s, c.seq);
+  return s;
+}
+
+std::string last_completed_text(const Dumps& dumps) {
+  std::string s;
+  for (const auto& d : dumps) s += fmt::format("{}{}: #{}", s.empty() ? "" : ", ", d.rank, last_completed(d));
+  return s;
+}
+
+std::string fp_text(const CallRecord& c) {
+  return fmt::format("{} count={} {} {}", c.tag, c.count, dtype_name(c.dtype), op_name(c.op));
+}
+
+TransferPairs transfer_pairs(const Dumps& dumps) {
+  TransferPairs pairs;
+  for (const auto& d : dumps) {
+    for (const auto& t : d.transfers) {
+      auto& p = pairs[{t.src, t.dst, t.tag, t.ordinal}];
+      (t.send ? p.first : p.second) = &t;
+    }
+  }
+  return pairs;
+}
+
+}  // namespace collcheck::detect

@@ -1,0 +1,53 @@
+// The diagnosis as a table of detectors, one per fault family, each in its
+// own file (detect_<family>.cc). analyze() (diagnosis.cc) runs the rows in
+// order; a row's precedence says which earlier findings make it moot (a
+// mismatch or a missing rank explains the timeouts that follow it). A new
+// fault family is one detector file and one row in detectors.cc. A detector
+// reads only the dumps: it never knows which fault was injected.
+#pragma once
+
+#include <map>
+#include <string>
+#include <string_view>
+#include <tuple>
+#include <utility>
+#include <vector>
+
+#include "harness/check/diagnosis.h"
+
+namespace collcheck::detect {
+
+using Dumps = std::vector<RankDump>;
+using DetectFn = void (*)(const Dumps& dumps, const AnalysisOptions& o, std::vector<Diagnosis>& out);
+
+struct Detector {
+  std::string_view family;
+  DetectFn detect;
+  // Skipped when an earlier row found one of these kinds.
+  std::vector<DiagnosisKind> unless;
+  // Runs only when no earlier row found anything.
+  bool last_resort = false;
+};
+// The rows, in order of precedence.
+const std::vector<Detector>& detectors();
+
+void mismatch(const Dumps&, const AnalysisOptions&, std::vector<Diagnosis>&);           // detect_mismatch.cc
+void crash(const Dumps&, const AnalysisOptions&, std::vector<Diagnosis>&);              // detect_crash.cc
+void missing_rank(const Dumps&, const AnalysisOptions&, std::vector<Diagnosis>&);       // detect_missing_rank.cc
+void deadlock(const Dumps&, const AnalysisOptions&, std::vector<Diagnosis>&);           // detect_deadlock.cc
+void corrupted_payload(const Dumps&, const AnalysisOptions&, std::vector<Diagnosis>&);  // detect_corrupted_payload.cc
+void slow_link(const Dumps&, const AnalysisOptions&, std::vector<Diagnosis>&);          // detect_slow_link.cc
+void async_work(const Dumps&, const AnalysisOptions&, std::vector<Diagnosis>&);         // detect_async_work.cc
+void call_failed(const Dumps&, const AnalysisOptions&, std::vector<Diagnosis>&);        // detect_call_failed.cc
+
+// What several detectors read (detectors.cc).
+const CallRecord* call_of(const RankDump& d, uint64_t seq);
+uint64_t last_seq(const RankDump& d);
+uint64_t last_completed(const RankDump& d);
+std::string last_completed_text(const Dumps& dumps);  // "0: #3, 1: #2, ...": the last call each rank completed
+std::string fp_text(const CallRecord& c);             // "bucket_0 count=2048 bfloat16 sum"
+// Each send with its receive, by (src, dst, tag, ordinal); either side may be missing.
+using TransferPairs = std::map<std::tuple<int, int, Tag, uint64_t>, std::pair<const TransferRecord*, const TransferRecord*>>;
+TransferPairs transfer_pairs(const Dumps& dumps);
+
+}  // namespace collcheck::detect

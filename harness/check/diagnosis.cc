@@ -1,0 +1,107 @@
+#include "harness/check/diagnosis.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <filesystem>
+#include <fstream>
+#include <set>
+
+#include "harness/check/detectors.h"
+
+namespace collcheck {
+
+namespace {
+constexpr std::pair<DiagnosisKind, std::string_view> kNames[] = {
+    {DiagnosisKind::ShapeMismatch, "shape_mismatch"},       {DiagnosisKind::OrderMismatch, "order_mismatch"},
+    {DiagnosisKind::MissingRank, "missing_rank"},           {DiagnosisKind::Deadlock, "deadlock"},
+    {DiagnosisKind::UnwaitedWork, "unwaited_work"},         {DiagnosisKind::ReadBeforeWait, "read_before_wait"},
+    {DiagnosisKind::SlowLink, "slow_link"},                 {DiagnosisKind::CorruptedPayload, "corrupted_payload"},
+    {DiagnosisKind::WrongResult, "wrong_result"},           {DiagnosisKind::CallFailed, "call_failed"},
+    {DiagnosisKind::RankCrashed, "rank_crashed"},
+};
+}  // namespace
+
+std::string ranks_text(const std::vector<int>& r) {
+  std::string s;
+  for (size_t i = 0; i < r.size(); ++i) s += fmt::format("{}{}", i ? ", " : "", r[i]);
+  return (r.size() == 1 ? "rank " : "ranks ") + s;
+}
+
+std::string_view diagnosis_name(DiagnosisKind k) {
+  for (const auto& [kind, name] : kNames)
+    if (kind == k) return name;
+  return "?";
+}
+
+std::optional<DiagnosisKind> parse_diagnosis(std::string_view s) {
+  for (const auto& [kind, name] : kNames)
+    if (name == s) return kind;
+  return std::nullopt;
+}
+
+std::string diagnosis_choices() {
+  std::string s = "none";
+  for (const auto& [kind, name] : kNames) s += fmt::format(", {}", name);
+  return s;
+}
+
+std::vector<Diagnosis> analyze(const std::vector<RankDump>& dumps, const AnalysisOptions& o) {
+  std::vector<Diagnosis> out;
+  for (const auto& row : detect::detectors()) {
+    if (row.last_resort && !out.empty()) continue;
+    if (std::any_of(out.begin(), out.end(), [&](const Diagnosis& d) {
+          return std::find(row.unless.begin(), row.unless.end(), d.kind) != row.unless.end();
+        }))
+      continue;
+    row.detect(dumps, o, out);
+  }
+  return out;
+}
+
+std::vector<RankDump> load_dumps(const std::string& dir) {
+  std::vector<RankDump> out;
+  std::error_code ec;
+  if (!std::filesystem::is_directory(dir, ec)) throw std::runtime_error(fmt::format("{}: not a directory", dir));
+  for (const auto& e : std::filesystem::directory_iterator(dir)) {
+    const auto name = e.path().filename().string();
+    if (name.rfind("rank-", 0) != 0 || e.path().extension() != ".json") continue;
+    std::ifstream in(e.path());
+    try {
+      out.push_back(rank_dump_from_json(nlohmann::json::parse(in)));
+    } catch (const std::exception& ex) {
+      throw std::runtime_error(fmt::format("{}: not a collcheck flight-recorder dump: {}", e.path().string(), ex.what()));
+    }
+  }
+  if (out.empty()) throw std::runtime_error(fmt::format("{}: no rank-*.json dumps found", dir));
+  std::sort(out.begin(), out.end(), [](const RankDump& a, const RankDump& b) { return a.rank < b.rank; });
+  const int size = out.front().size;
+  std::set<int> have;
+  for (const auto& d : out) {
+    if (d.size != size)
+      throw std::runtime_error(fmt::format("{}: the dumps are of different worlds: rank {} of size {}, rank {} of size {}",
+                                           dir, out.front().rank, size, d.rank, d.size));
+    if (d.rank < 0 || d.rank >= size || !have.insert(d.rank).second)
+      throw std::runtime_error(fmt::format("{}: rank {} is not one of ranks 0..{}, or appears twice", dir, d.rank,
+                                           size - 1));
+  }
+  if (static_cast<int>(out.size()) != size) {
+    std::vector<int> missing;
+    for (int r = 0; r < size; ++r)
+      if (!have.count(r)) missing.push_back(r);
+    std::string crash;
+    for (const auto& d : out) {
+      if (d.crash && d.crash->rank >= 0)
+        crash = fmt::format(". These are crash dumps: rank {} died of signal {}, and in the MPI world only the "
+                            "process that died writes its dump",
+                            d.crash->rank, d.crash->signal);
+    }
+    throw std::runtime_error(fmt::format("{}: dumps of a world of {} ranks, but {} missing; the analysis needs every "
+                                         "rank's dump{}",
+                                         dir, size, ranks_text(missing) + (missing.size() == 1 ? " is" : " are"),
+                                         crash));
+  }
+  return out;
+}
+
+}  // namespace collcheck

@@ -1,0 +1,97 @@
+#include "harness/cli/cli_util.h"
+
+#include <fmt/format.h>
+
+#include <cctype>
+#include <charconv>
+#include <optional>
+
+#include "impl/algorithm.h"
+
+namespace collcheck {
+
+namespace {
+std::vector<std::string_view> split(std::string_view s) {
+  std::vector<std::string_view> out;
+  size_t start = 0;
+  while (start <= s.size()) {
+    const size_t comma = s.find(',', start);
+    const size_t end = comma == std::string_view::npos ? s.size() : comma;
+    out.push_back(s.substr(start, end - start));
+    if (comma == std::string_view::npos) break;
+    start = comma + 1;
+  }
+  return out;
+}
+}  // namespace
+
+size_t parse_count(std::string_view text, std::string_view flag) {
+  if (!text.empty() && text[0] == '-')
+    throw UsageError(fmt::format("{} must be a non-negative integer, got '{}'", flag, text));
+  size_t v = 0;
+  auto [ptr, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
+  if (ec != std::errc() || ptr != text.data() + text.size() || text.empty())
+    throw UsageError(fmt::format("{} must be a non-negative integer, got '{}'", flag, text));
+  return v;
+}
+
+size_t parse_size(std::string_view text, std::string_view flag) {
+  if (text.empty()) throw UsageError(fmt::format("{} needs a size such as 4096, 64K, 32M or 1G", flag));
+  size_t mult = 1;
+  std::string_view digits = text;
+  switch (std::toupper(static_cast<unsigned char>(text.back()))) {
+    case 'K': mult = size_t{1} << 10; digits.remove_suffix(1); break;
+    case 'M': mult = size_t{1} << 20; digits.remove_suffix(1); break;
+    case 'G': mult = size_t{1} << 30; digits.remove_suffix(1); break;
+    default: break;
+  }
+  if (!digits.empty() && digits[0] == '-')
+    throw UsageError(fmt::format("{} must be a non-negative size (bytes, or with a K/M/G suffix), got '{}'", flag, text));
+  size_t v = 0;
+  auto [ptr, ec] = std::from_chars(digits.data(), digits.data() + digits.size(), v);
+  if (ec != std::errc() || ptr != digits.data() + digits.size() || digits.empty())
+    throw UsageError(fmt::format("{} must be a size such as 4096, 64K, 32M or 1G, got '{}'", flag, text));
+  return v * mult;
+}
+
+namespace {
+// "all" gives every choice; otherwise each comma-separated name must parse.
+template <typename T, typename Parse>
+std::vector<T> parse_list(std::string_view text, std::string_view flag, std::string_view what, Parse parse,
+                          const std::vector<T>& all, const std::string& choices) {
+  if (text == "all") return all;
+  std::vector<T> out;
+  for (auto name : split(text)) {
+    auto v = parse(name);
+    if (!v) throw UsageError(fmt::format("unknown {} '{}' for {}; allowed: {}, or all", what, name, flag, choices));
+    out.push_back(*v);
+  }
+  return out;
+}
+}  // namespace
+
+std::vector<DType> parse_dtype_list(std::string_view text, std::string_view flag) {
+  return parse_list<DType>(text, flag, "dtype", parse_dtype, {kAllDTypes.begin(), kAllDTypes.end()},
+                           dtype_choices());
+}
+
+std::vector<RedOp> parse_op_list(std::string_view text, std::string_view flag) {
+  return parse_list<RedOp>(text, flag, "op", parse_op, {kAllOps.begin(), kAllOps.end()}, op_choices());
+}
+
+std::vector<DataClass> parse_data_class_list(std::string_view text, std::string_view flag) {
+  return parse_list<DataClass>(text, flag, "data class", parse_data_class,
+                               {std::begin(kAllDataClasses), std::end(kAllDataClasses)}, data_class_choices());
+}
+
+std::vector<std::string> parse_algo_list(std::string_view text, std::string_view flag) {
+  std::vector<std::string> all;
+  for (const auto& a : algorithms()) all.emplace_back(a.name);
+  auto find = [](std::string_view name) -> std::optional<std::string> {
+    if (!find_algorithm(name)) return std::nullopt;
+    return std::string(name);
+  };
+  return parse_list<std::string>(text, flag, "algorithm", find, all, algorithm_choices());
+}
+
+}  // namespace collcheck

@@ -1,0 +1,34 @@
+// Parsing of user-facing values for the CLI. Every failure throws UsageError
+// with one line that names the flag and the allowed values; main() turns it into
+// exit code 2.
+#pragma once
+
+#include <cstddef>
+#include <stdexcept>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "harness/model/data.h"
+#include "impl/dtype.h"
+#include "impl/semantics.h"
+
+namespace collcheck {
+
+class UsageError : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+// "64M", "1K", "4096", "1G" (powers of 1024, like nccl-tests). Negative or
+// malformed values throw UsageError naming `flag`.
+size_t parse_size(std::string_view text, std::string_view flag);
+// Non-negative integer; throws UsageError naming `flag`.
+size_t parse_count(std::string_view text, std::string_view flag);
+// "all" or a comma-separated list.
+std::vector<DType> parse_dtype_list(std::string_view text, std::string_view flag);
+std::vector<RedOp> parse_op_list(std::string_view text, std::string_view flag);
+std::vector<DataClass> parse_data_class_list(std::string_view text, std::string_view flag);
+std::vector<std::string> parse_algo_list(std::string_view text, std::string_view flag);
+
+}  // namespace collcheck

@@ -1,0 +1,113 @@
+// The collcheck commands, one file each (<name>_command.cc): the flags a
+// command takes (add_*) and what it runs (run_*_command). main.cc parses,
+// starts the world the command asked for, and calls it. What every command
+// shares is here: the --report flag, the exit codes, the seed's parsing.
+#pragma once
+
+#include <CLI/CLI.hpp>
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "harness/cli/cli_util.h"
+#include "harness/report/report.h"
+#include "harness/run/scenario_runner.h"
+#include "harness/run/sweep.h"
+
+namespace collcheck::cli {
+
+inline constexpr int kMaxThreadRanks = 512;
+// Exit code of a run that could not happen here (no GPU for nccl): not a pass.
+inline constexpr int kExitSkipped = 77;
+
+// --report FORMAT=PATH, on every command, repeatable.
+struct ReportFlags {
+  std::vector<std::string> specs;
+  std::vector<ReportRequest> requests;  // parsed from specs (parse_reports)
+};
+void add_report_flag(CLI::App* command, ReportFlags& f);
+// Before the run: every request is a known format and a writable file.
+void parse_reports(ReportFlags& f);
+// After the run, on the root: writes the requested reports. A report that
+// cannot be written is an error (exit 2) unless the verdict already failed.
+int finish_reports(const ReportFlags& f, const Report& r, int code);
+
+// A seed as the user writes it: decimal or 0x hex, non-negative.
+uint64_t parse_seed(const std::string& text, const std::string& flag);
+
+struct SweepFlags {
+  SweepOptions o;
+  std::string b = "1K", e = "256K", d = "float32", op = "sum", algo = "ring", count, data = "mixed";
+  int check = 1;
+  std::string world = "threads";
+  ReportFlags report;
+};
+void add_sweep(CLI::App& app, SweepFlags& f);
+int run_sweep_command(SweepFlags& f, bool ranks_given);
+
+struct VerifyFlags {
+  std::string impl = "ring";
+  std::string against;
+  std::string world = "threads";
+  int mpi_algo = -1;
+  std::string cases = "2000";
+  std::string seed;
+  int max_ranks = -1;  // -1: 64 for threads, the world size for MPI
+  std::string max_count = "4096";
+  std::string large_bytes = "1048576";
+  std::string dtypes = "all";
+  std::string ops = "all";
+  std::string data = "all";
+  double time_budget = 0;
+  double timeout = 10;
+  std::string isolate = "auto";
+  std::string replay;
+  std::string progress = "auto";
+  std::string junit;  // the same as --report junit=PATH
+  std::string sequences = "on";
+  std::string perturb = "on";
+  std::string repeat;
+  ReportFlags report;
+};
+void add_verify(CLI::App& app, VerifyFlags& f);
+int run_verify_command(VerifyFlags& f);
+// Open MPI's coll/tuned allreduce algorithms (4.1), for --mpi-algo.
+inline constexpr const char* kMpiAllreduceAlgos[] = {"default (tuned's decision rules)", "basic_linear", "nonoverlapping",
+                                                     "recursive_doubling", "ring", "segmented_ring", "rabenseifner"};
+// "0 default, 1 basic_linear, ..., 6 rabenseifner": for help and errors.
+std::string mpi_algo_choices();
+
+struct ReplayFlags {
+  std::string world = "threads";
+  std::string file;
+  std::string mode;  // "" = the scenario's
+  std::string dump_dir;
+  ReportFlags report;
+};
+void add_replay(CLI::App& app, ReplayFlags& f);
+int run_replay_command(ReplayFlags& f);
+// A scenario in the world this process runs in: under --world mpi every
+// process is a rank, otherwise the ranks are threads.
+ReplayResult replay_here(const Scenario& s, const ReplayOptions& o);
+
+struct AnalyzeFlags {
+  std::string dir;
+  ReportFlags report;
+};
+void add_analyze(CLI::App& app, AnalyzeFlags& f);
+int run_analyze_command(AnalyzeFlags& f);
+
+struct FaultsFlags {
+  std::string impl = "ring";
+  int ranks = -1;  // -1: 4, or every process in the MPI world
+  std::string mode = "both";
+  std::string world = "threads";
+  size_t random = 0;  // > 0: the detection property, this many random cases
+  std::string seed = "1";
+  ReportFlags report;
+};
+void add_faults(CLI::App& app, FaultsFlags& f);
+int run_faults_command(FaultsFlags& f);
+
+}  // namespace collcheck::cli

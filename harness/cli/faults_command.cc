@@ -1,0 +1,172 @@
+// collcheck faults: every nemesis injected into a small training step (the
+// fault table), or the detection property over random scenarios (--random).
+#include <fmt/format.h>
+
+#include <filesystem>
+
+#include "faults/nemesis.h"
+#include "harness/cli/commands.h"
+#include "harness/report/diagnosis_text.h"
+#include "harness/peers/peer_registry.h"
+#include "harness/world/mpi_world.h"
+#include "impl/algorithm.h"
+#include "properties/detection.h"
+
+namespace collcheck::cli {
+
+void add_faults(CLI::App& app, FaultsFlags& f) {
+  auto* fa = app.add_subcommand("faults", "Inject every nemesis into a small training-step scenario and print fault, "
+                                          "detected, diagnosis and time to diagnosis");
+  fa->add_option("--impl", f.impl, "implementation: " + algorithm_choices() + " or plugin:<path.so>")->capture_default_str();
+  fa->add_option("--ranks", f.ranks, "world size (default: 4 as threads; every process in the MPI world)");
+  fa->add_option("--mode", f.mode, "guarded, unguarded or both")->capture_default_str();
+  fa->add_option("--world", f.world, "threads (the default) or mpi (under mpirun; every process is a rank)")
+      ->capture_default_str();
+  fa->add_option("--random", f.random,
+                 "run the detection property instead: this many random scenarios, each with a random fault");
+  fa->add_option("--seed", f.seed, "seed of --random")->capture_default_str();
+  add_report_flag(fa, f.report);
+}
+
+namespace {
+
+// The detection property as a command: `random` generated clean scenarios
+// with a random fault each, replayed in this world (every MPI rank generates
+// the same cases from the seed), each diagnosis compared with the fault.
+int run_detection_command(FaultsFlags& f, int p, uint64_t seed) {
+  collcheck::MpiWorld* mpi = collcheck::MpiWorld::get();
+  const bool root = !mpi || mpi->rank() == 0;
+  if (root)
+    fmt::print("collcheck faults --random {}: the detection property, {} ranks {}, seed {:#x}\n", f.random, p,
+               mpi ? "as MPI processes" : "as threads", seed);
+  const auto start = Clock::now();
+  Report rep;
+  rep.command = "faults";
+  rep.suite = fmt::format("collcheck faults --random {} ({} ranks)", f.random, p);
+  rep.properties = {{"seed", fmt::format("{:#x}", seed)}, {"world", mpi ? "mpi" : "threads"}};
+  rc::Random base(seed);
+  const auto gen = collcheck::gen_detection_case(p, p);
+  size_t missed = 0;
+  double worst_over = 0;
+  for (size_t i = 0; i < f.random; ++i) {
+    const rc::Random ri = base.split();
+    const collcheck::DetectionCase c = gen(ri, static_cast<int>(i % (rc::kNominalSize + 1))).value();
+    const auto replay = [&](const collcheck::Scenario& s) {
+      return replay_here(s, {});
+    };
+    const collcheck::DetectionOutcome o = collcheck::check_detection(c, replay);
+    if (!root) continue;
+    worst_over = std::max(worst_over, o.seconds - o.limit_s);
+    const std::string fault = c.fault ? c.fault->kind : "none (clean)";
+    ReportCase rc_case{fmt::format("case {}: {} ({})", i + 1, fault, c.guarded ? "guarded" : "unguarded"),
+                       o.ok ? ReportCase::Status::Passed : ReportCase::Status::Failed, o.ok ? "" : o.why, "", o.seconds};
+    if (!o.ok) {
+      for (const auto& d : o.result.diagnoses) rc_case.detail += collcheck::format_diagnosis(d) + "\n";
+      rc_case.detail += "the case as a scenario (replay it with collcheck replay):\n" + collcheck::scenario_to_yaml(c.scenario());
+    }
+    rep.cases.push_back(std::move(rc_case));
+    if (!o.ok) {
+      ++missed;
+      fmt::print("case {}: {} ({}): {}\n", i + 1, fault, c.guarded ? "guarded" : "unguarded", o.why);
+      for (const auto& d : o.result.diagnoses) fmt::print("  {}\n", collcheck::format_diagnosis(d));
+      // The case as a scenario file: `collcheck replay` reruns it.
+      fmt::print("  the case as a scenario (replay it with collcheck replay):\n");
+      std::string yaml = collcheck::scenario_to_yaml(c.scenario());
+      for (size_t a = 0; a < yaml.size();) {
+        const size_t b = std::min(yaml.find('\n', a), yaml.size());
+        fmt::print("    {}\n", std::string_view(yaml).substr(a, b - a));
+        a = b + 1;
+      }
+    }
+  }
+  int code = missed ? 1 : 0;
+  if (root) {
+    fmt::print("{} of {} cases diagnosed as injected (no miss, no false alarm: {}); worst time beyond the limit: "
+               "{:.3f} s\n",
+               f.random - missed, f.random, missed ? "NO" : "yes", worst_over);
+    std::fflush(stdout);
+    rep.seconds = std::chrono::duration<double>(Clock::now() - start).count();
+    code = finish_reports(f.report, rep, code);
+  }
+  return mpi ? mpi->agree_exit_code(code) : code;
+}
+
+}  // namespace
+
+int run_faults_command(FaultsFlags& f) {
+  using collcheck::UsageError;
+  collcheck::MpiWorld* mpi = collcheck::MpiWorld::get();
+  const int ranks = f.ranks == -1 ? (mpi ? mpi->size() : 4) : f.ranks;
+  if (mpi && ranks != mpi->size())
+    throw UsageError(fmt::format("--ranks is {}, but mpirun started {} processes; in the MPI world every process is a "
+                                 "rank", ranks, mpi->size()));
+  if (ranks < 2 || ranks > kMaxThreadRanks)
+    throw UsageError(fmt::format("--ranks must be between 2 and {} for the fault table, got {}", kMaxThreadRanks, ranks));
+  if (f.mode != "both" && f.mode != "guarded" && f.mode != "unguarded")
+    throw UsageError(fmt::format("--mode must be guarded, unguarded or both, got '{}'", f.mode));
+  try {
+    (void)collcheck::make_implementation(f.impl);
+  } catch (const collcheck::ImplementationError& e) {
+    throw UsageError(fmt::format("--impl: {}", e.what()));
+  }
+  if (f.random > 0) {
+    const uint64_t seed = parse_seed(f.seed, "--seed");
+    if (ranks > 8) throw UsageError(fmt::format("--random draws worlds of at most 8 ranks, got {}", ranks));
+    return run_detection_command(f, ranks, seed);
+  }
+  const bool root = !mpi || mpi->rank() == 0;
+  const collcheck::Scenario base = collcheck::fault_table_scenario(ranks, f.impl);
+  const auto start = Clock::now();
+  Report rep;
+  rep.command = "faults";
+  rep.suite = fmt::format("collcheck faults {} ({} ranks)", f.impl, ranks);
+  rep.properties = {{"scenario", base.name}, {"world", mpi ? "mpi" : "threads"},
+                    {"deadline per call (s)", fmt::format("{:.3g}", base.deadline_s)}};
+  if (root) {
+    fmt::print("collcheck faults: impl {}, {} ranks {}, deadline {:.3g} s per call\n", f.impl, ranks,
+               mpi ? "as MPI processes" : "as threads", base.deadline_s);
+    fmt::print("scenario: {}\n\n", base.name);
+    fmt::print("{:<18} {:<10} {:<9} {:>12} {:>9}  {}\n", "fault", "mode", "detected", "diagnosed at", "run took",
+               "diagnosis");
+  }
+  bool all = true;
+  for (const auto& n : collcheck::nemeses()) {
+    for (bool guarded : {true, false}) {
+      if ((f.mode == "guarded" && !guarded) || (f.mode == "unguarded" && guarded)) continue;
+      collcheck::Scenario s = base;
+      s.guarded = guarded;
+      s.faults = {collcheck::fault_table_instance(base, std::string(n.name))};
+      s.expect = n.expected(base, s.faults.front());
+      // Room for the fault's own delays (a slow link over 2(p-1) ring steps), said when it changes the deadline.
+      const double delay = n.call_delay ? n.call_delay(base, s.faults.front()) : 0;
+      if (2 * delay > s.deadline_s) s.deadline_s = 2 * delay;
+      const auto r = replay_here(s, {});
+      if (!r.dump_dir.empty()) std::filesystem::remove_all(r.dump_dir);
+      if (!root) continue;
+      std::string why;
+      const bool ok = collcheck::expectation_holds(*s.expect, r, &why);
+      all = all && ok;
+      const std::string what = r.diagnoses.empty() ? "none" : collcheck::format_diagnosis(r.diagnoses.front());
+      fmt::print("{:<18} {:<10} {:<9} {:>11.3f}s {:>8.3f}s  {}\n", n.name, guarded ? "guarded" : "unguarded",
+                 ok ? "yes" : "NO", r.time_to_diagnosis, r.seconds, what.substr(0, 150));
+      if (!ok) fmt::print("{:<18} {:<10} {}\n", "", "", why);
+      ReportCase row{fmt::format("{} {}", n.name, guarded ? "guarded" : "unguarded"),
+                     ok ? ReportCase::Status::Passed : ReportCase::Status::Failed, ok ? "" : why, what, r.seconds};
+      if (s.deadline_s != base.deadline_s) row.detail += fmt::format("\n(deadline {:.2g} s per call for this fault)", s.deadline_s);
+      rep.cases.push_back(std::move(row));
+      if (s.deadline_s != base.deadline_s)
+        fmt::print("{:<18} {:<10} (deadline {:.2g} s per call for this fault: its own delays need it)\n", "", "",
+                   s.deadline_s);
+    }
+  }
+  int code = all ? 0 : 1;
+  if (root) {
+    fmt::print("\n{}\n", all ? "every fault detected and named" : "SOME FAULTS WERE NOT DIAGNOSED AS INJECTED");
+    std::fflush(stdout);
+    rep.seconds = std::chrono::duration<double>(Clock::now() - start).count();
+    code = finish_reports(f.report, rep, code);
+  }
+  return mpi ? mpi->agree_exit_code(code) : code;  // every rank exits with rank 0's verdict
+}
+
+}  // namespace collcheck::cli

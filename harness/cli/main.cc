@@ -1,0 +1,127 @@
+// The collcheck command line: parses, starts the world the command asked
+// for, and runs the command (one file each: harness/cli/<name>_command.cc).
+#include <CLI/CLI.hpp>
+#include <fmt/format.h>
+
+#include <sys/resource.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <string>
+
+#include "harness/cli/commands.h"
+#include "harness/peers/peer_registry.h"
+#include "harness/world/crash_handler.h"
+#include "harness/world/mpi_world.h"
+
+using namespace collcheck::cli;
+using collcheck::UsageError;
+
+int main(int argc, char** argv) {
+  // Gloo's worlds hold p(p-1) sockets each: use the open-file limit the
+  // system allows (the soft limit is often 1024 of a much larger hard one).
+  if (rlimit lim{}; getrlimit(RLIMIT_NOFILE, &lim) == 0 && lim.rlim_cur < lim.rlim_max) {
+    lim.rlim_cur = lim.rlim_max;
+    setrlimit(RLIMIT_NOFILE, &lim);
+  }
+  CLI::App app{"collcheck: a verification and fault-injection harness for All-Reduce"};
+  app.require_subcommand(0, 1);
+  bool version = false;
+  app.add_flag("--version", version, "print the version and the collective libraries compiled in");
+
+  SweepFlags sweep;
+  add_sweep(app, sweep);
+  VerifyFlags verify;
+  add_verify(app, verify);
+  ReplayFlags replay;
+  add_replay(app, replay);
+  FaultsFlags faults;
+  add_faults(app, faults);
+  AnalyzeFlags analyze;
+  add_analyze(app, analyze);
+
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::CallForHelp& ex) {
+    return app.exit(ex);
+  } catch (const CLI::CallForAllHelp& ex) {
+    return app.exit(ex);
+  } catch (const CLI::ParseError& ex) {
+    std::fprintf(stderr, "collcheck: error: %s (see --help)\n", ex.what());
+    return 2;
+  }
+
+  if (version) {
+    fmt::print("collcheck {}\n", COLLCHECK_VERSION);
+    fmt::print("implementations:\n");
+    for (const auto& k : collcheck::peer_kinds()) fmt::print("  {:<21}{}\n", k.spec, k.describe());
+    return 0;
+  }
+
+  // The MPI world starts before anything else runs; every process parsed the
+  // same command line, so they all reach here, or all failed above alike.
+  const bool sweep_ranks_given = app.get_subcommand("sweep")->count("--ranks") > 0;
+  const bool mpi_world = (app.got_subcommand("sweep") && sweep.world == "mpi") ||
+                         (app.got_subcommand("verify") && verify.world == "mpi") ||
+                         (app.got_subcommand("replay") && replay.world == "mpi") ||
+                         (app.got_subcommand("faults") && faults.world == "mpi");
+  for (const std::string* w : {&sweep.world, &verify.world, &replay.world, &faults.world})
+    if (*w != "threads" && *w != "mpi") {
+      std::fprintf(stderr, "collcheck: error: --world must be threads or mpi, got '%s'\n", w->c_str());
+      return 2;
+    }
+  if (app.got_subcommand("verify") && verify.mpi_algo != -1 &&
+      (verify.mpi_algo < 0 || verify.mpi_algo >= static_cast<int>(std::size(kMpiAllreduceAlgos)))) {
+    fmt::print(stderr, "collcheck: error: --mpi-algo must be 0..{} ({}), got {}\n", std::size(kMpiAllreduceAlgos) - 1,
+               mpi_algo_choices(), verify.mpi_algo);
+    return 2;
+  }
+  if (mpi_world) {
+    if (verify.mpi_algo >= 0) {
+      // Both, or coll/tuned silently ignores the choice.
+      ::setenv("OMPI_MCA_coll_tuned_use_dynamic_rules", "1", 1);
+      ::setenv("OMPI_MCA_coll_tuned_allreduce_algorithm", std::to_string(verify.mpi_algo).c_str(), 1);
+    }
+    try {
+      collcheck::MpiWorld::init(&argc, &argv);
+    } catch (const std::exception& ex) {
+      std::fprintf(stderr, "collcheck: error: --world mpi: %s\n", ex.what());
+      return 2;
+    }
+  } else if (const char* n = std::getenv("OMPI_COMM_WORLD_SIZE"); n && std::atoi(n) > 1) {
+    std::fprintf(stderr, "collcheck: warning: started by mpirun with %s processes but without --world mpi: each "
+                         "process runs its own thread world\n", n);
+  }
+  collcheck::install_crash_handler();
+  if (auto* w = collcheck::MpiWorld::get()) {
+    collcheck::set_crash_identity(fmt::format("rank {} of {} (pid {} on {})", w->rank(), w->size(), ::getpid(), w->host()));
+    collcheck::set_crash_process_rank(w->rank());
+  } else {
+    collcheck::set_crash_identity(fmt::format("collcheck (pid {})", ::getpid()));
+  }
+  const int code = [&]() -> int {
+
+  try {
+    for (ReportFlags* r : {&sweep.report, &verify.report, &replay.report, &faults.report, &analyze.report})
+      parse_reports(*r);  // before the run: a report that cannot be written is bad input
+    if (app.got_subcommand("sweep")) return run_sweep_command(sweep, sweep_ranks_given);
+    if (app.got_subcommand("verify")) return run_verify_command(verify);
+    if (app.got_subcommand("replay")) return run_replay_command(replay);
+    if (app.got_subcommand("analyze")) return run_analyze_command(analyze);
+    if (app.got_subcommand("faults")) return run_faults_command(faults);
+    std::fprintf(stderr, "collcheck: error: no subcommand given; allowed: verify, replay, analyze, faults, sweep (see --help)\n");
+    return 2;
+  } catch (const UsageError& ex) {
+    // In the MPI world every rank finds the same error; rank 0 says it.
+    if (!collcheck::MpiWorld::get() || collcheck::MpiWorld::get()->rank() == 0)
+      std::fprintf(stderr, "collcheck: error: %s\n", ex.what());
+    return 2;
+  } catch (const std::bad_alloc&) {
+    std::fprintf(stderr, "collcheck: error: out of memory for the requested sizes and --ranks\n");
+    return 2;
+  }
+  }();
+  if (mpi_world) collcheck::MpiWorld::get()->finalize();
+  return code;
+}

@@ -1,0 +1,136 @@
+// collcheck replay and collcheck analyze: a scenario file run to its
+// diagnosis, and the diagnosis of flight-recorder dumps alone.
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include "harness/cli/commands.h"
+#include "harness/report/diagnosis_text.h"
+#include "harness/run/scenario_runner.h"
+#include "harness/world/mpi_world.h"
+
+namespace collcheck::cli {
+
+void add_replay(CLI::App& app, ReplayFlags& f) {
+  auto* r = app.add_subcommand("replay", "Run a scenario file (YAML or JSON): print the diagnosis and a per-rank "
+                                         "timeline; exit 0 when its expectation holds");
+  r->add_option("file", f.file, "scenario file (see examples/bugs/)")->required();
+  r->add_option("--mode", f.mode, "guarded or unguarded (default: the scenario's mode)");
+  r->add_option("--world", f.world, "threads (the default) or mpi (one rank per process, under mpirun -np <ranks>)")
+      ->capture_default_str();
+  r->add_option("--dump-dir", f.dump_dir, "where each rank's flight-recorder dump goes (unguarded mode always "
+                                          "dumps, to a temporary directory by default)");
+  add_report_flag(r, f.report);
+}
+
+collcheck::ReplayResult replay_here(const collcheck::Scenario& s, const collcheck::ReplayOptions& o) {
+  if (auto* mpi = collcheck::MpiWorld::get()) return collcheck::replay_scenario(s, o, *mpi);
+  return collcheck::replay_scenario(s, o);
+}
+
+void print_replay(const collcheck::Scenario& s, const collcheck::ReplayResult& r) {
+  std::string faults;
+  for (const auto& f : s.faults) faults += (faults.empty() ? "" : ", ") + f.kind;
+  fmt::print("collcheck replay: {} ({})\n", s.file, s.name);
+  fmt::print("  {} ranks {}, impl {}, deadline {} s per call, {} mode; faults: {}\n", s.ranks,
+             collcheck::MpiWorld::get() ? "as MPI processes" : "as threads", s.impl, s.deadline_s,
+             r.guarded ? "guarded" : "unguarded", faults.empty() ? "none" : faults);
+  if (!r.dump_dir.empty()) fmt::print("  flight-recorder dumps: {} (collcheck analyze {})\n", r.dump_dir, r.dump_dir);
+  if (r.diagnoses.empty()) {
+    fmt::print("diagnosis: none (clean run, {} results checked against the oracle)\n", r.results_checked);
+  } else {
+    fmt::print("diagnosis ({:.3f} s after the start{}):\n", r.time_to_diagnosis,
+               r.first_failure >= 0 && !r.guarded
+                   ? fmt::format("; the first call failed at {:.3f} s", r.first_failure)
+                   : "");
+    for (const auto& d : r.diagnoses) fmt::print("  {}\n", collcheck::format_diagnosis(d));
+  }
+  fmt::print("{}", collcheck::format_timeline(r.dumps));
+}
+
+int run_replay_command(ReplayFlags& f) {
+  collcheck::Scenario s;
+  try {
+    s = collcheck::load_scenario(f.file);
+  } catch (const collcheck::ScenarioError& e) {
+    throw collcheck::UsageError(e.what());
+  }
+  collcheck::ReplayOptions o;
+  if (!f.mode.empty()) {
+    if (f.mode != "guarded" && f.mode != "unguarded")
+      throw collcheck::UsageError(fmt::format("--mode must be guarded or unguarded, got '{}'", f.mode));
+    o.guarded = f.mode == "guarded";
+  }
+  o.dump_dir = f.dump_dir;
+  if (s.expect && s.expect->diagnosis != "none" && !collcheck::parse_diagnosis(s.expect->diagnosis))
+    throw collcheck::UsageError(fmt::format("{}: expect.diagnosis: unknown diagnosis '{}'; allowed: {}", s.file,
+                                            s.expect->diagnosis, collcheck::diagnosis_choices()));
+  collcheck::ReplayResult r;
+  collcheck::MpiWorld* mpi = collcheck::MpiWorld::get();
+  try {
+    r = replay_here(s, o);
+  } catch (const collcheck::ScenarioError& e) {
+    throw collcheck::UsageError(e.what());
+  }
+  if (mpi && mpi->rank() != 0) return mpi->agree_exit_code(1);  // rank 0 judges; its code wins
+  print_replay(s, r);
+  const collcheck::ExpectSpec none{"none", {}, {}, {}, {}};
+  const collcheck::ExpectSpec& e = s.expect ? *s.expect : none;
+  std::string why;
+  const bool ok = collcheck::expectation_holds(e, r, &why);
+  fmt::print("expected: {}{}{}{} -> {}\n", e.diagnosis,
+             e.ranks.empty() ? "" : fmt::format(" ranks [{}]", fmt::join(e.ranks, ", ")),
+             e.seq ? fmt::format(" call #{}", *e.seq) : "",
+             e.edge ? fmt::format(" edge {} -> {}", e.edge->first, e.edge->second) : "",
+             ok ? "holds" : "DOES NOT HOLD: " + why);
+  std::fflush(stdout);
+  Report rep;
+  rep.command = "replay";
+  rep.suite = fmt::format("collcheck replay {}", s.file);
+  rep.properties = {{"scenario", s.name}, {"mode", r.guarded ? "guarded" : "unguarded"},
+                    {"world", mpi ? "mpi" : "threads"}, {"ranks", std::to_string(s.ranks)}};
+  rep.seconds = r.seconds;
+  ReportCase c{fmt::format("expected: {}", e.diagnosis), ok ? ReportCase::Status::Passed : ReportCase::Status::Failed,
+               ok ? "" : why, "", r.seconds};
+  for (const auto& d : r.diagnoses) c.detail += collcheck::format_diagnosis(d) + "\n";
+  if (r.diagnoses.empty()) c.detail = "diagnosis: none\n";
+  rep.cases.push_back(std::move(c));
+  const int code = finish_reports(f.report, rep, ok ? 0 : 1);
+  return mpi ? mpi->agree_exit_code(code) : code;
+}
+
+void add_analyze(CLI::App& app, AnalyzeFlags& f) {
+  auto* an = app.add_subcommand("analyze", "Diagnose from the per-rank flight-recorder dumps alone "
+                                            "(rank-*.json in a directory)");
+  an->add_option("dir", f.dir, "directory with rank-<r>.json files")->required();
+  add_report_flag(an, f.report);
+}
+
+int run_analyze_command(AnalyzeFlags& f) {
+  const std::string& dir = f.dir;
+  std::vector<collcheck::RankDump> dumps;
+  try {
+    dumps = collcheck::load_dumps(dir);
+  } catch (const std::runtime_error& e) {
+    throw collcheck::UsageError(e.what());
+  }
+  collcheck::AnalysisOptions ao;
+  ao.run_finished = true;
+  for (const auto& d : dumps) ao.run_finished = ao.run_finished && d.reason == "end of run";
+  const auto found = collcheck::analyze(dumps, ao);
+  fmt::print("collcheck analyze: {} ranks from {} (dumped on: {})\n", dumps.size(), dir, dumps.front().reason);
+  if (found.empty()) fmt::print("diagnosis: none\n");
+  for (const auto& d : found) fmt::print("  {}\n", collcheck::format_diagnosis(d));
+  fmt::print("{}", collcheck::format_timeline(dumps));
+  std::fflush(stdout);
+  Report rep;
+  rep.command = "analyze";
+  rep.suite = fmt::format("collcheck analyze {}", dir);
+  rep.properties = {{"ranks", std::to_string(dumps.size())}, {"dumped on", dumps.front().reason}};
+  ReportCase c{"no diagnosis", found.empty() ? ReportCase::Status::Passed : ReportCase::Status::Failed,
+               found.empty() ? "" : std::string(collcheck::diagnosis_name(found.front().kind)), "", 0};
+  for (const auto& d : found) c.detail += collcheck::format_diagnosis(d) + "\n";
+  rep.cases.push_back(std::move(c));
+  return finish_reports(f.report, rep, found.empty() ? 0 : 1);
+}
+
+}  // namespace collcheck::cli

@@ -1,0 +1,105 @@
+// collcheck sweep: the nccl-tests style table of sizes x dtypes x ops x algorithms.
+#include <fmt/format.h>
+
+#include <tuple>
+
+#include "harness/cli/commands.h"
+#include "harness/world/mpi_world.h"
+#include "impl/algorithm.h"
+
+namespace collcheck::cli {
+
+void add_sweep(CLI::App& app, SweepFlags& f) {
+  SweepOptions& o = f.o;
+  auto [b, e, d, op, algo, count, data] = std::tie(f.b, f.e, f.d, f.op, f.algo, f.count, f.data);
+  int& check = f.check;
+  auto* s = app.add_subcommand("sweep", "Time and check all-reduce over sizes x dtypes x ops x algorithms "
+                                        "(nccl-tests style table)");
+  s->add_option("-b,--minbytes", b, "smallest size in bytes (K/M/G suffixes)")->capture_default_str();
+  s->add_option("-e,--maxbytes", e, "largest size in bytes (K/M/G suffixes)")->capture_default_str();
+  s->add_option("-f,--stepfactor", o.factor, "multiply the size by this factor each step")->capture_default_str();
+  s->add_option("-N,--count", count, "run exactly this many elements instead of -b/-e");
+  s->add_option("-d,--datatype", d, "dtype, comma list, or all")->capture_default_str();
+  s->add_option("-o,--op", op, "sum, prod, max, min, avg, premulsum, comma list, or all")->capture_default_str();
+  s->add_option("-n,--iters", o.iters, "timed iterations per row")->capture_default_str();
+  s->add_option("-w,--warmup_iters", o.warmup, "untimed iterations before timing")->capture_default_str();
+  s->add_option("-c,--check", check, "check results against the oracle (0 or 1)")->capture_default_str();
+  s->add_option("--ranks", o.ranks, "world size (ranks as threads)")->capture_default_str();
+  s->add_option("--algo", algo, algorithm_choices() + ", comma list, or all")->capture_default_str();
+  s->add_flag("--inplace", o.inplace, "in-place calls (send buffer == recv buffer)");
+  s->add_option("--seed", o.seed, "seed of the input data")->capture_default_str();
+  s->add_option("--data", data, "input data: exact, random, mixed, extreme, special or wrap")->capture_default_str();
+  s->add_option("--scalar", o.scalar, "pre-multiplier of premulsum, converted to the element type")
+      ->capture_default_str();
+  s->add_flag("--no-memcpy-peer", [&o](int64_t) { o.memcpy_peer = false; },
+              "skip the memcpy bandwidth peer printed after the table");
+  s->add_option("--world", f.world, "threads (the default) or mpi (under mpirun; every process is a rank)")
+      ->capture_default_str();
+  add_report_flag(s, f.report);
+}
+
+int run_sweep_command(SweepFlags& f, bool ranks_given) {
+  SweepOptions& sweep = f.o;
+  sweep.min_bytes = parse_size(f.b, "-b/--minbytes");
+  sweep.max_bytes = parse_size(f.e, "-e/--maxbytes");
+  if (!f.count.empty()) sweep.count = parse_count(f.count, "-N/--count");
+  if (sweep.min_bytes > sweep.max_bytes)
+    throw UsageError(fmt::format("-b/--minbytes ({}) must not exceed -e/--maxbytes ({})", sweep.min_bytes,
+                                 sweep.max_bytes));
+  if (!(sweep.factor > 1.0)) throw UsageError(fmt::format("-f/--stepfactor must be > 1, got {}", sweep.factor));
+  sweep.dtypes = parse_dtype_list(f.d, "-d/--datatype");
+  sweep.ops = parse_op_list(f.op, "-o/--op");
+  sweep.algos = parse_algo_list(f.algo, "--algo");
+  MpiWorld* w = MpiWorld::get();
+  if (w) {
+    if (ranks_given && sweep.ranks != w->size())
+      throw UsageError(fmt::format("--ranks is {}, but mpirun started {} processes; in the MPI world every process "
+                                   "is a rank", sweep.ranks, w->size()));
+    sweep.ranks = w->size();
+  }
+  if (sweep.ranks < 1 || sweep.ranks > kMaxThreadRanks)
+    throw UsageError(fmt::format("--ranks must be between 1 and {} for the thread world, got {}", kMaxThreadRanks,
+                                 sweep.ranks));
+  if (sweep.iters < 1) throw UsageError(fmt::format("-n/--iters must be >= 1, got {}", sweep.iters));
+  if (sweep.warmup < 0) throw UsageError(fmt::format("-w/--warmup_iters must be >= 0, got {}", sweep.warmup));
+  if (f.check != 0 && f.check != 1) throw UsageError(fmt::format("-c/--check must be 0 or 1, got {}", f.check));
+  sweep.check = f.check == 1;
+  auto dc = parse_data_class(f.data);
+  if (!dc) throw UsageError(fmt::format("unknown --data '{}'; allowed: {}", f.data, data_class_choices()));
+  sweep.data = *dc;
+  const auto start = Clock::now();
+  const SweepResult result = run_sweep(sweep, stdout);
+  int code = result.exit_code();
+  if (!w || w->root()) {
+    // One verdict per row: its results against the oracle (with -c 1).
+    Report rep;
+    rep.command = "sweep";
+    rep.suite = fmt::format("collcheck sweep {} ranks", sweep.ranks);
+    rep.properties = {{"seed", std::to_string(sweep.seed)}, {"data", std::string(data_class_name(sweep.data))},
+                      {"placement", sweep.inplace ? "in-place" : "out-of-place"}};
+    for (const auto& row : result.rows) {
+      ReportCase c;
+      c.name = fmt::format("{} {} {} {} B", row.algo, dtype_name(row.dtype), op_name(row.op), row.bytes);
+      c.seconds = row.time_us / 1e6;
+      c.detail = fmt::format("count {}, time {:.1f} us, algbw {:.3f} GB/s, busbw {:.3f} GB/s, #wrong {}, maxerr {:.3g}",
+                             row.count, row.time_us, row.algbw, row.busbw, row.wrong, row.max_err_units);
+      if (!sweep.check) {
+        c.status = ReportCase::Status::Skipped;
+        c.message = "not checked (-c 0)";
+      } else if (row.wrong > 0 || !row.error.empty()) {
+        c.status = ReportCase::Status::Failed;
+        c.message = fmt::format("{} wrong: {}", row.wrong, row.error);
+      }
+      rep.cases.push_back(std::move(c));
+    }
+    rep.seconds = std::chrono::duration<double>(Clock::now() - start).count();
+    code = finish_reports(f.report, rep, code);
+  }
+  if (w) {  // every rank exits with rank 0's verdict
+    std::fflush(stdout);
+    code = w->agree_exit_code(code);
+  }
+  return code;
+}
+
+}  // namespace collcheck::cli

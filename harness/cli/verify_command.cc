@@ -1,0 +1,277 @@
+// collcheck verify: property-based verification of an implementation.
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cctype>
+#include <fstream>
+#include <map>
+#include <random>
+#include <sstream>
+#include <tuple>
+
+#include "harness/cli/commands.h"
+#include "harness/peers/mpi_impl.h"
+#include "harness/peers/peer_registry.h"
+#include "harness/world/mpi_world.h"
+#include "properties/mpi_executor.h"
+#include "properties/verify.h"
+
+namespace collcheck::cli {
+
+void add_verify(CLI::App& app, VerifyFlags& f) {
+  auto* v = app.add_subcommand("verify", "Property-based verification of an all-reduce implementation: random "
+                                         "cases, shrinking, a replayable minimal counterexample");
+  v->add_option("--impl", f.impl,
+                "implementation under test: " + collcheck::implementation_specs())
+      ->capture_default_str();
+  v->add_option("--against", f.against,
+                "peers to compare with, comma list of the same names (default: the other reference algorithms)");
+  v->add_option("--world", f.world, "threads (ranks as threads, the default) or mpi (one rank per process, under "
+                                    "mpirun)")
+      ->capture_default_str();
+  v->add_option("--mpi-algo", f.mpi_algo,
+                "Open MPI coll/tuned allreduce algorithm for mpi: " + mpi_algo_choices());
+  v->add_option("--cases", f.cases, "number of random cases")->capture_default_str();
+  v->add_option("--seed", f.seed, "seed of the case generator (default: random, printed)");
+  v->add_option("--max-ranks", f.max_ranks,
+                "largest world size generated; most cases stay at p <= 8, 15 % reach 9 to 16 and 3 % beyond (default: 64 for "
+                "threads, every process for mpi)");
+  v->add_option("--max-count", f.max_count, "largest element count generated, except the large counts")
+      ->capture_default_str();
+  v->add_option("--large-bytes", f.large_bytes,
+                "one case in 100 draws a count near a power-of-two byte size from 64 KiB up to this, +-1 element "
+                "(0: never)")
+      ->capture_default_str();
+  v->add_option("--dtypes", f.dtypes, "dtypes to draw from: comma list or all")->capture_default_str();
+  v->add_option("--ops", f.ops, "ops to draw from: comma list or all")->capture_default_str();
+  v->add_option("--data", f.data, "input distributions: exact, random, extreme, special, wrap, comma list or all")
+      ->capture_default_str();
+  v->add_option("--time-budget", f.time_budget, "stop drawing cases after this many seconds (0: no limit)")
+      ->capture_default_str();
+  v->add_option("--timeout", f.timeout, "deadline of each all-reduce call, in seconds")->capture_default_str();
+  v->add_option("--isolate", f.isolate,
+                "run cases in a child process so a crash or hang is diagnosed: auto (plugins), on, off")
+      ->capture_default_str();
+  v->add_option("--replay", f.replay,
+                "run exactly the case of this replay token (printed by a failing run), or @FILE for a token in a file");
+  v->add_option("--junit", f.junit, "also write the result as JUnit XML to this file (one testcase per property)");
+  v->add_option("--progress", f.progress, "progress line on stderr: auto (when a terminal), on, off")
+      ->capture_default_str();
+  v->add_option("--sequences", f.sequences,
+                "on: one case in six (p <= 16) is 2 to 4 calls on one communicator, varied one field at a time, "
+                "sync and async; off: every case is one call")
+      ->capture_default_str();
+  v->add_option("--perturb", f.perturb,
+                "on: one case in ten (2 <= p <= 16) runs the implementation's transfers with seeded, bounded "
+                "random delays; off: never")
+      ->capture_default_str();
+  v->add_option("--repeat", f.repeat,
+                "replays of a minimal failing case, to tell a steady failure from a flaky one (fails k of N; "
+                "default 20); with --replay: runs of the case, failing if any run fails (default 1)");
+  add_report_flag(v, f.report);
+}
+
+int run_verify_command(VerifyFlags& f) {
+  using collcheck::UsageError;
+  collcheck::VerifyOptions o;
+  o.impl_spec = f.impl;
+  o.cases = collcheck::parse_count(f.cases, "--cases");
+  if (o.cases == 0) throw UsageError("--cases must be >= 1, got 0");
+  o.seed = f.seed.empty() ? (static_cast<uint64_t>(std::random_device{}()) << 32) ^ std::random_device{}()
+                         : parse_seed(f.seed, "--seed");
+  collcheck::MpiWorld* mpi = collcheck::MpiWorld::get();
+  const auto kind = mpi ? collcheck::WorldKind::Mpi : collcheck::WorldKind::Threads;
+  const int limit = mpi ? mpi->size() : kMaxThreadRanks;
+  const int max_ranks = f.max_ranks == -1 ? (mpi ? mpi->size() : 64) : f.max_ranks;
+  if (max_ranks < 1 || max_ranks > limit)
+    throw UsageError(fmt::format("--max-ranks must be between 1 and {} for {}, got {}", limit,
+                                 mpi ? "this MPI world (its process count)" : "the thread world", max_ranks));
+  o.space.max_ranks = max_ranks;
+  o.space.max_count = collcheck::parse_count(f.max_count, "--max-count");
+  if (o.space.max_count > (size_t{1} << 24))
+    throw UsageError(fmt::format("--max-count must be at most 16777216 (use sweep for large buffers), got {}",
+                                 o.space.max_count));
+  o.space.large_bytes = collcheck::parse_count(f.large_bytes, "--large-bytes");
+  if (o.space.large_bytes > (size_t{1} << 28))
+    throw UsageError(fmt::format("--large-bytes must be at most 268435456 (256 MiB), got {}", o.space.large_bytes));
+  o.space.dtypes = collcheck::parse_dtype_list(f.dtypes, "--dtypes");
+  o.space.ops = collcheck::parse_op_list(f.ops, "--ops");
+  if (f.data != "all") {
+    for (auto c : collcheck::parse_data_class_list(f.data, "--data")) {
+      if (c == collcheck::DataClass::Mixed) throw UsageError("--data mixed is for sweep; allowed here: exact, random, extreme, special, wrap, or all");
+      o.space.data.push_back(c);
+    }
+  }
+  if (!(f.time_budget >= 0)) throw UsageError(fmt::format("--time-budget must be >= 0 seconds, got {}", f.time_budget));
+  o.time_budget_s = f.time_budget;
+  if (!(f.timeout > 0) || f.timeout > 86400)
+    throw UsageError(fmt::format("--timeout must be in (0, 86400] seconds, got {}", f.timeout));
+  if (f.isolate != "auto" && f.isolate != "on" && f.isolate != "off")
+    throw UsageError(fmt::format("--isolate must be auto, on or off, got '{}'", f.isolate));
+  if (f.progress != "auto" && f.progress != "on" && f.progress != "off")
+    throw UsageError(fmt::format("--progress must be auto, on or off, got '{}'", f.progress));
+  o.progress = f.progress == "on" || (f.progress == "auto" && ::isatty(STDERR_FILENO));
+  for (const auto& [flag, value, into] : {std::tuple{"--sequences", &f.sequences, &o.space.sequences},
+                                          std::tuple{"--perturb", &f.perturb, &o.space.perturb}}) {
+    if (*value != "on" && *value != "off") throw UsageError(fmt::format("{} must be on or off, got '{}'", flag, *value));
+    *into = *value == "on";
+  }
+  if (!f.repeat.empty()) {
+    o.repeat = collcheck::parse_count(f.repeat, "--repeat");
+    if (o.repeat < 1 || o.repeat > 100000)
+      throw UsageError(fmt::format("--repeat must be in 1..100000, got {}", o.repeat));
+  }
+  if (!f.replay.empty()) {
+    std::string token = f.replay;
+    if (token[0] == '@') {  // a token too long for the command line, in a file
+      std::ifstream in(token.substr(1));
+      if (!in) throw UsageError(fmt::format("--replay: cannot read token file '{}': {}", token.substr(1), std::strerror(errno)));
+      std::ostringstream ss;
+      ss << in.rdbuf();
+      token = ss.str();
+      while (!token.empty() && std::isspace(static_cast<unsigned char>(token.back()))) token.pop_back();
+    }
+    try {
+      o.replay = collcheck::decode_case(token);
+    } catch (const std::invalid_argument& e) {
+      throw UsageError(fmt::format("--replay: {}", e.what()));
+    }
+  }
+
+  if (!f.junit.empty()) {  // --junit PATH is --report junit=PATH; fail before the run, not after it
+    try {
+      check_report_path(f.junit, "--junit");
+    } catch (const std::invalid_argument& e) {
+      throw UsageError(e.what());
+    }
+    f.report.requests.push_back({"junit", f.junit});
+  }
+  collcheck::ImplPtr impl;
+  try {
+    impl = collcheck::make_implementation(f.impl);
+  } catch (const collcheck::ImplementationError& e) {
+    throw UsageError(fmt::format("--impl: {}", e.what()));
+  }
+  collcheck::RunConfig cfg;
+  cfg.impl = impl;
+  try {
+    cfg.peers = f.against.empty() ? collcheck::default_peers(*impl) : collcheck::make_implementations(f.against);
+  } catch (const collcheck::ImplementationError& e) {
+    throw UsageError(fmt::format("--against: {}", e.what()));
+  }
+  o.against = f.against;
+  cfg.timeout = std::chrono::milliseconds(static_cast<long long>(f.timeout * 1000));
+  const bool root = !mpi || mpi->rank() == 0;
+  auto say = [&](const std::string& line) {
+    if (root) fmt::print("{}\n", line);
+  };
+
+  // Every implementation must run in this world and on this machine (a GPU
+  // library needs its GPUs; without them the run is skipped, exit 77, never a
+  // pass), and fit the ranks asked for.
+  std::vector<std::pair<std::string, collcheck::ImplPtr>> all{{"--impl", impl}};
+  for (const auto& p : cfg.peers) all.emplace_back("--against", p);
+  for (const auto& [flag, x] : all)
+    if (auto why = x->no_fork(); why && f.isolate == "on")
+      throw UsageError(fmt::format("--isolate on cannot be used with {}: {}", x->name(), *why));
+  for (const auto& [flag, x] : all) {
+    if (auto why = x->unavailable()) {
+      say(fmt::format("collcheck verify: SKIPPED (not a pass): {} {} cannot run here: {}", flag, x->name(), *why));
+      return kExitSkipped;
+    }
+  }
+  for (const auto& [flag, x] : all) {
+    if (auto why = x->unsupported_world(kind)) throw UsageError(fmt::format("{} {}: {}", flag, x->name(), *why));
+    try {
+      x->fit_world(kind, o.space.max_ranks, say);
+    } catch (const collcheck::ImplementationError& e) {
+      throw UsageError(e.what());
+    }
+  }
+  // Gloo's float16 sums and products are checked against Gloo's own (buggy)
+  // step over every order (finding gloo-f16-assign), which is exact only up to
+  // p = 8: by default Gloo worlds stay there.
+  bool uses_gloo = false;
+  for (const auto& [flag, x] : all) uses_gloo |= x->name().rfind("gloo:", 0) == 0;
+  if (uses_gloo && f.max_ranks == -1 && o.space.max_ranks > 8) {
+    say("note: gloo: p <= 8 by default, where its float16 finding (gloo-f16-assign) is checked exactly over every "
+        "reduction order; --max-ranks goes higher, and a float16 sum or product hit above p = 8 is then reported");
+    o.space.max_ranks = 8;
+  }
+  if (f.mpi_algo >= 0) {
+    bool uses_mpi = false;
+    for (const auto& [flag, x] : all) uses_mpi |= x->name() == "mpi";
+    if (!uses_mpi) throw UsageError("--mpi-algo applies to MPI_Allreduce: use it with --impl mpi or --against mpi");
+    say(fmt::format("MPI_Allreduce algorithm asked for: {} ({}) via coll_tuned_use_dynamic_rules=1 "
+                    "coll_tuned_allreduce_algorithm={}",
+                    f.mpi_algo, kMpiAllreduceAlgos[f.mpi_algo], f.mpi_algo));
+  }
+
+  // Draw only what every implementation can reduce; say what is left out, and why.
+  std::map<std::string, std::vector<std::string>> skipped;  // reason -> "dtype/op"
+  for (auto t : o.space.dtypes)
+    for (auto op : o.space.ops)
+      for (const auto& [flag, x] : all)
+        if (auto why = x->unsupported(t, op)) {
+          o.space.excluded.emplace_back(t, op);
+          skipped[fmt::format("{}: {}", x->name(), *why)].push_back(
+              fmt::format("{}/{}", collcheck::dtype_name(t), collcheck::op_name(op)));
+          break;
+        }
+  std::erase_if(o.space.dtypes, [&](collcheck::DType t) {
+    for (auto op : o.space.ops)
+      if (std::find(o.space.excluded.begin(), o.space.excluded.end(), std::pair{t, op}) == o.space.excluded.end())
+        return false;
+    return true;
+  });
+  std::erase_if(o.space.ops, [&](collcheck::RedOp op) {
+    for (auto t : o.space.dtypes)
+      if (std::find(o.space.excluded.begin(), o.space.excluded.end(), std::pair{t, op}) == o.space.excluded.end())
+        return false;
+    return true;
+  });
+  for (const auto& [why, pairs] : skipped)
+    say(fmt::format("skipped {} dtype/op pair(s), {}: {}", pairs.size(), why, fmt::join(pairs, " ")));
+  if (o.space.dtypes.empty() || o.space.ops.empty())
+    throw UsageError("nothing left to verify: every dtype/op pair asked for is unsupported (see the lines above)");
+  if (o.replay) {
+    for (const auto& [flag, x] : all)
+      if (auto why = x->unsupported(o.replay->dtype, o.replay->op))
+        throw UsageError(fmt::format("--replay: {} cannot run this case: {}", x->name(), *why));
+    if (o.replay->p > (mpi ? mpi->size() : kMaxThreadRanks))
+      throw UsageError(fmt::format("--replay: the case has {} ranks and this world has {}", o.replay->p,
+                                   mpi ? mpi->size() : kMaxThreadRanks));
+  }
+
+  if (mpi) {
+    o.launcher = fmt::format("mpirun -np {} ", mpi->size());
+    o.world_flags = " --world mpi";
+    o.world_desc = fmt::format("MPI world of {} processes ({})", mpi->size(), collcheck::mpi_library_version());
+    if (f.mpi_algo >= 0) o.world_flags += fmt::format(" --mpi-algo {}", f.mpi_algo);
+    if (f.isolate == "on") throw UsageError("--isolate on is for the thread world; in the MPI world each rank is a process already");
+    if (mpi->rank() != 0) return collcheck::serve_mpi_cases(*mpi, cfg);
+    collcheck::MpiCaseExecutor exec(*mpi, cfg);
+    collcheck::VerifyResult result;
+    try {
+      result = collcheck::run_verify(o, exec, stdout);
+    } catch (const collcheck::MpiWorldLost& lost) {
+      std::fflush(stdout);
+      // Which case: the last one the executor ran.
+      collcheck::report_unshrunk_failure(o, exec.last_case(), lost.outcome.failure, stdout);
+      mpi->abort(1);
+    }
+    std::fflush(stdout);
+    const int code = finish_reports(f.report, collcheck::verify_report(o, result), result.exit_code());
+    exec.stop(code);
+    return code;
+  }
+  const bool isolate = f.isolate == "on" || (f.isolate == "auto" && impl->untrusted());
+  auto exec = collcheck::make_executor(cfg, isolate);
+  const auto result = collcheck::run_verify(o, *exec, stdout);
+  std::fflush(stdout);
+  return finish_reports(f.report, collcheck::verify_report(o, result), result.exit_code());
+}
+
+}  // namespace collcheck::cli

@@ -1,0 +1,396 @@
+#include "harness/history/flight_recorder.h"
+
+#include <condition_variable>
+#include <filesystem>
+#include <set>
+#include <thread>
+
+#include "harness/model/atomic_file.h"
+
+#include <fmt/format.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <map>
+#include <tuple>
+
+namespace collcheck {
+
+std::string_view call_state_name(CallState s) {
+  switch (s) {
+    case CallState::Scheduled: return "scheduled";
+    case CallState::Started: return "started";
+    case CallState::Completed: return "completed";
+    case CallState::Waited: return "waited";
+    case CallState::Failed: return "failed";
+  }
+  return "?";
+}
+
+namespace {
+std::optional<CallState> parse_state(const std::string& s) {
+  for (auto st : {CallState::Scheduled, CallState::Started, CallState::Completed, CallState::Waited, CallState::Failed})
+    if (call_state_name(st) == s) return st;
+  return std::nullopt;
+}
+}  // namespace
+
+uint64_t fnv1a(const void* data, size_t bytes) {
+  uint64_t h = 0xcbf29ce484222325ull;
+  const auto* p = static_cast<const unsigned char*>(data);
+  for (size_t i = 0; i < bytes; ++i) h = (h ^ p[i]) * 0x100000001b3ull;
+  return h;
+}
+
+namespace {
+std::mutex g_live_mu;
+std::set<const FlightRecorder*>& live() {
+  static auto* s = new std::set<const FlightRecorder*>();  // never destroyed: a crash may come late
+  return *s;
+}
+}  // namespace
+
+// The process's stall meter: one thread while any recorder lives. It sleeps
+// kStallTick at a time; a wake-up more than kStallSlack late is a stall.
+class StallMeter {
+ public:
+  static StallMeter& get() {
+    static auto* m = new StallMeter();  // never destroyed: a crash may come late
+    return *m;
+  }
+  void acquire() {
+    std::lock_guard lk(mu_);
+    if (users_++ == 0) {
+      // A thread told to stop by the last release may still be finishing;
+      // it sees a newer generation than its own and leaves.
+      const uint64_t gen = ++generation_;
+      threads_.emplace_back([this, gen] { loop(gen); });
+    }
+  }
+  void release() {
+    std::vector<std::thread> done;
+    {
+      std::lock_guard lk(mu_);
+      if (--users_ > 0) return;
+      ++generation_;
+      done.swap(threads_);
+    }
+    cv_.notify_all();
+    for (auto& t : done) t.join();  // the loop notices within one tick
+  }
+  std::vector<std::pair<Clock::time_point, Clock::time_point>> since(Clock::time_point from) const {
+    std::lock_guard lk(mu_);
+    std::vector<std::pair<Clock::time_point, Clock::time_point>> out;
+    for (const auto& s : stalls_)
+      if (s.second > from) out.push_back(s);
+    return out;
+  }
+
+ private:
+  void loop(uint64_t gen) {
+    std::unique_lock lk(mu_);
+    while (generation_ == gen) {
+      const auto due = Clock::now() + kStallTick;
+      cv_.wait_until(lk, due, [&] { return generation_ != gen; });
+      if (generation_ != gen) break;
+      const auto woke = Clock::now();
+      if (woke - due > kStallSlack) {
+        stalls_.emplace_back(due, woke);
+        if (stalls_.size() > 4096) stalls_.pop_front();
+      }
+    }
+  }
+  mutable std::mutex mu_;
+  std::condition_variable cv_;
+  std::vector<std::thread> threads_;  // the running meter (one), until release joins it
+  int users_ = 0;
+  uint64_t generation_ = 0;
+  std::deque<std::pair<Clock::time_point, Clock::time_point>> stalls_;
+};
+
+FlightRecorder::FlightRecorder(int rank, int size, Clock::time_point epoch, size_t capacity)
+    : rank_(rank), size_(size), epoch_(epoch), capacity_(capacity) {
+  StallMeter::get().acquire();
+  std::lock_guard lk(g_live_mu);
+  live().insert(this);
+}
+
+FlightRecorder::~FlightRecorder() {
+  {
+    std::lock_guard lk(g_live_mu);
+    live().erase(this);
+  }
+  StallMeter::get().release();
+}
+
+std::vector<Stall> FlightRecorder::stalls() const {
+  std::vector<Stall> out;
+  for (const auto& [a, b] : StallMeter::get().since(epoch_))
+    out.push_back(Stall{std::chrono::duration<double>(a - epoch_).count(),
+                        std::chrono::duration<double>(b - epoch_).count()});
+  return out;
+}
+
+int dump_live_recorders(const std::string& dir, const std::string& reason, const CrashNote* crash) {
+  std::lock_guard lk(g_live_mu);
+  int n = 0;
+  std::filesystem::create_directories(dir);
+  for (const FlightRecorder* r : live()) {
+    r->dump(dir, reason, crash);
+    ++n;
+  }
+  return n;
+}
+
+double FlightRecorder::now() const { return std::chrono::duration<double>(Clock::now() - epoch_).count(); }
+
+CallRecord* FlightRecorder::find(uint64_t seq) {
+  for (auto it = calls_.rbegin(); it != calls_.rend(); ++it)
+    if (it->seq == seq) return &*it;
+  return nullptr;
+}
+
+void FlightRecorder::scheduled(const CallRecord& r) {
+  std::lock_guard<std::mutex> g(mu_);
+  calls_.push_back(r);
+  calls_.back().state = CallState::Scheduled;
+  calls_.back().t_scheduled = now();
+  if (calls_.size() > capacity_) {
+    calls_.pop_front();
+    ++dropped_calls_;
+  }
+}
+
+void FlightRecorder::started(uint64_t seq) {
+  std::lock_guard<std::mutex> g(mu_);
+  if (auto* c = find(seq)) {
+    c->state = CallState::Started;
+    c->t_started = now();
+  }
+}
+
+void FlightRecorder::completed(uint64_t seq, const std::string& error) {
+  std::lock_guard<std::mutex> g(mu_);
+  if (auto* c = find(seq)) {
+    c->state = error.empty() ? CallState::Completed : CallState::Failed;
+    c->t_completed = now();
+    c->error = error;
+  }
+}
+
+void FlightRecorder::waited(uint64_t seq) {
+  std::lock_guard<std::mutex> g(mu_);
+  if (auto* c = find(seq)) {
+    if (c->state == CallState::Completed) c->state = CallState::Waited;
+    c->t_waited = now();
+  }
+}
+
+void FlightRecorder::read_output(uint64_t seq) {
+  std::lock_guard<std::mutex> g(mu_);
+  if (auto* c = find(seq)) c->t_read = now();
+}
+
+void FlightRecorder::blocked(int peer, bool send, Tag tag) {
+  std::lock_guard<std::mutex> g(mu_);
+  blocked_ = BlockedOn{true, peer, send, tag, now()};
+}
+
+void FlightRecorder::unblocked() {
+  std::lock_guard<std::mutex> g(mu_);
+  blocked_ = BlockedOn{};
+}
+
+void FlightRecorder::transfer(const TransferRecord& t) {
+  std::lock_guard<std::mutex> g(mu_);
+  transfers_.push_back(t);
+  if (transfers_.size() > 4 * capacity_) transfers_.pop_front();
+}
+
+std::vector<CallRecord> FlightRecorder::calls() const {
+  std::lock_guard<std::mutex> g(mu_);
+  return {calls_.begin(), calls_.end()};
+}
+
+std::vector<TransferRecord> FlightRecorder::transfers() const {
+  std::lock_guard<std::mutex> g(mu_);
+  return {transfers_.begin(), transfers_.end()};
+}
+
+BlockedOn FlightRecorder::blocked_on() const {
+  std::lock_guard<std::mutex> g(mu_);
+  return blocked_;
+}
+
+nlohmann::json FlightRecorder::to_json(const std::string& reason, const CrashNote* crash) const {
+  const std::vector<Stall> stalled = stalls();
+  std::lock_guard<std::mutex> g(mu_);
+  nlohmann::json j;
+  j["rank"] = rank_;
+  j["size"] = size_;
+  j["reason"] = reason;
+  if (crash) j["crash"] = {{"rank", crash->rank}, {"signal", crash->signal}};
+  j["dumped_at"] = now();
+  j["dropped_calls"] = dropped_calls_;
+  auto& calls = j["calls"] = nlohmann::json::array();
+  for (const auto& c : calls_) {
+    calls.push_back({{"seq", c.seq},
+                     {"tag", c.tag},
+                     {"count", c.count},
+                     {"dtype", std::string(dtype_name(c.dtype))},
+                     {"op", std::string(op_name(c.op))},
+                     {"async", c.async},
+                     {"impl", c.impl},
+                     {"state", std::string(call_state_name(c.state))},
+                     {"t_scheduled", c.t_scheduled},
+                     {"t_started", c.t_started},
+                     {"t_completed", c.t_completed},
+                     {"t_waited", c.t_waited},
+                     {"t_read", c.t_read},
+                     {"error", c.error}});
+  }
+  auto& tr = j["transfers"] = nlohmann::json::array();
+  for (const auto& t : transfers_) {
+    tr.push_back({{"src", t.src},
+                  {"dst", t.dst},
+                  {"tag", t.tag},
+                  {"ordinal", t.ordinal},
+                  {"bytes", t.bytes},
+                  {"t_posted", t.t_posted},
+                  {"t_completed", t.t_completed},
+                  {"checksum", t.checksum},
+                  {"send", t.send}});
+  }
+  auto& st = j["stalls"] = nlohmann::json::array();
+  for (const auto& x : stalled) st.push_back({x.begin, x.end});
+  j["blocked_on"] = blocked_.blocked ? nlohmann::json{{"peer", blocked_.peer},
+                                                      {"send", blocked_.send},
+                                                      {"tag", blocked_.tag},
+                                                      {"since", blocked_.since}}
+                                     : nlohmann::json(nullptr);
+  return j;
+}
+
+void FlightRecorder::dump(const std::string& dir, const std::string& reason, const CrashNote* crash) const {
+  write_file_atomically(fmt::format("{}/rank-{}.json", dir, rank_), to_json(reason, crash).dump(1));
+}
+
+RankDump rank_dump_from_json(const nlohmann::json& j) {
+  RankDump d;
+  d.rank = j.at("rank").get<int>();
+  d.size = j.at("size").get<int>();
+  d.reason = j.value("reason", "");
+  if (j.contains("crash") && !j["crash"].is_null())
+    d.crash = CrashNote{j["crash"].at("rank").get<int>(), j["crash"].at("signal").get<std::string>()};
+  for (const auto& c : j.at("calls")) {
+    CallRecord r;
+    r.seq = c.at("seq").get<uint64_t>();
+    r.tag = c.at("tag").get<std::string>();
+    r.count = c.at("count").get<size_t>();
+    auto t = parse_dtype(c.at("dtype").get<std::string>());
+    auto op = parse_op(c.at("op").get<std::string>());
+    auto st = parse_state(c.at("state").get<std::string>());
+    if (!t || !op || !st) throw std::runtime_error("bad dtype, op or state in a call record");
+    r.dtype = *t;
+    r.op = *op;
+    r.state = *st;
+    r.async = c.at("async").get<bool>();
+    r.impl = c.value("impl", "");
+    r.t_scheduled = c.at("t_scheduled").get<double>();
+    r.t_started = c.at("t_started").get<double>();
+    r.t_completed = c.at("t_completed").get<double>();
+    r.t_waited = c.at("t_waited").get<double>();
+    r.t_read = c.value("t_read", -1.0);
+    r.error = c.value("error", "");
+    d.calls.push_back(r);
+  }
+  for (const auto& t : j.at("transfers")) {
+    TransferRecord x;
+    x.src = t.at("src").get<int>();
+    x.dst = t.at("dst").get<int>();
+    x.tag = t.at("tag").get<Tag>();
+    x.ordinal = t.at("ordinal").get<uint64_t>();
+    x.bytes = t.at("bytes").get<size_t>();
+    x.t_posted = t.at("t_posted").get<double>();
+    x.t_completed = t.at("t_completed").get<double>();
+    x.checksum = t.at("checksum").get<uint64_t>();
+    x.send = t.at("send").get<bool>();
+    d.transfers.push_back(x);
+  }
+  if (j.contains("stalls"))
+    for (const auto& x : j.at("stalls")) d.stalls.push_back(Stall{x.at(0).get<double>(), x.at(1).get<double>()});
+  const auto& b = j.at("blocked_on");
+  if (!b.is_null()) {
+    d.blocked_on = BlockedOn{true, b.at("peer").get<int>(), b.at("send").get<bool>(), b.at("tag").get<Tag>(),
+                             b.at("since").get<double>()};
+  }
+  return d;
+}
+
+namespace {
+
+class RecordingRequest final : public LinkRequest {
+ public:
+  RecordingRequest(RequestPtr inner, FlightRecorder& rec, TransferRecord t, std::span<const std::byte> data)
+      : inner_(std::move(inner)), rec_(rec), t_(t), data_(data) {}
+  bool test() override {
+    if (done_) return true;
+    if (!inner_->test()) return false;
+    finish();
+    return true;
+  }
+  void wait(Deadline deadline) override {
+    if (done_) return;
+    rec_.blocked(t_.send ? t_.dst : t_.src, t_.send, t_.tag);
+    try {
+      inner_->wait(deadline);
+    } catch (...) {
+      // Stay "blocked" in the record: the dump shows what this rank was waiting for.
+      throw;
+    }
+    rec_.unblocked();
+    finish();
+  }
+
+ private:
+  void finish() {
+    done_ = true;
+    t_.t_completed = rec_.now();
+    t_.checksum = fnv1a(data_.data(), data_.size());
+    rec_.transfer(t_);
+  }
+  RequestPtr inner_;
+  FlightRecorder& rec_;
+  TransferRecord t_;
+  std::span<const std::byte> data_;
+  bool done_ = false;
+};
+
+class RecordingLinks final : public Links {
+ public:
+  RecordingLinks(Links& inner, FlightRecorder& rec) : inner_(inner), rec_(rec) {}
+  int rank() const override { return inner_.rank(); }
+  int size() const override { return inner_.size(); }
+  RequestPtr isend(int peer, Tag tag, std::span<const std::byte> data) override {
+    TransferRecord t{rank(), peer, tag, ordinal_[{peer, tag, true}]++, data.size(), rec_.now(), -1, 0, true};
+    return std::make_unique<RecordingRequest>(inner_.isend(peer, tag, data), rec_, t, data);
+  }
+  RequestPtr irecv(int peer, Tag tag, std::span<std::byte> data) override {
+    TransferRecord t{peer, rank(), tag, ordinal_[{peer, tag, false}]++, data.size(), rec_.now(), -1, 0, false};
+    return std::make_unique<RecordingRequest>(inner_.irecv(peer, tag, data), rec_, t, data);
+  }
+
+ private:
+  Links& inner_;
+  FlightRecorder& rec_;
+  std::map<std::tuple<int, Tag, bool>, uint64_t> ordinal_;
+};
+
+}  // namespace
+
+std::unique_ptr<Links> recording_links(Links& inner, FlightRecorder& rec) {
+  return std::make_unique<RecordingLinks>(inner, rec);
+}
+
+}  // namespace collcheck

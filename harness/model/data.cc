@@ -1,0 +1,194 @@
+#include "harness/model/data.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+
+#include "impl/dtype.h"
+#include "impl/semantics.h"
+#include "impl/float_formats.h"
+
+namespace collcheck {
+
+std::string_view data_class_name(DataClass c) {
+  switch (c) {
+    case DataClass::Exact: return "exact";
+    case DataClass::Random: return "random";
+    case DataClass::Mixed: return "mixed";
+    case DataClass::Extreme: return "extreme";
+    case DataClass::Special: return "special";
+    case DataClass::Wrap: return "wrap";
+  }
+  return "?";
+}
+
+std::optional<DataClass> parse_data_class(std::string_view s) {
+  for (DataClass c : kAllDataClasses)
+    if (data_class_name(c) == s) return c;
+  return std::nullopt;
+}
+
+std::string data_class_choices() {
+  std::string out;
+  for (DataClass c : kAllDataClasses) {
+    if (!out.empty()) out += ", ";
+    out += data_class_name(c);
+  }
+  return out;
+}
+
+uint64_t splitmix64(uint64_t x) {
+  x += 0x9e3779b97f4a7c15ull;
+  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
+  x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
+  return x ^ (x >> 31);
+}
+
+namespace {
+
+double unit(uint64_t r) { return static_cast<double>(r >> 11) * 0x1.0p-53; }  // [0, 1)
+
+uint64_t exact_float(DType t, RedOp op, int nranks, int rank, size_t index, uint64_t r) {
+  if (op == RedOp::Prod) {
+    // One rank per element contributes 2^-1, 1 or 2; the rest contribute +-1.
+    // The product is then a power of two in [1/2, 2]: exact in every dtype.
+    const bool special = static_cast<size_t>(rank) == index % static_cast<size_t>(nranks);
+    const double mag = special ? std::ldexp(1.0, static_cast<int>(r % 3) - 1) : 1.0;
+    return to_element_bits(t, (r >> 8) & 1 ? -mag : mag);
+  }
+  // Integers k in [-K, K] scaled by 1/4, where m nonzero contributors times K
+  // (times 4 for premulsum's scalar, |scalar| <= 4) fit in the significand, so
+  // every partial sum in any order is an exact integer multiple of 1/4. With
+  // few significand bits (fp8) only m of the p ranks contribute a nonzero value
+  // to a given element, rotating with the index. avg's 1/p is not exact; the
+  // oracle detects whether its products stayed exact.
+  const int avail = float_info(t).precision - (op == RedOp::PreMulSum ? 2 : 0);
+  const int p_bits = static_cast<int>(std::ceil(std::log2(static_cast<double>(nranks))));
+  const int k_bits = std::max(1, avail - p_bits);
+  const int64_t k_max = (int64_t{1} << k_bits) - 1;
+  const int64_t m = std::min<int64_t>(nranks, std::max<int64_t>(1, (int64_t{1} << avail) / k_max));
+  const size_t slot = (static_cast<size_t>(rank) + static_cast<size_t>(nranks) - index % static_cast<size_t>(nranks)) %
+                      static_cast<size_t>(nranks);
+  if (static_cast<int64_t>(slot) >= m) return to_element_bits(t, 0.0);
+  const int64_t k = static_cast<int64_t>(r % static_cast<uint64_t>(2 * k_max + 1)) - k_max;
+  return to_element_bits(t, std::ldexp(static_cast<double>(k), -2));
+}
+
+uint64_t random_float(DType t, RedOp op, uint64_t r) {
+  const double x = unit(r);
+  const double sign = (r & 1) ? -1.0 : 1.0;
+  switch (op) {
+    case RedOp::Prod:
+      // Near 1, so that the product of 16 ranks stays far from overflow and
+      // underflow (fp8 e4m3's normal range is only [2^-6, 448]).
+      if (t == DType::Fp8E4M3 || t == DType::Fp8E5M2) return to_element_bits(t, sign * (0.9 + 0.2 * x));
+      return to_element_bits(t, sign * (0.8 + 0.45 * x));
+    case RedOp::Max:
+    case RedOp::Min:
+      return to_element_bits(t, sign * std::ldexp(0.5 + x, static_cast<int>((r >> 1) % 9) - 4));
+    default: {
+      // fp8 sums of 16 ranks (times premulsum's scalar) must stay below 448.
+      const bool fp8 = t == DType::Fp8E4M3 || t == DType::Fp8E5M2;
+      const double scale = fp8 ? (op == RedOp::PreMulSum ? 1.0 : 4.0) : 100.0;
+      return to_element_bits(t, sign * (0.5 + x) * scale);
+    }
+  }
+}
+
+uint64_t extreme_float(DType t, uint64_t r) {
+  const FloatInfo lim = float_info(t);
+  const double sign = (r & 1) ? -1.0 : 1.0;
+  const double x = unit(r);
+  switch ((r >> 1) % 3) {
+    case 0: return to_element_bits(t, sign * lim.max_finite * (0.5 + 0.5 * x));
+    case 1: {  // a subnormal: k times the smallest one, k below 2^(precision-1)
+      const uint64_t k = 1 + (r >> 8) % ((uint64_t{1} << (lim.precision - 1)) - 1);
+      return to_element_bits(t, sign * static_cast<double>(k) * lim.min_subnormal);
+    }
+    default: return to_element_bits(t, sign * (1.0 + x));
+  }
+}
+
+uint64_t special_float(DType t, uint64_t r) {
+  const double sign = (r & 1) ? -1.0 : 1.0;
+  switch ((r >> 1) % 7) {
+    case 0: {  // a quiet NaN with a random payload (fp8 e4m3 has a single NaN pattern)
+      const uint64_t q = to_element_bits(t, std::numeric_limits<double>::quiet_NaN());
+      const int mant = float_info(t).precision - 1;
+      const uint64_t payload = mant > 2 ? ((r >> 8) & ((uint64_t{1} << (mant - 1)) - 1)) : 0;
+      const uint64_t sign_bit = (r & 1) ? uint64_t{1} << (8 * dtype_size(t) - 1) : 0;
+      return t == DType::Fp8E4M3 ? q : (q | payload | sign_bit);
+    }
+    case 1:
+      // Conversions saturate fp8 (as __NV_SATFINITE does), so e5m2's infinity is written as bits.
+      if (t == DType::Fp8E5M2) return (r & 1) ? 0xfc : 0x7c;
+      return to_element_bits(t, sign * std::numeric_limits<double>::infinity());
+    case 2: return to_element_bits(t, sign * 0.0);
+    default: return to_element_bits(t, sign * (1.0 + unit(r)) * std::ldexp(1.0, static_cast<int>((r >> 4) % 4)));
+  }
+}
+
+// Integers of `bits` bits as their two's-complement pattern.
+uint64_t int_pattern(DType t, int64_t v) {
+  const unsigned bits = 8 * static_cast<unsigned>(dtype_size(t));
+  const uint64_t mask = bits == 64 ? ~uint64_t{0} : (uint64_t{1} << bits) - 1;
+  return static_cast<uint64_t>(v) & mask;
+}
+
+uint64_t extreme_int(DType t, uint64_t r) {
+  const unsigned bits = 8 * static_cast<unsigned>(dtype_size(t));
+  const bool is_signed = dtype_is_signed_int(t);
+  const uint64_t top = bits == 64 ? ~uint64_t{0} : (uint64_t{1} << bits) - 1;  // all ones
+  const uint64_t small = (r >> 8) % 4;
+  // The maximum minus a little, or the minimum plus a little.
+  const uint64_t max = is_signed ? top >> 1 : top;
+  const uint64_t min = is_signed ? (top >> 1) + 1 : 0;
+  return ((r >> 1) & 1) ? max - small : min + small;
+}
+
+uint64_t special_int(DType t, uint64_t r) {
+  switch ((r >> 1) % 5) {
+    case 0: return 0;
+    case 1: return 1;
+    case 2: return int_pattern(t, -1);
+    default: return extreme_int(t, r >> 2) & ~uint64_t{3};  // the minimum or the maximum (low bits cleared)
+  }
+}
+
+uint64_t wrap_int(DType t, uint64_t r) {
+  // Magnitudes of at least a quarter of the range: signed values 01xx... or
+  // 10xx... (two of the same sign always overflow), unsigned values 1xx...
+  // (any two overflow). Products of nearly any two wrap.
+  const unsigned bits = 8 * static_cast<unsigned>(dtype_size(t));
+  const uint64_t mask = bits == 64 ? ~uint64_t{0} : (uint64_t{1} << bits) - 1;
+  const uint64_t top = uint64_t{1} << (bits - 1), next = uint64_t{1} << (bits - 2);
+  const uint64_t low = (r >> 8) & (next - 1);
+  if (!dtype_is_signed_int(t)) return (top | (r >> 8)) & mask;
+  return ((r & 1) ? (top | low) : (next | low)) & mask;
+}
+
+}  // namespace
+
+uint64_t input_element(DType t, RedOp op, int nranks, int rank, size_t index, uint64_t seed, DataClass cls) {
+  const uint64_t r = splitmix64(seed ^ splitmix64(static_cast<uint64_t>(rank) * 0x100000001b3ull ^
+                                                  splitmix64(static_cast<uint64_t>(index))));
+  if (!dtype_is_float(t)) {
+    switch (cls) {
+      case DataClass::Extreme: return extreme_int(t, r);
+      case DataClass::Special: return special_int(t, r);
+      case DataClass::Wrap: return wrap_int(t, r);
+      default: return r & (dtype_size(t) == 8 ? ~uint64_t{0} : (uint64_t{1} << (8 * dtype_size(t))) - 1);
+    }
+  }
+  if (cls == DataClass::Extreme || cls == DataClass::Wrap) return extreme_float(t, r);
+  if (cls == DataClass::Special) return special_float(t, r);
+  DataClass c = cls;
+  if (c == DataClass::Mixed) c = (index % 2 == 0) ? DataClass::Exact : DataClass::Random;
+  return c == DataClass::Exact ? exact_float(t, op, nranks, rank, index, r) : random_float(t, op, r);
+}
+
+void fill_input(void* out, size_t count, DType t, RedOp op, int nranks, int rank, uint64_t seed, DataClass cls) {
+  for (size_t i = 0; i < count; ++i) store_element(t, out, i, input_element(t, op, nranks, rank, i, seed, cls));
+}
+
+}  // namespace collcheck

@@ -1,0 +1,377 @@
+// Gloo's allreduce algorithms as implementations (--impl / --against gloo:<algo>).
+//
+// Debian's libgloo (0.5) ships four legacy algorithms (one class each, in place
+// over a vector of pointers) and the options-based gloo::allreduce. The ranks
+// are threads of this process; each rank gets a gloo::rendezvous::Context over
+// Gloo's TCP transport on 127.0.0.1, connected through an in-process HashStore.
+// Contexts are kept per world size and dropped (reset) after a failed call.
+//
+// What Gloo can reduce, and how it differs from NCCL (README, "Findings"):
+// - dtypes: every integer type, float16 (gloo::float16), float32, float64. It
+//   has no bfloat16 and no fp8 type.
+// - ops: sum, product, max, min. It has no avg and no pre-multiplied sum.
+// - float max/min use std::max/std::min, not fmax/fmin: a NaN is kept when it
+//   is the left operand and dropped when it is the right one, and of two equal
+//   values (+0 and -0) the left one is kept. The result then depends on the
+//   order of the reduction. This is checked as the documented deviation
+//   "gloo-nan-order", which allows exactly NCCL's result, an input NaN, or a
+//   zero of either sign where the result is zero.
+// - Sum/product of signed integers use signed arithmetic: an overflow is
+//   undefined behaviour in C++; with GCC it wraps, as NCCL's does.
+#include <fmt/format.h>
+#include <gloo/allreduce.h>
+#include <gloo/config.h>
+#include <gloo/allreduce_bcube.h>
+#include <gloo/allreduce_halving_doubling.h>
+#include <gloo/allreduce_ring.h>
+#include <gloo/allreduce_ring_chunked.h>
+#include <gloo/rendezvous/context.h>
+#include <gloo/rendezvous/hash_store.h>
+#include <gloo/rendezvous/prefix_store.h>
+#include <gloo/transport/tcp/device.h>
+
+#include <sys/resource.h>
+
+#include <climits>
+#include <cstring>
+#include <map>
+#include <mutex>
+
+#include "harness/peers/gloo_impl.h"
+#include "harness/check/oracle.h"
+
+namespace collcheck {
+
+namespace {
+
+enum class GlooAlgo { Ring, RingChunked, HalvingDoubling, Bcube, Allreduce, AllreduceBcube };
+
+struct GlooAlgoInfo {
+  const char* name;
+  GlooAlgo algo;
+  const char* summary;
+};
+
+constexpr GlooAlgoInfo kGlooAlgos[] = {
+    {"ring", GlooAlgo::Ring, "gloo::AllreduceRing: reduce around the ring, then pass the result around"},
+    {"ring_chunked", GlooAlgo::RingChunked, "gloo::AllreduceRingChunked: reduce-scatter + allgather in chunks"},
+    {"halving_doubling", GlooAlgo::HalvingDoubling,
+     "gloo::AllreduceHalvingDoubling: recursive halving/doubling, binary blocks for non-powers of two"},
+    {"bcube", GlooAlgo::Bcube, "gloo::AllreduceBcube: BCube groups of base 2"},
+    {"allreduce", GlooAlgo::Allreduce, "gloo::allreduce (options API), its default algorithm (ring)"},
+    {"allreduce_bcube", GlooAlgo::AllreduceBcube, "gloo::allreduce (options API) with Algorithm::BCUBE"},
+};
+
+std::shared_ptr<gloo::transport::Device> loopback_device() {
+  static std::once_flag once;
+  static std::shared_ptr<gloo::transport::Device> dev;
+  std::call_once(once, [] {
+    gloo::transport::tcp::attr a("127.0.0.1");
+    dev = gloo::transport::tcp::CreateDevice(a);
+  });
+  return dev;
+}
+
+// The contexts of every world size, shared by the rank threads of one world.
+struct GlooWorlds {
+  std::mutex mu;
+  gloo::rendezvous::HashStore store;
+  struct World {
+    uint64_t epoch = 0;
+    std::vector<std::shared_ptr<gloo::Context>> ctx;
+  };
+  std::map<int, World> worlds;
+};
+
+// One step of Gloo's own max or min, as the legacy algorithms call it
+// (ReductionFunction<T>::max->call(acc, x, 1): acc = op(acc, x)).
+// The options API calls the three-pointer form (out, a, b) instead.
+template <typename T>
+uint64_t gloo_step(bool is_max, bool in_place, uint64_t acc_bits, uint64_t x_bits) {
+  T acc, x, out;
+  std::memcpy(static_cast<void*>(&acc), &acc_bits, sizeof(T));
+  std::memcpy(static_cast<void*>(&x), &x_bits, sizeof(T));
+  if (in_place) {
+    (is_max ? gloo::ReductionFunction<T>::max : gloo::ReductionFunction<T>::min)->call(&acc, &x, 1);
+    out = acc;
+  } else if (is_max) {
+    gloo::max<T>(static_cast<void*>(&out), &acc, &x, 1);
+  } else {
+    gloo::min<T>(static_cast<void*>(&out), &acc, &x, 1);
+  }
+  uint64_t bits = 0;
+  std::memcpy(&bits, &out, sizeof(T));
+  return bits;
+}
+
+template <bool IsMax, bool InPlace>
+uint64_t gloo_float_step(DType t, uint64_t a, uint64_t b) {
+  switch (t) {
+    case DType::Float16: return gloo_step<gloo::float16>(IsMax, InPlace, a, b);
+    case DType::Float32: return gloo_step<float>(IsMax, InPlace, a, b);
+    default: return gloo_step<double>(IsMax, InPlace, a, b);
+  }
+}
+
+// NCCL's result, or whatever Gloo's own max/min gives in some reduction order.
+template <bool InPlace>
+std::vector<uint64_t> gloo_minmax_outcomes(const Reduction& red, std::span<const uint64_t> values) {
+  std::vector<uint64_t> out = tree_outcomes(
+      values, red.combine == Combine::Max ? &gloo_float_step<true, InPlace> : &gloo_float_step<false, InPlace>,
+      red.dtype);
+  add_nccl_result(red, values, out);
+  return out;
+}
+
+const Deviation kNanOrder{
+    "gloo-nan-order",
+    "float max/min use std::max/std::min, a comparison and a select: with a NaN among the inputs the result "
+    "can be the NaN or a value that hides the ones reduced before the NaN, and of +0 and -0 either may come "
+    "out, depending on the reduction order (NCCL: fmax/fmin, NaN dropped, +0 > -0); checked against Gloo's own "
+    "op over every reduction order",
+    &gloo_minmax_outcomes<true>};
+
+const Deviation kNanOrderOptions{kNanOrder.name, kNanOrder.doc, &gloo_minmax_outcomes<false>};
+
+// One step of Gloo's own float16 sum or product as the legacy algorithms call
+// it (ReductionFunction<float16>::sum/product->call(acc, x, 1)): the rounded
+// result is assigned to acc through float16::operator=, which skips the
+// assignment when the new bits equal float16(the integer value of acc's bits)
+// (operator!= compares bits with an integer): acc keeps its old value.
+template <Combine C>
+uint64_t gloo_f16_step(DType, uint64_t acc_bits, uint64_t x_bits) {
+  gloo::float16 acc, x;
+  acc.x = static_cast<uint16_t>(acc_bits);
+  x.x = static_cast<uint16_t>(x_bits);
+  (C == Combine::Sum ? gloo::ReductionFunction<gloo::float16>::sum : gloo::ReductionFunction<gloo::float16>::product)
+      ->call(&acc, &x, 1);
+  return acc.x;
+}
+
+// NCCL's result, or what Gloo's own float16 step gives in some reduction order
+// (exact up to p = 8; above, the closure of the inputs under the step while it
+// stays small, else NCCL's result only: a hit is then reported as the finding).
+std::vector<uint64_t> gloo_f16_assign_outcomes(const Reduction& red, std::span<const uint64_t> values) {
+  std::vector<uint64_t> out =
+      tree_outcomes(values, red.combine == Combine::Sum ? &gloo_f16_step<Combine::Sum> : &gloo_f16_step<Combine::Prod>,
+                    red.dtype);
+  if (values.size() > 8 && out.size() >= 4096) out.clear();  // the closure was cut short: not a sound set
+  add_nccl_result(red, values, out);
+  return out;
+}
+
+const Deviation kF16Assign{
+    "gloo-f16-assign",
+    "float16::operator= skips the assignment when the new value's bits equal float16(the integer value of the old "
+    "value's bits), so a float16 sum or product sometimes keeps the old value: "
+    "33248 + -2.87e-05 gives -2.87e-05 (65533 of the 2^32 (old, new) pairs); the options API's gloo::sum/product "
+    "assign the same way; checked against Gloo's own step over every reduction order",
+    &gloo_f16_assign_outcomes};
+
+const Deviation kF16MinMax{
+    "gloo-f16-minmax",
+    "float16 max/min as the legacy algorithms call them (ReductionFunction<float16>::max/min, in place) "
+    "sometimes keep the accumulator: max(acc=0x0001, 1.0) returns 0x0001, because float16::operator= skips the "
+    "assignment when the new bits equal float16(the integer value of the old bits) (as gloo-f16-assign); on top "
+    "of the NaN-order behaviour of gloo-nan-order; checked against Gloo's own op over every reduction order",
+    &gloo_minmax_outcomes<true>};
+
+template <typename T>
+const gloo::ReductionFunction<T>* legacy_fn(Combine c) {
+  switch (c) {
+    case Combine::Sum: return gloo::ReductionFunction<T>::sum;
+    case Combine::Prod: return gloo::ReductionFunction<T>::product;
+    case Combine::Max: return gloo::ReductionFunction<T>::max;
+    case Combine::Min: return gloo::ReductionFunction<T>::min;
+  }
+  return nullptr;
+}
+
+template <typename T>
+gloo::AllreduceOptions::Func options_fn(Combine c) {
+  using F = void (*)(void*, const void*, const void*, size_t);
+  switch (c) {
+    case Combine::Sum: return static_cast<F>(&gloo::sum<T>);
+    case Combine::Prod: return static_cast<F>(&gloo::product<T>);
+    case Combine::Max: return static_cast<F>(&gloo::max<T>);
+    case Combine::Min: return static_cast<F>(&gloo::min<T>);
+  }
+  return nullptr;
+}
+
+template <typename T>
+void run_typed(GlooAlgo algo, const std::shared_ptr<gloo::Context>& ctx, const AllReduceArgs& a) {
+  const size_t bytes = a.count * sizeof(T);
+  T* out = static_cast<T*>(a.recv);
+  if (algo == GlooAlgo::Allreduce || algo == GlooAlgo::AllreduceBcube) {
+    gloo::AllreduceOptions opts(ctx);
+    if (algo == GlooAlgo::AllreduceBcube) opts.setAlgorithm(gloo::AllreduceOptions::Algorithm::BCUBE);
+    // Out of place for real: the options API takes an input and an output.
+    if (a.send != a.recv) opts.setInput(const_cast<T*>(static_cast<const T*>(a.send)), a.count);
+    opts.setOutput(out, a.count);
+    opts.setReduceFunction(options_fn<T>(a.red.combine));
+    opts.setTag(static_cast<uint32_t>(a.tag));
+    opts.setTimeout(std::chrono::duration_cast<std::chrono::milliseconds>(a.deadline - Clock::now()));
+    gloo::allreduce(opts);
+    return;
+  }
+  // The legacy algorithms reduce in place.
+  if (a.send != a.recv && bytes) std::memcpy(a.recv, a.send, bytes);
+  if (a.count > static_cast<size_t>(INT_MAX))
+    throw std::runtime_error(fmt::format("gloo's legacy algorithms take an int count; {} elements do not fit", a.count));
+  const std::vector<T*> ptrs{out};
+  const int n = static_cast<int>(a.count);
+  const auto* fn = legacy_fn<T>(a.red.combine);
+  switch (algo) {
+    case GlooAlgo::Ring: gloo::AllreduceRing<T>(ctx, ptrs, n, fn).run(); break;
+    case GlooAlgo::RingChunked: gloo::AllreduceRingChunked<T>(ctx, ptrs, n, fn).run(); break;
+    case GlooAlgo::HalvingDoubling: gloo::AllreduceHalvingDoubling<T>(ctx, ptrs, n, fn).run(); break;
+    case GlooAlgo::Bcube: gloo::AllreduceBcube<T>(ctx, ptrs, n, fn).run(); break;
+    default: break;
+  }
+}
+
+class GlooImplementation final : public Implementation {
+ public:
+  explicit GlooImplementation(const GlooAlgoInfo& info)
+      : info_(info), name_(std::string("gloo:") + info.name), worlds_(std::make_shared<GlooWorlds>()) {}
+  const std::string& name() const override { return name_; }
+
+  std::optional<std::string> unsupported(DType t, RedOp op) const override {
+    switch (t) {
+      case DType::BFloat16:
+      case DType::Fp8E4M3:
+      case DType::Fp8E5M2:
+        return fmt::format("Gloo {}.{} has no {} type", GLOO_VERSION_MAJOR, GLOO_VERSION_MINOR, dtype_name(t));
+      default: break;
+    }
+    if (op == RedOp::Avg || op == RedOp::PreMulSum)
+      return fmt::format("Gloo has no {} reduction (only sum, product, max, min)", op_name(op));
+    return std::nullopt;
+  }
+
+  std::optional<std::string> unsupported_world(WorldKind w) const override {
+    if (w == WorldKind::Mpi) return "gloo runs its ranks as threads of one process (over TCP on 127.0.0.1); use --world threads";
+    return std::nullopt;
+  }
+
+  const Deviation* deviation(DType t, RedOp op) const override {
+    const bool legacy = info_.algo != GlooAlgo::Allreduce && info_.algo != GlooAlgo::AllreduceBcube;
+    // The options API's gloo::sum/product(out, a, b) assigns through the same
+    // operator=, with out aliasing one operand: the same outcomes.
+    if (t == DType::Float16 && (op == RedOp::Sum || op == RedOp::Prod)) return &kF16Assign;
+    if (op != RedOp::Max && op != RedOp::Min) return nullptr;
+    if (t == DType::Float16) return legacy ? &kF16MinMax : &kNanOrderOptions;
+    if (t != DType::Float32 && t != DType::Float64) return nullptr;
+    return legacy ? &kNanOrder : &kNanOrderOptions;
+  }
+
+  void reset(int p) const override {
+    std::lock_guard lk(worlds_->mu);
+    auto& w = worlds_->worlds[p];
+    ++w.epoch;
+    w.ctx.clear();
+  }
+
+  void all_reduce(const AllReduceArgs& a) const override {
+    if (auto why = unsupported(a.red.dtype, a.red.op)) throw std::runtime_error(*why);
+    const auto ctx = context(a.links.rank(), a.links.size(), a.deadline);
+    try {
+      switch (a.red.dtype) {
+        case DType::Int8: run_typed<int8_t>(info_.algo, ctx, a); break;
+        case DType::Uint8: run_typed<uint8_t>(info_.algo, ctx, a); break;
+        case DType::Int32: run_typed<int32_t>(info_.algo, ctx, a); break;
+        case DType::Uint32: run_typed<uint32_t>(info_.algo, ctx, a); break;
+        case DType::Int64: run_typed<int64_t>(info_.algo, ctx, a); break;
+        case DType::Uint64: run_typed<uint64_t>(info_.algo, ctx, a); break;
+        case DType::Float16: run_typed<gloo::float16>(info_.algo, ctx, a); break;
+        case DType::Float32: run_typed<float>(info_.algo, ctx, a); break;
+        case DType::Float64: run_typed<double>(info_.algo, ctx, a); break;
+        default: throw std::logic_error("unreachable: unsupported gloo dtype");
+      }
+    } catch (const gloo::Exception& e) {
+      throw std::runtime_error(fmt::format("{} on rank {}: {}", name_, a.links.rank(), e.what()));
+    }
+  }
+
+ private:
+  // This rank's context for a world of p ranks; every rank of the world
+  // connects at once through the shared store, under the world's epoch.
+  std::shared_ptr<gloo::Context> context(int rank, int p, Deadline deadline) const {
+    uint64_t epoch;
+    {
+      std::lock_guard lk(worlds_->mu);
+      auto& w = worlds_->worlds[p];
+      if (w.ctx.size() != static_cast<size_t>(p)) {
+        make_room(p);
+        w.ctx.assign(static_cast<size_t>(p), nullptr);
+      }
+      if (auto c = w.ctx[static_cast<size_t>(rank)]) return c;
+      epoch = w.epoch;
+    }
+    auto ctx = std::make_shared<gloo::rendezvous::Context>(rank, p);
+    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
+    ctx->setTimeout(std::max(left, std::chrono::milliseconds(1)));
+    gloo::rendezvous::PrefixStore store(fmt::format("p{}e{}", p, epoch), worlds_->store);
+    auto dev = loopback_device();
+    try {
+      ctx->connectFullMesh(store, dev);
+    } catch (const gloo::Exception& e) {
+      throw std::runtime_error(fmt::format("{}: rank {} could not connect to its {} peers over TCP on 127.0.0.1: {}",
+                                           name_, rank, p - 1, e.what()));
+    }
+    std::lock_guard lk(worlds_->mu);
+    auto& w = worlds_->worlds[p];
+    if (w.epoch == epoch) w.ctx[static_cast<size_t>(rank)] = ctx;
+    return ctx;
+  }
+
+  // A full mesh of p ranks in this process holds p(p-1) sockets. Contexts are
+  // cached per world size, and a verify run visits many sizes, so before a new
+  // world connects, the other worlds are dropped when the total would pass half
+  // the open-file limit (they reconnect when next used; no call is in flight
+  // in them: the thread world runs one case at a time). Called with mu held.
+  void make_room(int p) const {
+    rlimit lim{};
+    const size_t budget = getrlimit(RLIMIT_NOFILE, &lim) == 0 ? static_cast<size_t>(lim.rlim_cur) / 2 : 512;
+    auto sockets = [](int q) { return static_cast<size_t>(q) * static_cast<size_t>(q - 1); };
+    if (sockets(p) > budget)
+      throw std::runtime_error(fmt::format("{}: a world of {} ranks needs {} sockets in this process, more than half "
+                                           "the open-file limit ({}); raise it (ulimit -n) or pass --max-ranks",
+                                           name_, p, sockets(p), budget * 2));
+    size_t held = sockets(p);
+    for (const auto& [q, w] : worlds_->worlds)
+      if (q != p && !w.ctx.empty()) held += sockets(q);
+    if (held <= budget) return;
+    for (auto& [q, w] : worlds_->worlds) {
+      if (q == p || w.ctx.empty()) continue;
+      ++w.epoch;
+      w.ctx.clear();
+    }
+  }
+
+  const GlooAlgoInfo& info_;
+  std::string name_;
+  std::shared_ptr<GlooWorlds> worlds_;
+};
+
+}  // namespace
+
+std::string gloo_algorithm_choices() {
+  std::string s;
+  for (const auto& a : kGlooAlgos) s += (s.empty() ? "" : ", ") + std::string(a.name);
+  return s;
+}
+
+std::string gloo_version() {
+  return fmt::format("{}.{}.{}", GLOO_VERSION_MAJOR, GLOO_VERSION_MINOR, GLOO_VERSION_PATCH);
+}
+
+ImplPtr make_gloo_implementation(std::string_view algo) {
+  for (const auto& a : kGlooAlgos)
+    if (algo == a.name) return std::make_shared<GlooImplementation>(a);
+  throw ImplementationError(fmt::format("unknown gloo algorithm '{}'; allowed: gloo:{{{}}}", algo,
+                                        gloo_algorithm_choices()));
+}
+
+}  // namespace collcheck

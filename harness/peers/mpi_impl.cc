@@ -1,0 +1,214 @@
+// MPI_Allreduce of the MPI library as an implementation (--impl / --against mpi).
+// It runs only in the MPI world (one rank per process), on the world's
+// communicator for the case's ranks.
+//
+// Native and user-defined (see mpi_support() and the README table):
+// - native MPI types and ops: int8..uint64 (MPI_INT8_T..MPI_UINT64_T), float32
+//   (MPI_FLOAT) and float64 (MPI_DOUBLE) with MPI_SUM, MPI_PROD, MPI_MAX, MPI_MIN.
+// - user-defined: Open MPI 4.1 has no float16, bfloat16 or fp8 type. These
+//   travel as contiguous byte types of the element size, reduced by
+//   MPI_Op_create'd functions that apply collcheck's NCCL semantics
+//   (impl/kernels.h), so the ops are NCCL's and only the reduction order is MPI's.
+// - avg and premulsum (MPI has neither) are composed as NCCL executes them:
+//   collcheck pre-multiplies each input (apply_pre), MPI sums (native or
+//   user-defined as above), and collcheck divides integer avg (apply_post).
+// Known deviations, checked as such (README, Findings):
+// - Open MPI's MPI_MAX/MPI_MIN on floats compare with > and <, so NaN and
+//   signed-zero handling depends on the order ("mpi-nan-order", the same
+//   outcome set as Gloo's);
+// - Open MPI 4.1's op/avx saturates int8/uint8 sums ("ompi-avx-saturating-int8").
+//
+// MPI_Allreduce cannot be given a deadline. The MPI world runs every case on a
+// watched thread: a call that never returns is reported by rank 0 when the
+// case's deadline passes, and the job is ended (MPI_Abort); it never hangs.
+#include <fmt/format.h>
+#include <mpi.h>
+
+#include <algorithm>
+#include <climits>
+#include <cmath>
+#include <cstring>
+#include <mutex>
+
+#include "harness/peers/implementation.h"
+#include "harness/world/mpi_world.h"
+#include "harness/peers/mpi_impl.h"
+#include "harness/check/oracle.h"
+#include "impl/kernels.h"
+
+namespace collcheck {
+
+namespace {
+
+MPI_Datatype native_type(DType t) {
+  switch (t) {
+    case DType::Int8: return MPI_INT8_T;
+    case DType::Uint8: return MPI_UINT8_T;
+    case DType::Int32: return MPI_INT32_T;
+    case DType::Uint32: return MPI_UINT32_T;
+    case DType::Int64: return MPI_INT64_T;
+    case DType::Uint64: return MPI_UINT64_T;
+    case DType::Float32: return MPI_FLOAT;
+    case DType::Float64: return MPI_DOUBLE;
+    default: return MPI_DATATYPE_NULL;
+  }
+}
+
+MPI_Op native_op(Combine c) {
+  switch (c) {
+    case Combine::Sum: return MPI_SUM;
+    case Combine::Prod: return MPI_PROD;
+    case Combine::Max: return MPI_MAX;
+    case Combine::Min: return MPI_MIN;
+  }
+  return MPI_OP_NULL;
+}
+
+// User-defined types and ops for the dtypes MPI lacks: one contiguous byte
+// type per such dtype, one op per combine step. The op function finds the
+// dtype from the datatype handle.
+struct UserDefined {
+  std::once_flag once;
+  MPI_Datatype type[kAllDTypes.size()];
+  MPI_Op op[4];
+};
+UserDefined g_user;
+
+DType dtype_of(MPI_Datatype t) {
+  for (DType d : kAllDTypes)
+    if (g_user.type[static_cast<int>(d)] == t) return d;
+  return DType::Float32;  // unreachable: only our types reach our ops
+}
+
+template <Combine C>
+void user_fn(void* in, void* inout, int* len, MPI_Datatype* type) {
+  reduce(inout, in, static_cast<size_t>(*len), dtype_of(*type), C);
+}
+
+void make_user_defined() {
+  std::call_once(g_user.once, [] {
+    for (DType d : kAllDTypes) {
+      auto& t = g_user.type[static_cast<int>(d)];
+      MPI_Type_contiguous(static_cast<int>(dtype_size(d)), MPI_BYTE, &t);
+      MPI_Type_commit(&t);
+    }
+    MPI_Op_create(&user_fn<Combine::Sum>, 1, &g_user.op[0]);
+    MPI_Op_create(&user_fn<Combine::Prod>, 1, &g_user.op[1]);
+    MPI_Op_create(&user_fn<Combine::Max>, 1, &g_user.op[2]);
+    MPI_Op_create(&user_fn<Combine::Min>, 1, &g_user.op[3]);
+  });
+}
+
+const Deviation kMpiNanOrder{
+    "mpi-nan-order",
+    "Open MPI's MPI_MAX/MPI_MIN on float and double compare with > and <: with a NaN among the inputs the "
+    "result can be the NaN or any input, and of +0 and -0 either may come out, depending on the reduction order "
+    "(NCCL: fmax/fmin, NaN dropped, +0 > -0)",
+    &compare_select_outcomes};
+
+// Open MPI 4.1's vectorized op component (op/avx) adds int8 and uint8 with
+// saturating instructions on its vector path (16 elements or more), where NCCL
+// and C wrap. For uint8 every order saturates alike: min(255, sum). For int8 the
+// order matters; any order's result lies between the fold that adds every
+// positive term first and the one that adds every negative term first.
+int sat8(bool is_signed, int v) { return is_signed ? std::clamp(v, -128, 127) : std::clamp(v, 0, 255); }
+
+std::vector<uint64_t> saturating_sum_outcomes(const Reduction& red, std::span<const uint64_t> values) {
+  const bool sgn = red.dtype == DType::Int8;
+  std::vector<int> terms;
+  const int scalar = sgn ? static_cast<int8_t>(red.scalar_bits) : static_cast<uint8_t>(red.scalar_bits);
+  for (uint64_t v : values) {
+    int x = sgn ? static_cast<int8_t>(v) : static_cast<uint8_t>(v);
+    if (red.premul) x = sgn ? static_cast<int8_t>(static_cast<uint8_t>(x * scalar)) : static_cast<uint8_t>(x * scalar);
+    terms.push_back(x);
+  }
+  auto fold = [&](bool positives_first) {
+    int acc = 0;
+    for (int pass = 0; pass < 2; ++pass)
+      for (int x : terms)
+        if ((x >= 0) == (pass == 0 ? positives_first : !positives_first)) acc = sat8(sgn, acc + x);
+    return acc;
+  };
+  const int lo = std::min(fold(true), fold(false)), hi = std::max(fold(true), fold(false));
+  std::vector<uint64_t> out;
+  auto post = [&](int v) {
+    if (red.postdiv) v /= static_cast<int>(red.divisor);  // truncates toward zero, as NCCL's integer avg
+    return static_cast<uint64_t>(static_cast<uint8_t>(v));
+  };
+  for (int v = lo; v <= hi; ++v) out.push_back(post(v));
+  add_nccl_result(red, values, out);
+  return out;
+}
+
+const Deviation kMpiSaturatingInt8{
+    "ompi-avx-saturating-int8",
+    "Open MPI 4.1's op/avx adds int8 and uint8 with saturating vector instructions (16 or more elements): "
+    "200+100 gives 255, not 44 (NCCL and the scalar path wrap); it also reaches avg and premulsum, which "
+    "collcheck composes from MPI's sum",
+    &saturating_sum_outcomes};
+
+class MpiImplementation final : public Implementation {
+ public:
+  const std::string& name() const override { return name_; }
+
+  std::optional<std::string> unsupported_world(WorldKind w) const override {
+    if (w == WorldKind::Threads)
+      return "mpi (MPI_Allreduce) needs one process per rank: run under mpirun with --world mpi";
+    return std::nullopt;
+  }
+
+  const Deviation* deviation(DType t, RedOp op) const override {
+    if ((t == DType::Int8 || t == DType::Uint8) && (op == RedOp::Sum || op == RedOp::Avg || op == RedOp::PreMulSum))
+      return &kMpiSaturatingInt8;
+    return mpi_support(t, op) == MpiSupport::Native && dtype_is_float(t) && (op == RedOp::Max || op == RedOp::Min)
+               ? &kMpiNanOrder
+               : nullptr;
+  }
+
+  void all_reduce(const AllReduceArgs& a) const override {
+    MpiWorld* w = MpiWorld::get();
+    if (!w) throw std::runtime_error(*unsupported_world(WorldKind::Threads));
+    const MPI_Comm comm = w->comm(a.links.size());
+    if (comm == MPI_COMM_NULL) throw std::runtime_error(fmt::format("rank {} is not in the world of {} ranks", w->rank(), a.links.size()));
+    const DType t = a.red.dtype;
+    const bool native = native_type(t) != MPI_DATATYPE_NULL;
+    if (!native) make_user_defined();
+    const MPI_Datatype type = native ? native_type(t) : g_user.type[static_cast<int>(t)];
+    const MPI_Op op = native ? native_op(a.red.combine) : g_user.op[static_cast<int>(a.red.combine)];
+    if (a.count > static_cast<size_t>(INT_MAX))
+      throw std::runtime_error(fmt::format("MPI_Allreduce takes an int count; {} elements do not fit", a.count));
+    const int n = static_cast<int>(a.count);
+    int rc;
+    if (a.red.premul || a.red.postdiv) {
+      apply_pre(a.red, a.recv, a.send, a.count);
+      rc = MPI_Allreduce(MPI_IN_PLACE, a.recv, n, type, op, comm);
+      if (rc == MPI_SUCCESS) apply_post(a.red, a.recv, a.count);
+    } else {
+      rc = MPI_Allreduce(a.send == a.recv ? MPI_IN_PLACE : a.send, a.recv, n, type, op, comm);
+    }
+    if (rc != MPI_SUCCESS) throw std::runtime_error(fmt::format("MPI_Allreduce failed: {}", mpi_error_string(rc)));
+  }
+
+ private:
+  std::string name_ = "mpi";
+};
+
+}  // namespace
+
+MpiSupport mpi_support(DType t, RedOp op) {
+  if (op == RedOp::Avg || op == RedOp::PreMulSum) return MpiSupport::Composed;
+  return native_type(t) != MPI_DATATYPE_NULL ? MpiSupport::Native : MpiSupport::UserDefined;
+}
+
+ImplPtr make_mpi_implementation() { return std::make_shared<MpiImplementation>(); }
+
+std::string mpi_library_version() {
+  char v[MPI_MAX_LIBRARY_VERSION_STRING];
+  int len = 0;
+  MPI_Get_library_version(v, &len);
+  std::string s(v, static_cast<size_t>(len));
+  const auto nl = s.find_first_of(",\n");
+  return s.substr(0, nl);
+}
+
+}  // namespace collcheck

@@ -1,0 +1,39 @@
+#include "harness/report/diagnosis_text.h"
+
+#include <fmt/format.h>
+
+namespace collcheck {
+
+std::string format_diagnosis(const Diagnosis& d) {
+  std::string s = fmt::format("{}", diagnosis_name(d.kind));
+  if (!d.ranks.empty()) s += fmt::format(" [{}]", ranks_text(d.ranks));
+  if (d.seq) s += fmt::format(" [call #{}]", *d.seq);
+  if (d.edge) s += fmt::format(" [edge {} -> {}]", d.edge->first, d.edge->second);
+  return s + ": " + d.text;
+}
+
+std::string format_timeline(const std::vector<RankDump>& dumps) {
+  std::string s = "timeline (seconds from the start; B began, D done, W waited):\n";
+  for (const auto& d : dumps) {
+    bool first = true;
+    for (const auto& c : d.calls) {
+      std::string times;
+      if (c.t_started >= 0) times += fmt::format(" B {:.3f}", c.t_started);
+      if (c.t_completed >= 0) times += fmt::format(" D {:.3f}", c.t_completed);
+      if (c.t_waited >= 0) times += fmt::format(" W {:.3f}", c.t_waited);
+      std::string state = std::string(call_state_name(c.state));
+      if (c.state == CallState::Failed) state += ": " + (c.error.size() > 90 ? c.error.substr(0, 87) + "..." : c.error);
+      s += fmt::format("  {:<8} #{:<3} {:<14} {:>7} {:<8} {:<9} {:<5}{:<26} {}\n",
+                       first ? fmt::format("rank {}", d.rank) : "", c.seq, c.tag, c.count, dtype_name(c.dtype),
+                       op_name(c.op), c.async ? "async" : "", times, state);
+      first = false;
+    }
+    if (d.calls.empty()) s += fmt::format("  rank {:<3} (no calls)\n", d.rank);
+    if (d.blocked_on.blocked)
+      s += fmt::format("  {:<8} blocked on {} rank {}, {}, since {:.3f}\n", "", d.blocked_on.send ? "send to" : "recv from",
+                       d.blocked_on.peer, describe_tag(d.blocked_on.tag), d.blocked_on.since);
+  }
+  return s;
+}
+
+}  // namespace collcheck

@@ -1,0 +1,87 @@
+#include "harness/report/report.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <stdexcept>
+
+#include "harness/model/atomic_file.h"
+#include "harness/report/sinks.h"
+
+namespace collcheck {
+
+size_t Report::count(ReportCase::Status s) const {
+  return static_cast<size_t>(std::count_if(cases.begin(), cases.end(), [&](const ReportCase& c) { return c.status == s; }));
+}
+
+namespace {
+std::vector<ReportFormat>& formats() {
+  static std::vector<ReportFormat> f{
+      {"junit", "JUnit XML: one testsuite, one testcase per verdict (CI test reports)", render_junit},
+      {"text", "plain text: one line per verdict, then each failure's body", render_text},
+  };
+  return f;
+}
+}  // namespace
+
+const std::vector<ReportFormat>& report_formats() { return formats(); }
+
+void register_report_format(ReportFormat f) {
+  for (const auto& g : formats())
+    if (g.name == f.name) throw std::invalid_argument(fmt::format("report format '{}' is already registered", f.name));
+  formats().push_back(std::move(f));
+}
+
+void unregister_report_format(std::string_view name) {
+  std::erase_if(formats(), [&](const ReportFormat& f) { return f.name == name; });
+}
+
+std::string report_format_choices() {
+  std::string s;
+  for (const auto& f : formats()) s += (s.empty() ? "" : ", ") + f.name;
+  return s;
+}
+
+ReportRequest parse_report_request(std::string_view text) {
+  const auto eq = text.find('=');
+  if (eq == std::string_view::npos)
+    throw std::invalid_argument(
+        fmt::format("--report: '{}' is not FORMAT=PATH; formats: {}", text, report_format_choices()));
+  ReportRequest r{std::string(text.substr(0, eq)), std::string(text.substr(eq + 1))};
+  const auto& f = formats();
+  if (std::none_of(f.begin(), f.end(), [&](const ReportFormat& x) { return x.name == r.format; }))
+    throw std::invalid_argument(
+        fmt::format("--report: unknown format '{}'; formats: {}", r.format, report_format_choices()));
+  if (r.path.empty()) throw std::invalid_argument(fmt::format("--report: {}= needs a file name", r.format));
+  check_report_path(r.path, "--report");
+  return r;
+}
+
+void check_report_path(const std::string& path, std::string_view flag) {
+  // Fail before the run, not after it.
+  const std::string probe = path + ".tmp";
+  std::FILE* fp = std::fopen(probe.c_str(), "w");
+  if (!fp) throw std::invalid_argument(fmt::format("{}: cannot write '{}': {}", flag, path, std::strerror(errno)));
+  std::fclose(fp);
+  std::remove(probe.c_str());
+}
+
+void write_reports(const std::vector<ReportRequest>& requests, const Report& r) {
+  std::string failed;
+  for (const auto& q : requests) {
+    const auto& f = formats();
+    auto it = std::find_if(f.begin(), f.end(), [&](const ReportFormat& x) { return x.name == q.format; });
+    try {
+      if (it == f.end()) throw std::runtime_error(fmt::format("unknown format '{}'", q.format));
+      write_file_atomically(q.path, it->render(r));
+    } catch (const std::exception& e) {
+      failed += (failed.empty() ? "" : "; ") + std::string(e.what());
+    }
+  }
+  if (!failed.empty()) throw std::runtime_error(failed);
+}
+
+}  // namespace collcheck

@@ -1,0 +1,68 @@
+// What a command found, as plain records, and the sinks that write them.
+//
+// Every command (verify, faults, replay, sweep, analyze) ends by filling one
+// Report: a suite of named verdicts, each passed, failed, an error of the
+// harness, or skipped, with a one-line message and a body (the minimal case
+// and its replay line, the diagnosis, the row's numbers). A sink renders a
+// Report in one format; `--report FORMAT=PATH` (repeatable, on every command)
+// asks for one, and the registry below is the one list of formats. A new
+// format is one sink file plus one register_report_format row.
+#pragma once
+
+#include <functional>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+namespace collcheck {
+
+struct ReportCase {
+  enum class Status { Passed, Failed, Error, Skipped };
+  std::string name;     // "shape_mismatch guarded", "results match the oracle", ...
+  Status status = Status::Passed;
+  std::string message;  // one line: what failed, or why it was skipped
+  std::string detail;   // the body: minimal case, replay line, diagnosis, numbers
+  double seconds = 0;
+};
+
+struct Report {
+  std::string command;  // "verify", "faults", ...
+  std::string suite;    // "collcheck verify ring": what ran
+  std::vector<std::pair<std::string, std::string>> properties;  // seed, cases, world, ...
+  std::vector<ReportCase> cases;
+  double seconds = 0;
+  size_t count(ReportCase::Status s) const;
+};
+
+struct ReportFormat {
+  std::string name;      // what --report takes before '='
+  std::string describe;  // one line for --help
+  std::function<std::string(const Report&)> render;
+};
+
+// The formats, in registration order: junit, text.
+const std::vector<ReportFormat>& report_formats();
+// Adds a format (a name already taken throws std::invalid_argument); the other
+// removes one, for tests that add a throwaway format.
+void register_report_format(ReportFormat f);
+void unregister_report_format(std::string_view name);
+// "junit, text": for help and error text.
+std::string report_format_choices();
+
+struct ReportRequest {
+  std::string format;
+  std::string path;
+};
+// "FORMAT=PATH". Throws std::invalid_argument naming the allowed formats for an
+// unknown format, a missing '=' or an empty path, and naming the file when it
+// cannot be created (checked here, before any run, by creating and removing
+// PATH.tmp).
+ReportRequest parse_report_request(std::string_view text);
+// The same check of a file name given by another flag (`flag` names it in the error).
+void check_report_path(const std::string& path, std::string_view flag);
+// Renders and writes each request atomically. Throws std::runtime_error naming
+// the file on an I/O failure (the other requests are still written).
+void write_reports(const std::vector<ReportRequest>& requests, const Report& r);
+
+}  // namespace collcheck

@@ -1,0 +1,392 @@
+#include "harness/run/scenario_runner.h"
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+#include <unistd.h>
+
+#include <cstring>
+#include <filesystem>
+#include <functional>
+#include <thread>
+
+#include "faults/nemesis.h"
+#include "harness/run/communicator.h"
+#include "harness/world/crash_handler.h"
+#include "harness/model/data.h"
+#include "harness/check/guard.h"
+#include "harness/check/oracle.h"
+#include "harness/world/thread_world.h"
+#include "harness/model/atomic_file.h"
+
+#include <nlohmann/json.hpp>
+
+namespace collcheck {
+
+namespace {
+
+struct CallOut {
+  CallStep call;
+  uint64_t seq = 0;
+  uint64_t seed = 0;
+  std::vector<std::byte> out;
+  bool waited = false;
+};
+
+uint64_t call_seed(int index, const std::string& tag) {
+  uint64_t h = splitmix64(static_cast<uint64_t>(index) + 1);
+  for (char ch : tag) h = splitmix64(h ^ static_cast<unsigned char>(ch));
+  return h;
+}
+
+std::chrono::milliseconds millis(double s) {
+  return std::chrono::milliseconds(static_cast<long long>(std::ceil(s * 1000)));
+}
+
+}  // namespace
+
+// When the first call failed on any rank (seconds from the start; -1: none).
+double first_failure(const std::vector<RankDump>& dumps) {
+  double t = -1;
+  for (const auto& d : dumps)
+    for (const auto& c : d.calls)
+      if (c.state == CallState::Failed && (t < 0 || c.t_completed < t)) t = c.t_completed;
+  return t;
+}
+
+bool has_diagnosis(const ReplayResult& r, std::initializer_list<DiagnosisKind> kinds) {
+  for (const auto& d : r.diagnoses)
+    for (DiagnosisKind k : kinds)
+      if (d.kind == k) return true;
+  return false;
+}
+
+// Every waited result of rank r against the oracle (exact data: compared bit
+// for bit); the first wrong one as a diagnosis.
+std::optional<Diagnosis> check_outs(int p, int r, const std::vector<CallOut>& outs, size_t& checked) {
+  for (const CallOut& c : outs) {
+    if (!c.waited) continue;
+    std::vector<std::vector<std::byte>> ins(static_cast<size_t>(p));
+    std::vector<const void*> ptrs;
+    for (int q = 0; q < p; ++q) {
+      ins[static_cast<size_t>(q)].resize(c.out.size());
+      fill_input(ins[static_cast<size_t>(q)].data(), c.call.count, c.call.dtype, c.call.op, p, q, c.seed,
+                 DataClass::Exact);
+      ptrs.push_back(ins[static_cast<size_t>(q)].data());
+    }
+    const CheckSummary cs =
+        check_all_reduce(resolve_reduction(c.call.dtype, c.call.op, p, c.call.scalar), ptrs, c.out.data(), c.call.count);
+    ++checked;
+    if (cs.wrong > 0) {
+      Diagnosis d;
+      d.kind = DiagnosisKind::WrongResult;
+      d.ranks = {r};
+      d.seq = c.seq;
+      d.text = fmt::format("call #{} ({}) on rank {}: {} of {} elements wrong; {}", c.seq, c.call.tag, r, cs.wrong,
+                           cs.checked, cs.first_wrong_detail);
+      return d;
+    }
+  }
+  return std::nullopt;
+}
+
+// What one rank's program needs from the world it runs in.
+struct RankEnv {
+  const Scenario& s;
+  int rank;
+  int p;
+  ImplPtr impl;
+  std::chrono::milliseconds timeout;
+  FlightRecorder& rec;
+  std::vector<CallOut>& outs;
+  std::function<void(const CallFingerprint&)> before_call;  // guarded mode, or empty
+  std::function<void()> stall;  // a stalled rank: wait, never entering the remaining calls
+};
+
+// One rank's program over `base` (the world's links): faults applied, every
+// call recorded, every waited output kept for the oracle.
+void run_rank_program(RankEnv& env, Links& base) {
+  const int r = env.rank;
+  const int p = env.p;
+  const Scenario& s = env.s;
+  FlightRecorder& rec = env.rec;
+  std::vector<std::unique_ptr<Links>> keep;
+  Links& faulty = wrap_links(s, r, base, keep);
+  auto links = recording_links(faulty, rec);
+  CommOptions co(s.impl, env.timeout, env.impl);
+  co.recorder = &rec;
+  co.poison_async = true;
+  co.before_call = env.before_call;
+  Communicator comm(*links, co);
+  struct Pending {
+    std::unique_ptr<Work> work;
+    WaitAt at;
+    size_t index;
+  };
+  std::vector<Pending> pending;
+  std::vector<std::vector<std::byte>> inputs_alive;
+  auto& mine = env.outs;
+  auto wait_for = [&](WaitAt at) {
+    for (auto& pw : pending) {
+      if (pw.work && pw.at == at) {
+        pw.work->wait();
+        mine[pw.index].waited = true;
+        pw.work.reset();
+      }
+    }
+  };
+  int index = 0;
+  for (const Step& st : s.program(r)) {
+    if (st.kind == Step::Sleep) {
+      std::this_thread::sleep_for(std::chrono::duration<double>(st.sleep_ms / 1e3));
+      continue;
+    }
+    if (st.kind == Step::Stall) {
+      // Never enter the remaining calls: wait until the others give up
+      // (their failure aborts this barrier) or the run's limit.
+      env.stall();
+      return;
+    }
+    wait_for(WaitAt::Next);
+    const CallStep& c = st.call;
+    CallOut co_out;
+    co_out.call = c;
+    co_out.seed = call_seed(index, c.tag);
+    co_out.seq = comm.calls_issued() + 1;
+    std::vector<std::byte> input(c.count * dtype_size(c.dtype));
+    fill_input(input.data(), c.count, c.dtype, c.op, p, r, co_out.seed, DataClass::Exact);
+    co_out.out.resize(input.size());
+    mine.push_back(std::move(co_out));
+    CallOut& out = mine.back();
+    if (c.async) {
+      auto w = comm.all_reduce_async(input.data(), out.out.data(), c.count, c.dtype, c.op, c.scalar, c.tag);
+      if (c.read_before_wait) {
+        rec.read_output(out.seq);
+        std::vector<std::byte> seen(out.out);  // the program reads its output here
+        (void)seen;
+      }
+      // The input must outlive the async call: keep it with the Work.
+      pending.push_back({std::move(w), c.wait, mine.size() - 1});
+      inputs_alive.push_back(std::move(input));
+    } else {
+      comm.all_reduce(input.data(), out.out.data(), c.count, c.dtype, c.op, c.scalar, c.tag);
+      out.waited = true;
+    }
+    ++index;
+  }
+  wait_for(WaitAt::Next);
+  wait_for(WaitAt::End);
+  // WaitAt::Never: the Work is dropped here without wait(); the
+  // communicator logs it and the recorder shows it completed, not waited.
+
+}
+
+namespace {
+
+// The run's limit: every call may take its deadline twice (in guarded mode a
+// rank may first wait a deadline for the others' fingerprints), plus the sleeps.
+double run_limit_s(const Scenario& s) {
+  double longest = 0;
+  for (int r = 0; r < s.ranks; ++r) {
+    double t = 0;
+    for (const auto& st : s.program(r)) t += st.kind == Step::Sleep ? st.sleep_ms / 1e3 : 2 * s.deadline_s;
+    longest = std::max(longest, t);
+  }
+  return longest + 2 * s.deadline_s + 2;
+}
+
+bool stalls(const Scenario& s, int r) {
+  for (const auto& st : s.program(r))
+    if (st.kind == Step::Stall) return true;
+  return false;
+}
+
+std::string temp_dir(const char* what, Clock::time_point epoch) {
+  return (std::filesystem::temp_directory_path() /
+          fmt::format("collcheck-{}-{}-{}", what, ::getpid(), epoch.time_since_epoch().count()))
+      .string();
+}
+
+// A rank's oracle verdict on its waited results, as the root reads it.
+std::string verdict_text(int p, int r, const std::vector<CallOut>& outs) {
+  size_t checked = 0;
+  auto wrong = check_outs(p, r, outs, checked);
+  return nlohmann::json{{"checked", checked}, {"wrong", wrong ? wrong->text : ""}, {"wrong_seq", wrong && wrong->seq ? *wrong->seq : 0}}
+      .dump();
+}
+
+}  // namespace
+
+ReplayResult replay_scenario(const Scenario& in, const ReplayOptions& o) {
+  ThreadWorld world(in.ranks);
+  return replay_scenario(in, o, world);
+}
+
+ReplayResult replay_scenario(const Scenario& in, const ReplayOptions& o, World& world) {
+  if (in.world == "mpi" && world.kind() != "mpi")
+    throw ScenarioError(fmt::format("{}: world.kind: '{}' runs one rank per process: mpirun -np {} collcheck replay "
+                                    "{} --world mpi",
+                                    in.file, in.world, in.ranks, in.file));
+  const Scenario s = apply_mutators(in);
+  if (s.ranks != world.size())
+    throw ScenarioError(world.kind() == "mpi"
+                            ? fmt::format("{}: world.ranks is {}, but mpirun started {} processes; run it with -np {}",
+                                          s.file, s.ranks, world.size(), s.ranks)
+                            : fmt::format("{}: world.ranks is {}, but the thread world has {} ranks", s.file, s.ranks,
+                                          world.size()));
+  ImplPtr impl;
+  try {
+    impl = make_implementation(s.impl);
+  } catch (const ImplementationError& e) {
+    throw ScenarioError(fmt::format("{}: impl: {}", s.file, e.what()));
+  }
+  if (auto why = impl->unsupported_world(world.kind() == "mpi" ? WorldKind::Mpi : WorldKind::Threads))
+    throw ScenarioError(fmt::format("{}: impl: {}", s.file, *why));
+  if (auto why = impl->unavailable()) throw ScenarioError(fmt::format("{}: impl: {} cannot run here: {}", s.file, s.impl, *why));
+  ReplayResult res;
+  res.guarded = o.guarded.value_or(s.guarded);
+  const bool guarded = res.guarded;
+  const int p = s.ranks;
+  const Clock::time_point epoch = world.start();
+  // A crash dumps every rank's recorder where the dumps would go anyway.
+  set_crash_dump_dir(!o.dump_dir.empty() ? o.dump_dir : temp_dir("crash", epoch));
+  set_crash_context(fmt::format("replaying {} ({})", s.file, s.name));
+  const double limit_s = run_limit_s(s);
+  const auto timeout = millis(s.deadline_s);
+  const auto guard = world.call_guard(epoch, timeout);
+  std::vector<std::unique_ptr<FlightRecorder>> recs(static_cast<size_t>(p));
+  for (int r = 0; r < p; ++r)
+    if (world.holds(r)) recs[static_cast<size_t>(r)] = std::make_unique<FlightRecorder>(r, p, epoch);
+  std::vector<std::vector<CallOut>> outs(static_cast<size_t>(p));
+  std::vector<std::string> verdicts(static_cast<size_t>(p));
+  bool some_rank_stalls = false;
+  for (int r = 0; r < p; ++r) some_rank_stalls |= stalls(s, r);
+
+  const WorldRun run = world.run(
+      [&](RankContext& ctx) {
+        const int r = ctx.rank();
+        const auto ri = static_cast<size_t>(r);
+        RankEnv env{s, r, p, impl, timeout, *recs[ri], outs[ri], {}, {}};
+        if (guarded) env.before_call = [&guard, r](const CallFingerprint& fp) { guard->check(r, fp); };
+        // Never enter the remaining calls: wait until the others give up or
+        // end, or the run's limit.
+        env.stall = [&] { ctx.wait_for_others(epoch + millis(limit_s - 1)); };
+        const auto finish = [&] {
+          verdicts[ri] = verdict_text(p, r, outs[ri]);
+          if (some_rank_stalls && !stalls(s, r)) ctx.announce_end();
+        };
+        try {
+          run_rank_program(env, ctx.links());
+        } catch (...) {
+          finish();
+          throw;
+        }
+        finish();
+      },
+      millis(limit_s));
+  res.hung = run.hung;
+
+  // Every rank's dump and verdict to the root, which judges.
+  const std::string reason = run.hung ? "run limit" : (run.ok() ? "end of run" : "call failed or deadline");
+  std::vector<std::string> texts(static_cast<size_t>(p));
+  for (int r = 0; r < p; ++r)
+    if (world.holds(r)) texts[static_cast<size_t>(r)] = recs[static_cast<size_t>(r)]->to_json(reason).dump(1);
+  const Deadline gather_by = std::max(epoch + millis(limit_s + 5), Clock::now() + std::chrono::seconds(5));
+  const auto dump_texts = world.gather(texts, gather_by);
+  const auto verdict_texts = world.gather(verdicts, gather_by);
+  res.seconds = std::chrono::duration<double>(Clock::now() - epoch).count();
+  if (!world.root()) return res;  // rank 0 reports
+
+  std::vector<RankDump> dumps;
+  std::vector<std::string> dumped;
+  std::vector<nlohmann::json> checked;
+  for (int q = 0; q < p; ++q) {
+    const auto& d = dump_texts[static_cast<size_t>(q)];
+    const auto& v = verdict_texts[static_cast<size_t>(q)];
+    if (!d || !v || v->empty()) {
+      res.hung = true;
+      continue;
+    }
+    dumps.push_back(rank_dump_from_json(nlohmann::json::parse(*d)));
+    dumped.push_back(*d);
+    checked.push_back(nlohmann::json::parse(*v));
+  }
+  res.first_failure = first_failure(dumps);
+
+  AnalysisOptions ao;
+  ao.run_finished = run.ok() && !res.hung;
+  // Unguarded mode is production: dumps on the deadline, and the diagnosis
+  // from the files alone. Guarded mode writes them when asked to.
+  if (!guarded || !o.dump_dir.empty()) {
+    res.dump_dir = !o.dump_dir.empty() ? o.dump_dir : temp_dir("dumps", epoch);
+    std::filesystem::create_directories(res.dump_dir);
+    for (size_t i = 0; i < dumps.size(); ++i)
+      write_file_atomically((std::filesystem::path(res.dump_dir) / fmt::format("rank-{}.json", dumps[i].rank)).string(),
+                            dumped[i]);
+  }
+  if (guarded) {
+    res.diagnoses = analyze(dumps, ao);
+    if (auto v = guard->violation()) {
+      // The guard's finding is the same classification, made before the call.
+      std::erase_if(res.diagnoses, [&](const Diagnosis& d) { return d.kind == v->kind; });
+      res.diagnoses.insert(res.diagnoses.begin(), *v);
+      res.time_to_diagnosis = guard->violation_time();
+    }
+  } else {
+    dumps = load_dumps(res.dump_dir);
+    res.diagnoses = analyze(dumps, ao);
+  }
+  if (!res.diagnoses.empty() && res.time_to_diagnosis < 0)
+    res.time_to_diagnosis = std::chrono::duration<double>(Clock::now() - epoch).count();
+
+  // Every waited result against the oracle (exact data: compared bit for bit),
+  // each rank's counted; the first wrong one is a diagnosis unless the calls
+  // disagreed or a payload was corrupted on purpose.
+  const bool corrupted = has_diagnosis(res, {DiagnosisKind::CorruptedPayload});
+  const bool mismatch = has_diagnosis(res, {DiagnosisKind::ShapeMismatch, DiagnosisKind::OrderMismatch});
+  for (const auto& v : checked) res.results_checked += v.at("checked").get<size_t>();
+  for (size_t i = 0; i < checked.size() && !mismatch && !corrupted; ++i) {
+    const std::string text = checked[i].at("wrong").get<std::string>();
+    if (text.empty()) continue;
+    Diagnosis d;
+    d.kind = DiagnosisKind::WrongResult;
+    d.ranks = {dumps[i].rank};
+    d.seq = checked[i].at("wrong_seq").get<uint64_t>();
+    d.text = text;
+    res.diagnoses.push_back(d);
+    break;
+  }
+  res.dumps = std::move(dumps);
+  return res;
+}
+
+bool expectation_holds(const ExpectSpec& e, const ReplayResult& r, std::string* why) {
+  auto say = [&](std::string w) {
+    if (why) *why = std::move(w);
+    return false;
+  };
+  if (e.diagnosis == "none") {
+    if (r.diagnoses.empty()) return true;
+    return say(fmt::format("expected no diagnosis, got {}", diagnosis_name(r.diagnoses.front().kind)));
+  }
+  if (r.diagnoses.empty()) return say(fmt::format("expected {}, got no diagnosis", e.diagnosis));
+  const Diagnosis& d = r.diagnoses.front();
+  if (diagnosis_name(d.kind) != e.diagnosis)
+    return say(fmt::format("expected {}, got {} first", e.diagnosis, diagnosis_name(d.kind)));
+  if (!e.ranks.empty()) {
+    auto a = e.ranks, b = d.ranks;
+    std::sort(a.begin(), a.end());
+    std::sort(b.begin(), b.end());
+    if (a != b) return say(fmt::format("expected ranks [{}], the diagnosis names [{}]", fmt::join(a, ", "), fmt::join(b, ", ")));
+  }
+  if (e.seq && d.seq != e.seq)
+    return say(fmt::format("expected call #{}, the diagnosis names #{}", *e.seq, d.seq ? std::to_string(*d.seq) : "none"));
+  if (e.edge && d.edge != e.edge)
+    return say(fmt::format("expected edge {} -> {}, the diagnosis names {}", e.edge->first, e.edge->second,
+                           d.edge ? fmt::format("{} -> {}", d.edge->first, d.edge->second) : "none"));
+  for (const auto& f : e.fields)
+    if (std::find(d.fields.begin(), d.fields.end(), f) == d.fields.end())
+      return say(fmt::format("expected field '{}' among the differing fields [{}]", f, fmt::join(d.fields, ", ")));
+  return true;
+}
+
+}  // namespace collcheck

@@ -1,0 +1,55 @@
+// Runs a scenario in the thread world: applies its faults (faults/), gives
+// every rank a communicator with a flight recorder, executes each rank's
+// program, checks every waited result against the oracle, and diagnoses.
+//
+// Guarded mode checks fingerprints before each call (harness/guard.h).
+// Unguarded mode runs as production would until the deadline fires, writes
+// each rank's flight-recorder dump, and diagnoses from those files alone, as
+// `collcheck analyze` does.
+#pragma once
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "harness/check/diagnosis.h"
+#include "harness/model/scenario.h"
+#include "harness/world/world.h"
+
+namespace collcheck {
+
+struct ReplayOptions {
+  std::optional<bool> guarded;  // overrides the scenario's mode
+  // Where each rank's flight-recorder dump goes. Unguarded mode always dumps
+  // ("" = a fresh temporary directory); guarded mode dumps when this is set.
+  std::string dump_dir;
+};
+
+struct ReplayResult {
+  std::vector<Diagnosis> diagnoses;
+  std::vector<RankDump> dumps;
+  bool guarded = true;
+  bool hung = false;             // some rank did not return within the run's limit
+  double seconds = 0;            // the whole run
+  double time_to_diagnosis = -1; // guarded: when the guard fired; unguarded: when the analysis was done
+  double first_failure = -1;     // when the first rank failed (the watchdog, in unguarded mode)
+  std::string dump_dir;          // where dumps were written (unguarded)
+  size_t results_checked = 0;    // waited calls compared with the oracle
+};
+
+// Runs the scenario in `world`: every process of the world calls it, and
+// s.ranks must equal the world's size. The root's result holds the diagnosis;
+// another process's result is not meaningful. Guarded mode checks every call's
+// fingerprints first (World::call_guard); unguarded mode gathers every rank's
+// dump to the root and diagnoses from those files alone. Throws ScenarioError
+// for a scenario that cannot run (bad faults, an implementation that does not
+// exist or not in this world, an MPI scenario outside mpirun).
+ReplayResult replay_scenario(const Scenario& s, const ReplayOptions& o, World& world);
+// The same in a thread world of s.ranks ranks.
+ReplayResult replay_scenario(const Scenario& s, const ReplayOptions& o = {});
+
+// Whether `r` matches the expectation `e` (diagnosis kind, and the ranks, seq,
+// edge and fields it names); `why` says what differs.
+bool expectation_holds(const ExpectSpec& e, const ReplayResult& r, std::string* why);
+
+}  // namespace collcheck

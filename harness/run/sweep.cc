@@ -1,0 +1,273 @@
+#include "harness/run/sweep.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <memory>
+#include <thread>
+
+#include "harness/run/communicator.h"
+#include "harness/peers/mpi_impl.h"
+#include "harness/world/mpi_world.h"
+#include "harness/check/oracle.h"
+#include "harness/world/thread_world.h"
+
+namespace collcheck {
+
+namespace {
+
+constexpr size_t kCanary = 64;  // bytes of guard pattern on each side of an output buffer
+constexpr std::byte kCanaryByte{0xA5};
+
+// Output buffer with canaries on both sides.
+struct Guarded {
+  std::vector<std::byte> mem;
+  size_t bytes = 0;
+  explicit Guarded(size_t b) : mem(b + 2 * kCanary, kCanaryByte), bytes(b) {}
+  std::byte* data() { return mem.data() + kCanary; }
+  bool canaries_intact() const {
+    for (size_t i = 0; i < kCanary; ++i)
+      if (mem[i] != kCanaryByte || mem[kCanary + bytes + i] != kCanaryByte) return false;
+    return true;
+  }
+};
+
+// nccl-tests' all-reduce bus bandwidth factor (0 at p = 1: nothing crosses a link).
+double busbw_factor(int p) { return 2.0 * (p - 1) / p; }
+
+double memcpy_bandwidth(size_t bytes, int iters) {
+  std::vector<std::byte> a(bytes, std::byte{1}), b(bytes);
+  std::memcpy(b.data(), a.data(), bytes);  // warm up (page faults)
+  const auto t0 = Clock::now();
+  for (int i = 0; i < iters; ++i) {
+    std::memcpy(i % 2 ? a.data() : b.data(), i % 2 ? b.data() : a.data(), bytes);
+  }
+  const double s = std::chrono::duration<double>(Clock::now() - t0).count() / iters;
+  return s > 0 ? static_cast<double>(bytes) / s / 1e9 : 0;
+}
+
+SweepRow run_row(World& world, const SweepOptions& o, size_t count, DType t, RedOp op,
+                 const std::string& algo) {
+  const int p = world.size();
+  const size_t es = dtype_size(t);
+  const size_t bytes = count * es;
+  SweepRow row;
+  row.bytes = bytes;
+  row.count = count;
+  row.dtype = t;
+  row.op = op;
+  row.algo = algo;
+  // Inputs are generated once; every run starts from a copy of them, and the
+  // oracle and the "input untouched" check compare against them.
+  std::vector<std::vector<std::byte>> pristine(static_cast<size_t>(p)), inputs(static_cast<size_t>(p));
+  std::vector<std::unique_ptr<Guarded>> outputs;
+  std::vector<const void*> in_ptrs;
+  for (int r = 0; r < p; ++r) {
+    auto& pr = pristine[static_cast<size_t>(r)];
+    pr.resize(bytes);
+    fill_input(pr.data(), count, t, op, p, r, o.seed, o.data);
+    in_ptrs.push_back(pr.data());
+    outputs.push_back(std::make_unique<Guarded>(bytes));
+  }
+  auto reset_buffers = [&] {
+    for (int r = 0; r < p; ++r) {
+      const auto& pr = pristine[static_cast<size_t>(r)];
+      if (o.inplace) {
+        if (bytes > 0) std::memcpy(outputs[static_cast<size_t>(r)]->data(), pr.data(), bytes);
+      } else {
+        inputs[static_cast<size_t>(r)] = pr;
+      }
+    }
+  };
+  auto send_of = [&](int r) -> const void* {
+    return o.inplace ? static_cast<const void*>(outputs[static_cast<size_t>(r)]->data())
+                     : static_cast<const void*>(inputs[static_cast<size_t>(r)].data());
+  };
+  const CommOptions copts{algo, o.timeout};
+  const auto limit = o.timeout * (o.iters + o.warmup + 2) + std::chrono::seconds(5);
+
+  // Timed iterations.
+  reset_buffers();
+  std::vector<double> seconds(static_cast<size_t>(p), 0);
+  WorldRun timed = world.run(
+      [&](RankContext& ctx) {
+        Communicator comm(ctx.links(), copts);
+        const size_t r = static_cast<size_t>(ctx.rank());
+        for (int i = 0; i < o.warmup; ++i)
+          comm.all_reduce(send_of(ctx.rank()), outputs[r]->data(), count, t, op, o.scalar);
+        ctx.barrier(Clock::now() + o.timeout);
+        const auto t0 = Clock::now();
+        for (int i = 0; i < o.iters; ++i)
+          comm.all_reduce(send_of(ctx.rank()), outputs[r]->data(), count, t, op, o.scalar);
+        seconds[r] = std::chrono::duration<double>(Clock::now() - t0).count();
+      },
+      limit);
+  if (!timed.ok()) {
+    row.wrong = std::max<size_t>(count, 1);
+    row.error = timed.failures();
+    return row;
+  }
+  {
+    std::vector<std::byte*> secs;
+    for (auto& x : seconds) secs.push_back(reinterpret_cast<std::byte*>(&x));
+    world.gather_bytes(secs, sizeof(double));
+  }
+  const double sec = *std::max_element(seconds.begin(), seconds.end()) / std::max(o.iters, 1);
+  row.time_us = sec * 1e6;
+  row.algbw = sec > 0 ? static_cast<double>(bytes) / sec / 1e9 : 0;
+  row.busbw = row.algbw * busbw_factor(p);
+  if (!o.check) return row;
+
+  // One checked call on fresh inputs.
+  reset_buffers();
+  WorldRun checked = world.run(
+      [&](RankContext& ctx) {
+        Communicator comm(ctx.links(), copts);
+        comm.all_reduce(send_of(ctx.rank()), outputs[static_cast<size_t>(ctx.rank())]->data(), count, t, op,
+                        o.scalar);
+      },
+      o.timeout + std::chrono::seconds(5));
+  if (!checked.ok()) {
+    row.wrong = std::max<size_t>(count, 1);
+    row.error = checked.failures();
+    return row;
+  }
+  {  // the MPI world: every rank's output (canaries too) and input to the root
+    std::vector<std::byte*> outs, ins;
+    for (int r = 0; r < p; ++r) {
+      outs.push_back(outputs[static_cast<size_t>(r)]->mem.data());
+      if (!o.inplace) ins.push_back(inputs[static_cast<size_t>(r)].data());
+    }
+    world.gather_bytes(outs, outputs[0]->mem.size());
+    if (!o.inplace) world.gather_bytes(ins, bytes);
+  }
+  if (!world.root()) return row;
+  const Reduction red = resolve_reduction(t, op, p, o.scalar);
+  std::vector<const void*> out_ptrs, after_ptrs;
+  for (int r = 0; r < p; ++r) {
+    out_ptrs.push_back(outputs[static_cast<size_t>(r)]->data());
+    if (!o.inplace) after_ptrs.push_back(inputs[static_cast<size_t>(r)].data());
+  }
+  const OutputCheck oc = check_outputs(red, in_ptrs, out_ptrs, after_ptrs, count);
+  row.wrong = oc.wrong;
+  row.max_err_units = oc.max_err_units;
+  row.error = oc.first_problem;
+  for (int r = 0; r < p; ++r) {
+    if (!outputs[static_cast<size_t>(r)]->canaries_intact()) {
+      row.wrong += 1;
+      if (row.error.empty()) row.error = fmt::format("rank {} wrote outside its output buffer", r);
+    }
+  }
+  return row;
+}
+
+}  // namespace
+
+OutputCheck check_outputs(const Reduction& red, std::span<const void* const> pristine,
+                          std::span<const void* const> outputs, std::span<const void* const> inputs_after,
+                          size_t count) {
+  OutputCheck oc;
+  const size_t es = dtype_size(red.dtype);
+  const CheckSummary cs = check_all_reduce(red, pristine, outputs[0], count);
+  oc.wrong = cs.wrong;
+  oc.max_err_units = cs.max_err_units;
+  if (cs.first_wrong) oc.first_problem = "rank 0 " + cs.first_wrong_detail;
+  for (size_t r = 1; r < outputs.size(); ++r) {
+    size_t differ = 0, first = 0;
+    const auto* a = static_cast<const std::byte*>(outputs[0]);
+    const auto* b = static_cast<const std::byte*>(outputs[r]);
+    for (size_t i = 0; i < count; ++i)
+      if (std::memcmp(a + i * es, b + i * es, es) != 0 && differ++ == 0) first = i;
+    if (differ) {
+      oc.wrong += differ;
+      if (oc.first_problem.empty())
+        oc.first_problem = fmt::format("rank {} differs from rank 0 in {} elements, first at element {}: {} vs {}",
+                                       r, differ, first, format_element(red.dtype, load_element(red.dtype, b, first)),
+                                       format_element(red.dtype, load_element(red.dtype, a, first)));
+    }
+  }
+  for (size_t r = 0; r < inputs_after.size(); ++r) {
+    if (count > 0 && std::memcmp(inputs_after[r], pristine[r], count * es) != 0) {
+      oc.wrong += 1;
+      if (oc.first_problem.empty()) oc.first_problem = fmt::format("rank {}'s input buffer was modified", r);
+    }
+  }
+  return oc;
+}
+
+std::vector<size_t> sweep_counts(const SweepOptions& o, DType t) {
+  const size_t es = dtype_size(t);
+  if (o.count) return {*o.count};
+  std::vector<size_t> counts;
+  double b = static_cast<double>(o.min_bytes);
+  for (;;) {
+    const size_t bytes = static_cast<size_t>(b);
+    counts.push_back(bytes / es);
+    if (bytes >= o.max_bytes) break;
+    b = std::min(b * o.factor, static_cast<double>(o.max_bytes));
+  }
+  counts.erase(std::unique(counts.begin(), counts.end()), counts.end());
+  return counts;
+}
+
+SweepResult run_sweep(const SweepOptions& o, std::FILE* out_or_null) {
+  SweepResult result;
+  MpiWorld* mpi = MpiWorld::get();
+  std::unique_ptr<ThreadWorld> threads;
+  if (!mpi) threads = std::make_unique<ThreadWorld>(o.ranks);
+  World* world = mpi ? static_cast<World*>(mpi) : threads.get();
+  // Only the root prints: the other MPI ranks write to /dev/null.
+  std::FILE* out = out_or_null;
+  std::unique_ptr<std::FILE, int (*)(std::FILE*)> devnull(nullptr, &std::fclose);
+  if (!world->root()) {
+    devnull.reset(std::fopen("/dev/null", "w"));
+    out = devnull.get();
+  }
+  fmt::print(out, "# collcheck sweep: {} ranks {}, {}, data {}, seed {}, {} iters, {} warmup, check {}\n",
+             world->size(), fmt::format("{} ({} links)", world->how(), mpi ? mpi_library_version() : "in-process"),
+             o.inplace ? "in-place" : "out-of-place", data_class_name(o.data), o.seed, o.iters, o.warmup,
+             o.check ? 1 : 0);
+  fmt::print(out, "# busbw = algbw * 2(p-1)/p; maxerr is the largest |result - exact| in units of the oracle's bound\n");
+  fmt::print(out, "#\n# {:>12} {:>12} {:>9} {:>9} {:>6} {:>10} {:>11} {:>11} {:>8} {:>9}\n", "size(B)", "count", "type",
+             "redop", "algo", "time(us)", "algbw(GB/s)", "busbw(GB/s)", "#wrong", "maxerr");
+  std::fflush(out);
+  for (const auto& algo : o.algos)
+    for (DType t : o.dtypes)
+      for (RedOp op : o.ops)
+        for (size_t count : sweep_counts(o, t)) {
+          SweepRow row = run_row(*world, o, count, t, op, algo);
+          const std::string err = o.check ? fmt::format("{:.3g}", row.max_err_units) : "N/A";
+          fmt::print(out, "  {:>12} {:>12} {:>9} {:>9} {:>6} {:>10.1f} {:>11.3f} {:>11.3f} {:>8} {:>9}\n",
+                     row.bytes, row.count, dtype_name(t), op_name(op), algo, row.time_us, row.algbw,
+                     row.busbw, o.check ? fmt::format("{}", row.wrong) : "N/A", err);
+          if (!row.error.empty()) fmt::print(out, "#   ^ {}\n", row.error);
+          std::fflush(out);
+          result.total_wrong += row.wrong;
+          result.rows.push_back(std::move(row));
+        }
+  if (o.memcpy_peer && !result.rows.empty() && world->root()) {
+    size_t largest = 0;
+    for (const auto& r : result.rows) largest = std::max(largest, r.bytes);
+    if (largest > 0) {
+      const double mbw = memcpy_bandwidth(largest, std::max(o.iters, 3));
+      fmt::print(out, "#\n# peer: memcpy of {} B in this process: {:.3f} GB/s (single thread, same run)\n", largest,
+                 mbw);
+      // One ratio per algorithm: float32 sum if swept, else the first dtype and op.
+      const bool has_f32_sum = std::count(o.dtypes.begin(), o.dtypes.end(), DType::Float32) &&
+                               std::count(o.ops.begin(), o.ops.end(), RedOp::Sum);
+      const DType rt = has_f32_sum ? DType::Float32 : o.dtypes.front();
+      const RedOp rop = has_f32_sum ? RedOp::Sum : o.ops.front();
+      for (const auto& r : result.rows)
+        if (r.bytes == largest && r.dtype == rt && r.op == rop && mbw > 0)
+          fmt::print(out, "#   {:>6} {:>9} {:>9}: busbw/memcpy = {:.3f}\n", r.algo, dtype_name(r.dtype),
+                     op_name(r.op), r.busbw / mbw);
+    }
+  }
+  fmt::print(out, "#\n# Out of bounds values : {} {}\n", result.total_wrong, result.total_wrong ? "FAILED" : "OK");
+  fmt::print(out, "# {} rows, {} wrong elements\n", result.rows.size(), result.total_wrong);
+  return result;
+}
+
+}  // namespace collcheck

@@ -1,0 +1,81 @@
+// `collcheck sweep`: the nccl-tests style table over sizes x dtypes x ops x
+// algorithms, each row timed and (with -c 1) checked against the oracle.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <cstdio>
+#include <optional>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "harness/model/data.h"
+#include "impl/dtype.h"
+#include "impl/semantics.h"
+
+namespace collcheck {
+
+struct SweepOptions {
+  // Defaults sized for ranks as threads on a small CPU machine (nccl-tests'
+  // 32M default targets GPUs).
+  size_t min_bytes = 1 << 10;
+  size_t max_bytes = 256 << 10;
+  double factor = 16;
+  std::optional<size_t> count;  // elements; overrides -b/-e when set
+  std::vector<DType> dtypes = {DType::Float32};
+  std::vector<RedOp> ops = {RedOp::Sum};
+  std::vector<std::string> algos = {"ring"};
+  int iters = 20;
+  int warmup = 5;
+  bool check = true;
+  int ranks = 4;
+  bool inplace = false;
+  uint64_t seed = 1;
+  DataClass data = DataClass::Mixed;
+  double scalar = 3;
+  std::chrono::milliseconds timeout{60000};
+  bool memcpy_peer = true;
+};
+
+struct SweepRow {
+  size_t bytes = 0;
+  size_t count = 0;
+  DType dtype{};
+  RedOp op{};
+  std::string algo;
+  double time_us = 0;
+  double algbw = 0;
+  double busbw = 0;
+  size_t wrong = 0;
+  double max_err_units = 0;
+  std::string error;  // first problem found, if any
+};
+
+struct SweepResult {
+  std::vector<SweepRow> rows;
+  size_t total_wrong = 0;
+  int exit_code() const { return total_wrong == 0 ? 0 : 1; }
+};
+
+struct OutputCheck {
+  size_t wrong = 0;           // wrong elements (oracle), differing elements, modified inputs
+  double max_err_units = 0;
+  std::string first_problem;  // "" when everything is right
+};
+
+// Checks the outputs of one all-reduce call: rank 0's result against the oracle
+// (built from `pristine`, the inputs as generated), every other rank bitwise
+// against rank 0, and, for out-of-place calls, that each rank's send buffer
+// (`inputs_after`, empty for in-place) still equals its pristine input.
+OutputCheck check_outputs(const Reduction& red, std::span<const void* const> pristine,
+                          std::span<const void* const> outputs, std::span<const void* const> inputs_after,
+                          size_t count);
+
+// Runs the sweep, printing the table to `out` as rows complete.
+SweepResult run_sweep(const SweepOptions& o, std::FILE* out);
+
+// Element counts nccl-tests would use for [min_bytes, max_bytes] by `factor`.
+std::vector<size_t> sweep_counts(const SweepOptions& o, DType t);
+
+}  // namespace collcheck

@@ -1,0 +1,363 @@
+#include "harness/world/mpi_world.h"
+
+#include "harness/check/guard.h"
+
+#include <fmt/format.h>
+
+#include <cstring>
+
+#include <cstdlib>
+#include <stdexcept>
+#include <thread>
+
+namespace collcheck {
+
+namespace {
+MpiWorld* g_world = nullptr;
+
+void poll_sleep(int& spins) {
+  if (++spins < 64) {
+    std::this_thread::yield();
+  } else {
+    std::this_thread::sleep_for(std::chrono::microseconds(50));
+  }
+}
+}  // namespace
+
+MpiWorld& MpiWorld::init(int* argc, char*** argv) {
+  if (g_world) return *g_world;
+  int provided = 0;
+  const int rc = MPI_Init_thread(argc, argv, MPI_THREAD_MULTIPLE, &provided);
+  if (rc != MPI_SUCCESS) throw std::runtime_error(fmt::format("MPI_Init_thread failed: {}", mpi_error_string(rc)));
+  if (provided < MPI_THREAD_MULTIPLE) {
+    MPI_Finalize();
+    throw std::runtime_error(
+        fmt::format("the MPI library gives thread level {}, and the MPI world needs MPI_THREAD_MULTIPLE ({})",
+                    provided, static_cast<int>(MPI_THREAD_MULTIPLE)));
+  }
+  auto* w = new MpiWorld();
+  MPI_Comm_rank(MPI_COMM_WORLD, &w->rank_);
+  MPI_Comm_size(MPI_COMM_WORLD, &w->size_);
+  char name[MPI_MAX_PROCESSOR_NAME];
+  int len = 0;
+  MPI_Get_processor_name(name, &len);
+  w->host_.assign(name, static_cast<size_t>(len));
+  MPI_Comm_dup(MPI_COMM_WORLD, &w->control_);
+  MPI_Comm_set_errhandler(w->control_, MPI_ERRORS_RETURN);
+  // All ranks are alive at start-up, so these collectives cannot hang on a
+  // missing rank; a rank that never starts is mpirun's to report.
+  for (int p = 1; p <= w->size_; ++p) {
+    MPI_Comm lc = MPI_COMM_NULL, cc = MPI_COMM_NULL;
+    const int color = w->rank_ < p ? 0 : MPI_UNDEFINED;
+    MPI_Comm_split(MPI_COMM_WORLD, color, w->rank_, &lc);
+    MPI_Comm_split(MPI_COMM_WORLD, color, w->rank_, &cc);
+    if (cc != MPI_COMM_NULL) MPI_Comm_set_errhandler(cc, MPI_ERRORS_RETURN);
+    w->links_comm_.push_back(lc);
+    w->coll_comm_.push_back(cc);
+    w->links_.push_back(lc != MPI_COMM_NULL ? std::make_unique<MpiLinks>(lc) : nullptr);
+  }
+  g_world = w;
+  return *w;
+}
+
+MpiWorld* MpiWorld::get() { return g_world; }
+
+MpiLinks& MpiWorld::links(int p) {
+  if (p < 1 || p > size_ || !links_[static_cast<size_t>(p - 1)])
+    throw std::logic_error(fmt::format("rank {} has no links for a world of {} ranks", rank_, p));
+  return *links_[static_cast<size_t>(p - 1)];
+}
+
+MPI_Comm MpiWorld::comm(int p) const {
+  if (p < 1 || p > size_) return MPI_COMM_NULL;
+  return coll_comm_[static_cast<size_t>(p - 1)];
+}
+
+void MpiWorld::send(int to, int tag, const std::string& bytes, Deadline deadline) {
+  MPI_Request req;
+  MPI_Isend(bytes.data(), static_cast<int>(bytes.size()), MPI_BYTE, to, tag, control_, &req);
+  int flag = 0, spins = 0;
+  while (true) {
+    MPI_Test(&req, &flag, MPI_STATUS_IGNORE);
+    if (flag) return;
+    if (Clock::now() >= deadline) {
+      MPI_Cancel(&req);
+      MPI_Request_free(&req);
+      throw std::runtime_error(fmt::format("rank {}: rank {} did not take a control message by the deadline", rank_, to));
+    }
+    poll_sleep(spins);
+  }
+}
+
+std::optional<std::string> MpiWorld::recv(int from, int tag, Deadline deadline) {
+  int flag = 0, spins = 0;
+  MPI_Status st;
+  while (true) {
+    MPI_Iprobe(from, tag, control_, &flag, &st);
+    if (flag) break;
+    if (Clock::now() >= deadline) return std::nullopt;
+    poll_sleep(spins);
+  }
+  int n = 0;
+  MPI_Get_count(&st, MPI_BYTE, &n);
+  std::string out(static_cast<size_t>(n), '\0');
+  MPI_Recv(out.data(), n, MPI_BYTE, st.MPI_SOURCE, tag, control_, MPI_STATUS_IGNORE);
+  return out;
+}
+
+int MpiWorld::processes_on_node(bool counts) {
+  MPI_Comm node;
+  MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, rank_, MPI_INFO_NULL, &node);
+  int mine = counts ? 1 : 0, n = 0;
+  MPI_Allreduce(&mine, &n, 1, MPI_INT, MPI_SUM, node);
+  MPI_Comm_free(&node);
+  return n;
+}
+
+bool MpiWorld::any_process(bool mine) {
+  int m = mine ? 1 : 0, any = 0;
+  MPI_Allreduce(&m, &any, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
+  return any != 0;
+}
+
+int MpiWorld::agree_exit_code(int code) {
+  if (rank_ == 0) {
+    for (int q = 1; q < size_; ++q) send(q, control_tag::kExitCode, std::to_string(code), Clock::now() + std::chrono::seconds(30));
+    return code;
+  }
+  auto c = recv(0, control_tag::kExitCode, Clock::now() + std::chrono::seconds(120));
+  return c ? std::atoi(c->c_str()) : 1;
+}
+
+void MpiWorld::abort(int code) {
+  std::fflush(stdout);
+  std::fflush(stderr);
+  MPI_Abort(MPI_COMM_WORLD, code);
+  std::_Exit(code);  // MPI_Abort does not return; this is for the compiler
+}
+
+void MpiWorld::finalize() {
+  links_.clear();
+  for (auto& c : links_comm_)
+    if (c != MPI_COMM_NULL) MPI_Comm_free(&c);
+  for (auto& c : coll_comm_)
+    if (c != MPI_COMM_NULL) MPI_Comm_free(&c);
+  MPI_Comm_free(&control_);
+  MPI_Finalize();
+}
+
+// ---- World ----
+
+namespace {
+
+// One rank's body in the MPI world: this process's rank of the whole world.
+class MpiRankContext final : public RankContext {
+ public:
+  MpiRankContext(MpiWorld& w, uint64_t run) : w_(w), over_tag_(control_tag::kRunOverBase + static_cast<int>(run % 1000)) {}
+  int rank() const override { return w_.rank(); }
+  int size() const override { return w_.size(); }
+  Links& links() override { return w_.links(w_.size()); }
+  void barrier(Deadline deadline) override {
+    MPI_Request req;
+    MPI_Ibarrier(w_.comm(w_.size()), &req);
+    for (int flag = 0, spins = 0;;) {
+      MPI_Test(&req, &flag, MPI_STATUS_IGNORE);
+      if (flag) return;
+      if (Clock::now() >= deadline)
+        throw std::runtime_error(fmt::format("rank {}: barrier not reached by every rank by the deadline", w_.rank()));
+      poll_sleep(spins);
+    }
+  }
+  void wait_for_others(Deadline deadline) override { (void)w_.recv(MPI_ANY_SOURCE, over_tag_, deadline); }
+  void announce_end() override {
+    // Small messages go eagerly; nobody waits for these to be read.
+    for (int q = 0; q < w_.size(); ++q) {
+      if (q == w_.rank()) continue;
+      MPI_Request req;
+      MPI_Isend("x", 1, MPI_CHAR, q, over_tag_, w_.control(), &req);
+      MPI_Request_free(&req);
+    }
+  }
+
+ private:
+  MpiWorld& w_;
+  int over_tag_;
+};
+
+// A control message of run `run`: "<run> <body>". Messages of an earlier run
+// that came too late for it are dropped here.
+std::string stamped(uint64_t run, const std::string& body) { return fmt::format("{} {}", run, body); }
+std::optional<std::string> recv_stamped(MpiWorld& w, int from, int tag, uint64_t run, Deadline deadline) {
+  const std::string want = fmt::format("{} ", run);
+  while (auto m = w.recv(from, tag, deadline)) {
+    if (m->compare(0, want.size(), want) == 0) return m->substr(want.size());
+  }
+  return std::nullopt;
+}
+
+}  // namespace
+
+Clock::time_point MpiWorld::start() {
+  MPI_Request req;
+  MPI_Ibarrier(control_, &req);
+  const Deadline by = Clock::now() + std::chrono::minutes(2);
+  for (int flag = 0, spins = 0;;) {
+    MPI_Test(&req, &flag, MPI_STATUS_IGNORE);
+    if (flag) return Clock::now();
+    if (Clock::now() >= by)
+      throw std::runtime_error(fmt::format("rank {}: not every process came to the start of the run within two minutes", rank_));
+    poll_sleep(spins);
+  }
+}
+
+WorldRun MpiWorld::run(const RankFn& fn, std::chrono::milliseconds limit) {
+  const uint64_t run = ++runs_;
+  links(size_).set_epoch(run);
+  MpiRankContext ctx(*this, run);
+  RankOutcome mine;
+  try {
+    fn(ctx);
+    mine.ok = true;
+  } catch (const std::exception& e) {
+    mine.error = e.what();
+  }
+  mine.returned = true;
+  const Deadline by = Clock::now() + limit;
+  WorldRun result;
+  result.ranks.assign(static_cast<size_t>(size_), RankOutcome{});
+  if (root()) {
+    result.ranks[0] = mine;
+    for (int q = 1; q < size_; ++q) {
+      auto m = recv_stamped(*this, q, control_tag::kRunOutcome, run, by);
+      auto& o = result.ranks[static_cast<size_t>(q)];
+      if (!m || m->empty()) {
+        o.error = fmt::format("rank {} sent no outcome by the deadline", q);
+        result.hung = true;
+        continue;
+      }
+      o.returned = true;
+      o.ok = (*m)[0] == '1';
+      o.error = m->substr(1);
+    }
+    const std::string verdict = stamped(run, result.ok() ? "1" : "0");
+    for (int q = 1; q < size_; ++q) {
+      try {
+        send(q, control_tag::kRunVerdict, verdict, by);
+      } catch (const std::exception&) {  // that rank is gone; it was reported above
+      }
+    }
+  } else {
+    send(0, control_tag::kRunOutcome, stamped(run, (mine.ok ? "1" : "0") + mine.error), by);
+    auto v = recv_stamped(*this, 0, control_tag::kRunVerdict, run, by);
+    for (auto& o : result.ranks) o = RankOutcome{true, v && *v == "1", ""};
+    result.ranks[static_cast<size_t>(rank_)] = mine;
+    if (!v) result.ranks[0] = RankOutcome{false, false, "rank 0 sent no verdict by the deadline"};
+  }
+  return result;
+}
+
+std::vector<std::optional<std::string>> MpiWorld::gather(const std::vector<std::string>& local, Deadline deadline) {
+  const std::string& own = local.at(static_cast<size_t>(rank_));
+  if (!root()) {
+    send(0, control_tag::kGatherText, stamped(runs_, own), deadline);
+    return {};
+  }
+  std::vector<std::optional<std::string>> all(static_cast<size_t>(size_));
+  all[0] = own;
+  for (int q = 1; q < size_; ++q) all[static_cast<size_t>(q)] = recv_stamped(*this, q, control_tag::kGatherText, runs_, deadline);
+  return all;
+}
+
+void MpiWorld::gather_bytes(const std::vector<std::byte*>& buffers, size_t bytes) {
+  const Deadline by = Clock::now() + std::chrono::seconds(60);
+  if (!root()) {
+    send(0, control_tag::kGatherBytes,
+         stamped(runs_, std::string(reinterpret_cast<const char*>(buffers[static_cast<size_t>(rank_)]), bytes)), by);
+    return;
+  }
+  for (int q = 1; q < size_; ++q) {
+    auto m = recv_stamped(*this, q, control_tag::kGatherBytes, runs_, by);
+    if (!m || m->size() != bytes)
+      throw std::runtime_error(fmt::format("rank {}'s buffer did not arrive at rank 0 for checking", q));
+    std::memcpy(buffers[static_cast<size_t>(q)], m->data(), bytes);
+  }
+}
+
+namespace {
+
+// Guarded mode over MPI: each rank posts every rank's fingerprint of a call
+// into its own FingerprintGuard. A rank that never posts (stalled) is waited
+// for until the call's deadline; the call then times out as in unguarded mode.
+class MpiCallGuard final : public CallGuard {
+ public:
+  MpiCallGuard(int p, Clock::time_point epoch, std::chrono::milliseconds deadline)
+      : p_(p), deadline_(deadline), guard_(p, epoch, std::chrono::milliseconds(0)) {
+    MPI_Comm_dup(MPI_COMM_WORLD, &comm_);
+    void* ub = nullptr;
+    int flag = 0;
+    MPI_Comm_get_attr(MPI_COMM_WORLD, MPI_TAG_UB, &ub, &flag);
+    if (flag && ub) tag_ub_ = *static_cast<int*>(ub);
+  }
+  ~MpiCallGuard() override { MPI_Comm_free(&comm_); }
+  MpiCallGuard(const MpiCallGuard&) = delete;
+  MpiCallGuard& operator=(const MpiCallGuard&) = delete;
+
+  void check(int rank, const CallFingerprint& fp) override {
+    const Deadline until = Clock::now() + deadline_;
+    const std::string mine = fingerprint_to_json(fp);
+    const int tag = static_cast<int>(fp.seq % (static_cast<uint64_t>(tag_ub_) + 1));
+    std::vector<MPI_Request> sends;
+    for (int q = 0; q < p_; ++q) {
+      if (q == rank) continue;
+      sends.emplace_back();
+      MPI_Isend(mine.data(), static_cast<int>(mine.size()), MPI_CHAR, q, tag, comm_, &sends.back());
+    }
+    std::vector<bool> got(static_cast<size_t>(p_), false);
+    got[static_cast<size_t>(rank)] = true;
+    int missing = p_ - 1;
+    while (missing > 0 && Clock::now() < until) {
+      int flag = 0;
+      MPI_Status st;
+      MPI_Iprobe(MPI_ANY_SOURCE, tag, comm_, &flag, &st);
+      if (!flag) {
+        std::this_thread::sleep_for(std::chrono::microseconds(50));
+        continue;
+      }
+      int n = 0;
+      MPI_Get_count(&st, MPI_CHAR, &n);
+      std::string text(static_cast<size_t>(n), '\0');
+      MPI_Recv(text.data(), n, MPI_CHAR, st.MPI_SOURCE, tag, comm_, MPI_STATUS_IGNORE);
+      if (!got[static_cast<size_t>(st.MPI_SOURCE)]) {
+        got[static_cast<size_t>(st.MPI_SOURCE)] = true;
+        --missing;
+      }
+      try {
+        guard_.check(st.MPI_SOURCE, fingerprint_from_json(text));
+      } catch (const GuardViolation&) {  // judged below, once this rank's own fingerprint is in
+      }
+    }
+    for (auto& r : sends) {  // small messages go eagerly; a peer that never reads them cannot hold us
+      int done = 0;
+      MPI_Test(&r, &done, MPI_STATUS_IGNORE);
+      if (!done) MPI_Request_free(&r);
+    }
+    guard_.check(rank, fp);  // throws GuardViolation naming the mismatch, the same on every rank
+  }
+  std::optional<Diagnosis> violation() const override { return guard_.violation(); }
+  double violation_time() const override { return guard_.violation_time(); }
+
+ private:
+  int p_;
+  std::chrono::milliseconds deadline_;
+  FingerprintGuard guard_;
+  MPI_Comm comm_ = MPI_COMM_NULL;
+  int tag_ub_ = 32767;
+};
+
+}  // namespace
+
+std::unique_ptr<CallGuard> MpiWorld::call_guard(Clock::time_point epoch, std::chrono::milliseconds deadline) {
+  return std::make_unique<MpiCallGuard>(size_, epoch, deadline);
+}
+
+}  // namespace collcheck

@@ -1,0 +1,48 @@
+// The embedded world: p ranks as threads of this process, linked by the
+// in-process transport. Rank threads persist across runs, so that a sweep or a
+// grid of thousands of small cases does not pay thread start-up each time.
+#pragma once
+
+#include <chrono>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "harness/world/world.h"
+
+namespace collcheck {
+
+class ThreadWorld final : public World {
+ public:
+  explicit ThreadWorld(int nranks);
+  ~ThreadWorld();
+  ThreadWorld(const ThreadWorld&) = delete;
+  ThreadWorld& operator=(const ThreadWorld&) = delete;
+
+  std::string_view kind() const override { return "threads"; }
+  std::string_view how() const override { return "as threads"; }
+  int size() const override;
+  bool holds(int) const override { return true; }
+  bool root() const override { return true; }
+  Clock::time_point start() override { return Clock::now(); }
+  // Runs `fn` on every rank at once and returns when all ranks have returned.
+  // When a rank throws, the others' pending transfers are aborted so they fail
+  // fast instead of waiting out their deadlines. When ranks are still running
+  // after `limit`, the run is reported as hung, naming them; such a world cannot
+  // be reused (run() then throws std::logic_error).
+  WorldRun run(const RankFn& fn, std::chrono::milliseconds limit) override;
+  // Every rank is here: the texts and buffers are already the root's.
+  std::vector<std::optional<std::string>> gather(const std::vector<std::string>& local, Deadline) override;
+  void gather_bytes(const std::vector<std::byte*>&, size_t) override {}
+  // Shared memory: the rank that arrives second at a mismatching call sees it
+  // at once; `deadline` bounds how long it waits to tell the odd one out.
+  std::unique_ptr<CallGuard> call_guard(Clock::time_point epoch, std::chrono::milliseconds deadline) override;
+
+  struct State;
+
+ private:
+  std::shared_ptr<State> state_;
+};
+
+}  // namespace collcheck

@@ -1,0 +1,95 @@
+// The one interface over where a run's ranks live. Two worlds implement it:
+//   - ThreadWorld (thread_world.h): p ranks as threads of this process, over
+//     the in-process transport; every rank is local and the process is the root;
+//   - MpiWorld (mpi_world.h): one rank per process under mpirun, over MPI;
+//     this process holds one rank, and rank 0's process is the root.
+// The scenario runner, the sweep and the CLI's commands are written once over
+// this interface; nothing above world/ asks which world it runs in.
+#pragma once
+
+#include <chrono>
+#include <cstddef>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "impl/links.h"
+
+namespace collcheck {
+
+class CallGuard;  // harness/check/guard.h
+
+// What one rank's body gets to work with.
+class RankContext {
+ public:
+  virtual ~RankContext() = default;
+  virtual int rank() const = 0;
+  virtual int size() const = 0;
+  virtual Links& links() = 0;
+  // All ranks meet here; throws std::runtime_error naming the missing ranks if
+  // they have not all arrived by `deadline`.
+  virtual void barrier(Deadline deadline) = 0;
+  // A rank that stops on purpose (a stalled rank in a scenario) waits here
+  // until another rank fails or says its body is over (announce_end), or
+  // `deadline`. Never throws.
+  virtual void wait_for_others(Deadline deadline) = 0;
+  // This rank's body is over: a rank waiting in wait_for_others may go. Only
+  // runs with a rank that stalls on purpose need it (threads: a failure
+  // already releases the waiter, so this does nothing).
+  virtual void announce_end() = 0;
+};
+
+struct RankOutcome {
+  bool returned = false;  // the body returned (normally or by throwing)
+  bool ok = false;        // ...and did not throw
+  std::string error;      // what() of the exception, if any
+};
+
+struct WorldRun {
+  std::vector<RankOutcome> ranks;
+  bool hung = false;  // some rank did not return within the limit
+  bool ok() const;
+  // One line per failed rank, or "" when everything passed.
+  std::string failures() const;
+};
+
+class World {
+ public:
+  using RankFn = std::function<void(RankContext&)>;
+  virtual ~World() = default;
+
+  // "threads" or "mpi", as a scenario's world.kind says it.
+  virtual std::string_view kind() const = 0;
+  // How the ranks run, for headers: "as threads", "as MPI processes".
+  virtual std::string_view how() const = 0;
+  virtual int size() const = 0;
+  // Whether rank `r`'s body runs in this process.
+  virtual bool holds(int r) const = 0;
+  // Whether this process holds rank 0, which gathers and judges.
+  virtual bool root() const = 0;
+
+  // The run's time origin, the same instant on every rank to within a
+  // message's latency (MPI: every process meets first, with a deadline).
+  virtual Clock::time_point start() = 0;
+  // Runs fn on every rank this process holds and returns when they have
+  // returned, or when `limit` has passed (then hung). The root gets every
+  // rank's outcome; another process learns only whether all of them succeeded.
+  // Ranks that fail release the others: their transfers and barriers fail fast.
+  virtual WorldRun run(const RankFn& fn, std::chrono::milliseconds limit) = 0;
+
+  // Each rank's text to the root: `local[r]` is read for the ranks this process
+  // holds. The root gets every rank's text (nullopt for a rank whose text did
+  // not come by `deadline`); another process gets an empty vector.
+  virtual std::vector<std::optional<std::string>> gather(const std::vector<std::string>& local, Deadline deadline) = 0;
+  // Rank r's `bytes` bytes at buffers[r] are copied to the root's buffers[r].
+  virtual void gather_bytes(const std::vector<std::byte*>& buffers, size_t bytes) = 0;
+
+  // Guarded mode: the check of every rank's call fingerprint before the call,
+  // the same verdict on every rank (harness/check/guard.h).
+  virtual std::unique_ptr<CallGuard> call_guard(Clock::time_point epoch, std::chrono::milliseconds deadline) = 0;
+};
+
+}  // namespace collcheck

@@ -1,0 +1,57 @@
+#!/usr/bin/env bash
+# Every #include "room/..." of the project must point at the same room or at a
+# room its row in harness/README.md allows (directly or through the rooms that
+# one allows). Prints each violation with file and line; exit 1 if any.
+set -euo pipefail
+root=${1:-$(cd "$(dirname "$0")/.." && pwd)}
+table="$root/harness/README.md"
+declare -A uses=()
+rooms=()
+while IFS='|' read -r _ room _ may _; do
+  room=$(echo "$room" | tr -d ' `')
+  [[ "$room" == "room" || "$room" == ---* || -z "$room" ]] && continue
+  may=$(echo "$may" | tr -d '` ' | sed 's/—//')
+  rooms+=("$room"); uses[$room]=${may//,/ }
+done < <(grep '^| `' "$table")
+[ ${#rooms[@]} -ge 5 ] || { echo "arrows: could not read the rooms table in $table"; exit 1; }
+
+room_of() {  # longest room that prefixes the path
+  local best=""
+  for r in "${rooms[@]}"; do
+    [[ "$1" == "$r"/* && ${#r} -gt ${#best} ]] && best=$r
+  done
+  echo "$best"
+}
+declare -A reach=()
+closure() {  # every room reachable from $1, itself included
+  local seen=" $1 " todo=($1) r u
+  while [ ${#todo[@]} -gt 0 ]; do
+    r=${todo[0]}; todo=("${todo[@]:1}")
+    for u in ${uses[$r]:-}; do
+      [[ "$seen" == *" $u "* ]] || { seen+="$u "; todo+=("$u"); }
+    done
+  done
+  echo "$seen"
+}
+for r in "${rooms[@]}"; do
+  for u in ${uses[$r]}; do
+    [[ " ${rooms[*]} " == *" $u "* ]] || { echo "arrows: $r may use '$u', which is not a room"; exit 1; }
+  done
+  reach[$r]=$(closure "$r")
+done
+
+bad=0 checked=0
+cd "$root"
+while IFS= read -r file; do
+  from=$(room_of "$file"); [ -n "$from" ] || continue
+  while IFS=: read -r line inc; do
+    to=$(room_of "$inc"); [ -n "$to" ] || continue
+    checked=$((checked + 1))
+    if [[ "${reach[$from]}" != *" $to "* ]]; then
+      echo "$file:$line: $from includes $inc ($to), which its row does not allow"
+      bad=$((bad + 1))
+    fi
+  done < <(grep -n '^#include "' "$file" | sed -E 's/^([0-9]+):#include "([^"]+)".*/\1:\2/')
+done < <(git ls-files '*.cc' '*.h' 2>/dev/null || find . -name '*.cc' -o -name '*.h' | sed 's#^\./##')
+echo "arrows: $checked includes between rooms checked, $bad against the table"
+[ $bad -eq 0 ]
