@@ -61,12 +61,9 @@ class FlipRequest final : public LinkRequest {
   uint64_t bit_;
 };
 
-class CorruptingLinks final : public Links {
+class CorruptingLinks final : public LinksDecorator {
  public:
-  CorruptingLinks(Links& inner, Params p) : inner_(inner), p_(p) {}
-  int rank() const override { return inner_.rank(); }
-  int size() const override { return inner_.size(); }
-  RequestPtr isend(int peer, Tag tag, std::span<const std::byte> data) override { return inner_.isend(peer, tag, data); }
+  CorruptingLinks(Links& inner, Params p) : LinksDecorator(inner), p_(p) {}
   RequestPtr irecv(int peer, Tag tag, std::span<std::byte> data) override {
     bool flip = false;
     if (peer == p_.from && !data.empty() && !c_.done) {
@@ -77,7 +74,6 @@ class CorruptingLinks final : public Links {
   }
 
  private:
-  Links& inner_;
   Params p_;
   Counter c_;
 };

@@ -66,11 +66,9 @@ class DelayedSend final : public LinkRequest {
   RequestPtr req_;
 };
 
-class SlowLinks final : public Links {
+class SlowLinks final : public LinksDecorator {
  public:
-  SlowLinks(Links& inner, Params p) : inner_(inner), p_(p) {}
-  int rank() const override { return inner_.rank(); }
-  int size() const override { return inner_.size(); }
+  SlowLinks(Links& inner, Params p) : LinksDecorator(inner), p_(p) {}
   RequestPtr isend(int peer, Tag tag, std::span<const std::byte> data) override {
     if (peer != p_.to) return inner_.isend(peer, tag, data);
     double delay = p_.latency_s;
@@ -78,10 +76,8 @@ class SlowLinks final : public Links {
     const auto ready = Clock::now() + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(delay));
     return std::make_unique<DelayedSend>(inner_, peer, tag, data, ready);
   }
-  RequestPtr irecv(int peer, Tag tag, std::span<std::byte> data) override { return inner_.irecv(peer, tag, data); }
 
  private:
-  Links& inner_;
   Params p_;
 };
 

@@ -74,6 +74,20 @@ class Links {
   virtual RequestPtr irecv(int peer, Tag tag, std::span<std::byte> data) = 0;
 };
 
+// A wrapper of another Links (the flight recorder, the schedule perturber, a
+// nemesis): everything it does not override goes to `inner_` unchanged.
+class LinksDecorator : public Links {
+ public:
+  explicit LinksDecorator(Links& inner) : inner_(inner) {}
+  int rank() const override { return inner_.rank(); }
+  int size() const override { return inner_.size(); }
+  RequestPtr isend(int peer, Tag tag, std::span<const std::byte> data) override { return inner_.isend(peer, tag, data); }
+  RequestPtr irecv(int peer, Tag tag, std::span<std::byte> data) override { return inner_.irecv(peer, tag, data); }
+
+ protected:
+  Links& inner_;
+};
+
 // The tag layout: communicators put a call's sequence number above the low 8
 // bits, and algorithms put their channel in them.
 constexpr Tag call_tag(uint64_t seq) { return seq << 8; }

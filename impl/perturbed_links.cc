@@ -46,11 +46,9 @@ class PerturbedRequest final : public LinkRequest {
 // depends on its owner coming back to it (a deferred send handed over only
 // when its owner waits on it would deadlock two ranks that each wait on a
 // receive first).
-class PerturbedLinks final : public Links {
+class PerturbedLinks final : public LinksDecorator {
  public:
-  PerturbedLinks(Links& inner, uint64_t seed) : inner_(inner), state_(mix(seed ^ mix(static_cast<uint64_t>(inner.rank())))) {}
-  int rank() const override { return inner_.rank(); }
-  int size() const override { return inner_.size(); }
+  PerturbedLinks(Links& inner, uint64_t seed) : LinksDecorator(inner), state_(mix(seed ^ mix(static_cast<uint64_t>(inner.rank())))) {}
   RequestPtr isend(int peer, Tag tag, std::span<const std::byte> data) override {
     const auto [late, visible] = draw();
     if (late > Clock::duration::zero()) std::this_thread::sleep_for(late);
@@ -76,7 +74,6 @@ class PerturbedLinks final : public Links {
     const auto a = one();
     return {a, one()};
   }
-  Links& inner_;
   std::mutex mu_;
   uint64_t state_;
 };

@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include "harness/world/crash_handler.h"
+#include "harness/world/watched.h"
 
 #include <unistd.h>
 
@@ -16,51 +17,9 @@ namespace collcheck {
 namespace {
 
 
-// Runs one rank's part on a thread of its own, so that a part that never
-// returns (a blocking MPI_Allreduce whose peer is gone) cannot take the rank's
-// main thread, which must still answer rank 0 or end the job.
-class Watched {
- public:
-  Watched() : thread_([this] { loop(); }) { thread_.detach(); }
-  // True when `fn` returned within `limit`. After false, the object is
-  // abandoned (its thread may never come back).
-  bool run(std::function<void()> fn, std::chrono::milliseconds limit) {
-    std::unique_lock lk(s_->mu);
-    s_->fn = std::move(fn);
-    s_->done = false;
-    s_->cv.notify_all();
-    return s_->cv.wait_for(lk, limit, [&] { return s_->done; });
-  }
-
- private:
-  struct State {
-    std::mutex mu;
-    std::condition_variable cv;
-    std::function<void()> fn;
-    bool done = true;
-  };
-  void loop() {
-    auto s = s_;
-    for (;;) {
-      std::function<void()> fn;
-      {
-        std::unique_lock lk(s->mu);
-        s->cv.wait(lk, [&] { return static_cast<bool>(s->fn); });
-        fn = std::move(s->fn);
-        s->fn = nullptr;
-      }
-      fn();
-      std::lock_guard lk(s->mu);
-      s->done = true;
-      s->cv.notify_all();
-    }
-  }
-  std::shared_ptr<State> s_ = std::make_shared<State>();
-  std::thread thread_;
-};
-
-Watched& watched() {
-  static Watched* w = new Watched();  // never destroyed: its thread may be stuck
+// One rank's part runs on a thread of its own (harness/world/watched.h).
+WatchedThread& watched() {
+  static auto* w = new WatchedThread();  // never destroyed: its thread may be stuck
   return *w;
 }
 

@@ -695,3 +695,31 @@ TEST(FlightRecorder, ACrashDumpsEveryRankAndAnalyzeReadsThem) {
   EXPECT_NE(a.out.find("dumped on: crash: replaying"), std::string::npos) << a.out;
   EXPECT_NE(a.out.find("warmup"), std::string::npos) << "the completed first call is in the dump\n" << a.out;
 }
+
+// A plugin whose rank 0 never returns from its call (a loop, not a wait on a
+// transfer): both worlds finish at the run's limit, and the analysis names the
+// rank that is stuck inside the implementation, not the peer whose transfer
+// timed out. (The MPI world ran its bodies on the calling thread before, and
+// rank 1 died of an uncaught exception when rank 0 never answered.)
+TEST(Scenario, ACallThatNeverReturnsIsNamedInBothWorlds) {
+  const std::string file = testing::TempDir() + "/never_returns.yaml";
+  std::ofstream(file) << "name: a plugin that never returns on rank 0\n"
+                         "world: {ranks: 2}\n"
+                         "impl: plugin:" PLUGIN_DIR "/never_returns.so\n"
+                         "deadline: 1\n"
+                         "program:\n"
+                         "  - all_reduce: {tag: grads, count: 16}\n"
+                         "expect: {diagnosis: hung_call, ranks: [0], seq: 1}\n";
+  for (const std::string mode : {"guarded", "unguarded"}) {
+    const auto t = testutil::collcheck("replay " + file + " --mode " + mode, 120);
+    EXPECT_EQ(t.code, 0) << t.out;
+    EXPECT_NE(t.out.find("hung_call [rank 0] [call #1]: rank 0 entered call #1 (grads count=16 float32 sum) and never "
+                         "returned from it"),
+              std::string::npos)
+        << t.out;
+    const auto m = testutil::run_command(testutil::mpirun(2) + " replay " + file + " --world mpi --mode " + mode, 120);
+    EXPECT_EQ(m.code, 0) << m.out;
+    EXPECT_NE(m.out.find("hung_call [rank 0] [call #1]"), std::string::npos) << m.out;
+    EXPECT_EQ(m.out.find("terminate called"), std::string::npos) << m.out;
+  }
+}

@@ -16,6 +16,7 @@ const std::vector<Detector>& detectors() {
       {"crash", crash, {}},
       {"missing rank", missing_rank, {K::ShapeMismatch, K::OrderMismatch, K::RankCrashed}},
       {"deadlock", deadlock, {K::ShapeMismatch, K::OrderMismatch, K::RankCrashed, K::MissingRank}},
+      {"hung call", hung_call, {K::ShapeMismatch, K::OrderMismatch, K::RankCrashed, K::MissingRank, K::Deadlock}},
       {"corrupted payload", corrupted_payload, {}},
       {"slow link", slow_link, {}},
       {"async work", async_work, {}},

@@ -35,6 +35,7 @@ void mismatch(const Dumps&, const AnalysisOptions&, std::vector<Diagnosis>&);   
 void crash(const Dumps&, const AnalysisOptions&, std::vector<Diagnosis>&);              // detect_crash.cc
 void missing_rank(const Dumps&, const AnalysisOptions&, std::vector<Diagnosis>&);       // detect_missing_rank.cc
 void deadlock(const Dumps&, const AnalysisOptions&, std::vector<Diagnosis>&);           // detect_deadlock.cc
+void hung_call(const Dumps&, const AnalysisOptions&, std::vector<Diagnosis>&);          // detect_hung_call.cc
 void corrupted_payload(const Dumps&, const AnalysisOptions&, std::vector<Diagnosis>&);  // detect_corrupted_payload.cc
 void slow_link(const Dumps&, const AnalysisOptions&, std::vector<Diagnosis>&);          // detect_slow_link.cc
 void async_work(const Dumps&, const AnalysisOptions&, std::vector<Diagnosis>&);         // detect_async_work.cc

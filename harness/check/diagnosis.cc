@@ -18,7 +18,7 @@ constexpr std::pair<DiagnosisKind, std::string_view> kNames[] = {
     {DiagnosisKind::UnwaitedWork, "unwaited_work"},         {DiagnosisKind::ReadBeforeWait, "read_before_wait"},
     {DiagnosisKind::SlowLink, "slow_link"},                 {DiagnosisKind::CorruptedPayload, "corrupted_payload"},
     {DiagnosisKind::WrongResult, "wrong_result"},           {DiagnosisKind::CallFailed, "call_failed"},
-    {DiagnosisKind::RankCrashed, "rank_crashed"},
+    {DiagnosisKind::RankCrashed, "rank_crashed"},           {DiagnosisKind::HungCall, "hung_call"},
 };
 }  // namespace
 

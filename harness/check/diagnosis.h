@@ -27,6 +27,7 @@ enum class DiagnosisKind : uint8_t {
   WrongResult,       // a result the oracle rejects, with no other explanation
   CallFailed,        // a call failed for another reason (its error is quoted)
   RankCrashed,       // a rank's thread (or process) died of a signal; the dumps were written by the crash handler
+  HungCall,          // a rank entered a call and never returned from it (stuck inside the implementation)
 };
 std::string_view diagnosis_name(DiagnosisKind k);
 std::optional<DiagnosisKind> parse_diagnosis(std::string_view s);

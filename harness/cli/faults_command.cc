@@ -2,6 +2,8 @@
 // fault table), or the detection property over random scenarios (--random).
 #include <fmt/format.h>
 
+#include <unistd.h>
+
 #include <filesystem>
 
 #include "faults/nemesis.h"
@@ -140,11 +142,22 @@ int run_faults_command(FaultsFlags& f) {
       // Room for the fault's own delays (a slow link over 2(p-1) ring steps), said when it changes the deadline.
       const double delay = n.call_delay ? n.call_delay(base, s.faults.front()) : 0;
       if (2 * delay > s.deadline_s) s.deadline_s = 2 * delay;
-      const auto r = replay_here(s, {});
-      if (!r.dump_dir.empty()) std::filesystem::remove_all(r.dump_dir);
+      // Every row dumps its flight recorders; a row that is not diagnosed as
+      // injected keeps them, for `collcheck analyze`.
+      collcheck::ReplayOptions ro;
+      ro.dump_dir = (std::filesystem::temp_directory_path() /
+                     fmt::format("collcheck-faults-{}-{}-{}", ::getpid(), n.name, guarded ? "guarded" : "unguarded"))
+                        .string();
+      if (root) std::filesystem::remove_all(ro.dump_dir);
+      const auto r = replay_here(s, ro);
       if (!root) continue;
       std::string why;
       const bool ok = collcheck::expectation_holds(*s.expect, r, &why);
+      if (ok) {
+        std::filesystem::remove_all(ro.dump_dir);
+      } else {
+        why += fmt::format("; dumps kept: collcheck analyze {}", ro.dump_dir);
+      }
       all = all && ok;
       const std::string what = r.diagnoses.empty() ? "none" : collcheck::format_diagnosis(r.diagnoses.front());
       fmt::print("{:<18} {:<10} {:<9} {:>11.3f}s {:>8.3f}s  {}\n", n.name, guarded ? "guarded" : "unguarded",

@@ -367,11 +367,9 @@ class RecordingRequest final : public LinkRequest {
   bool done_ = false;
 };
 
-class RecordingLinks final : public Links {
+class RecordingLinks final : public LinksDecorator {
  public:
-  RecordingLinks(Links& inner, FlightRecorder& rec) : inner_(inner), rec_(rec) {}
-  int rank() const override { return inner_.rank(); }
-  int size() const override { return inner_.size(); }
+  RecordingLinks(Links& inner, FlightRecorder& rec) : LinksDecorator(inner), rec_(rec) {}
   RequestPtr isend(int peer, Tag tag, std::span<const std::byte> data) override {
     TransferRecord t{rank(), peer, tag, ordinal_[{peer, tag, true}]++, data.size(), rec_.now(), -1, 0, true};
     return std::make_unique<RecordingRequest>(inner_.isend(peer, tag, data), rec_, t, data);
@@ -382,7 +380,6 @@ class RecordingLinks final : public Links {
   }
 
  private:
-  Links& inner_;
   FlightRecorder& rec_;
   std::map<std::tuple<int, Tag, bool>, uint64_t> ordinal_;
 };

@@ -300,15 +300,16 @@ ReplayResult replay_scenario(const Scenario& in, const ReplayOptions& o, World& 
   std::vector<std::string> dumped;
   std::vector<nlohmann::json> checked;
   for (int q = 0; q < p; ++q) {
+    // A rank whose body never returned has a dump (what it recorded so far)
+    // but no verdict; a rank whose process is gone has neither.
     const auto& d = dump_texts[static_cast<size_t>(q)];
     const auto& v = verdict_texts[static_cast<size_t>(q)];
-    if (!d || !v || v->empty()) {
-      res.hung = true;
-      continue;
-    }
+    if (!d || !v || v->empty()) res.hung = true;
+    if (!d) continue;
     dumps.push_back(rank_dump_from_json(nlohmann::json::parse(*d)));
     dumped.push_back(*d);
-    checked.push_back(nlohmann::json::parse(*v));
+    checked.push_back(v && !v->empty() ? nlohmann::json::parse(*v)
+                                        : nlohmann::json{{"checked", 0}, {"wrong", ""}, {"wrong_seq", 0}});
   }
   res.first_failure = first_failure(dumps);
 

@@ -1,6 +1,7 @@
 #include "harness/world/mpi_world.h"
 
 #include "harness/check/guard.h"
+#include "harness/world/watched.h"
 
 #include <fmt/format.h>
 
@@ -213,31 +214,54 @@ Clock::time_point MpiWorld::start() {
 WorldRun MpiWorld::run(const RankFn& fn, std::chrono::milliseconds limit) {
   const uint64_t run = ++runs_;
   links(size_).set_epoch(run);
-  MpiRankContext ctx(*this, run);
   RankOutcome mine;
-  try {
-    fn(ctx);
-    mine.ok = true;
-  } catch (const std::exception& e) {
-    mine.error = e.what();
+  if (broken_) {
+    mine.error = fmt::format("rank {}: an earlier run's body never returned, so this process runs no more", rank_);
+  } else {
+    // The body runs on a thread of its own under the limit: one that never
+    // returns (a plugin stuck in a loop) leaves this thread free to report.
+    auto ctx = std::make_shared<MpiRankContext>(*this, run);
+    auto out = std::make_shared<RankOutcome>();
+    const bool returned = body_thread_->run(
+        [ctx, out, &fn] {
+          try {
+            fn(*ctx);
+            out->ok = true;
+          } catch (const std::exception& e) {
+            out->error = e.what();
+          } catch (...) {
+            out->error = "unknown exception";
+          }
+          out->returned = true;
+        },
+        limit);
+    if (returned) {
+      mine = *out;
+    } else {
+      broken_ = true;  // its thread may never come back: no further body may run
+      mine.error = fmt::format("rank {}: did not return within the run's limit ({:.1f} s)", rank_,
+                               std::chrono::duration<double>(limit).count());
+    }
   }
-  mine.returned = true;
+  // Every rank's outcome to the root, and the root's verdict back: "<ok><returned><error>".
   const Deadline by = Clock::now() + limit;
   WorldRun result;
   result.ranks.assign(static_cast<size_t>(size_), RankOutcome{});
   if (root()) {
     result.ranks[0] = mine;
+    result.hung = !mine.returned;
     for (int q = 1; q < size_; ++q) {
       auto m = recv_stamped(*this, q, control_tag::kRunOutcome, run, by);
       auto& o = result.ranks[static_cast<size_t>(q)];
-      if (!m || m->empty()) {
+      if (!m || m->size() < 2) {
         o.error = fmt::format("rank {} sent no outcome by the deadline", q);
         result.hung = true;
         continue;
       }
-      o.returned = true;
       o.ok = (*m)[0] == '1';
-      o.error = m->substr(1);
+      o.returned = (*m)[1] == '1';
+      o.error = m->substr(2);
+      result.hung = result.hung || !o.returned;
     }
     const std::string verdict = stamped(run, result.ok() ? "1" : "0");
     for (int q = 1; q < size_; ++q) {
@@ -247,11 +271,17 @@ WorldRun MpiWorld::run(const RankFn& fn, std::chrono::milliseconds limit) {
       }
     }
   } else {
-    send(0, control_tag::kRunOutcome, stamped(run, (mine.ok ? "1" : "0") + mine.error), by);
-    auto v = recv_stamped(*this, 0, control_tag::kRunVerdict, run, by);
+    std::optional<std::string> v;
+    try {
+      send(0, control_tag::kRunOutcome,
+           stamped(run, fmt::format("{}{}{}", mine.ok ? '1' : '0', mine.returned ? '1' : '0', mine.error)), by);
+      v = recv_stamped(*this, 0, control_tag::kRunVerdict, run, by);
+    } catch (const std::exception&) {  // rank 0 does not answer: no verdict
+    }
     for (auto& o : result.ranks) o = RankOutcome{true, v && *v == "1", ""};
     result.ranks[static_cast<size_t>(rank_)] = mine;
     if (!v) result.ranks[0] = RankOutcome{false, false, "rank 0 sent no verdict by the deadline"};
+    result.hung = !v || !mine.returned;
   }
   return result;
 }
@@ -259,7 +289,10 @@ WorldRun MpiWorld::run(const RankFn& fn, std::chrono::milliseconds limit) {
 std::vector<std::optional<std::string>> MpiWorld::gather(const std::vector<std::string>& local, Deadline deadline) {
   const std::string& own = local.at(static_cast<size_t>(rank_));
   if (!root()) {
-    send(0, control_tag::kGatherText, stamped(runs_, own), deadline);
+    try {
+      send(0, control_tag::kGatherText, stamped(runs_, own), deadline);
+    } catch (const std::exception&) {  // rank 0 does not take it: it reports this rank as missing
+    }
     return {};
   }
   std::vector<std::optional<std::string>> all(static_cast<size_t>(size_));
@@ -271,8 +304,11 @@ std::vector<std::optional<std::string>> MpiWorld::gather(const std::vector<std::
 void MpiWorld::gather_bytes(const std::vector<std::byte*>& buffers, size_t bytes) {
   const Deadline by = Clock::now() + std::chrono::seconds(60);
   if (!root()) {
-    send(0, control_tag::kGatherBytes,
-         stamped(runs_, std::string(reinterpret_cast<const char*>(buffers[static_cast<size_t>(rank_)]), bytes)), by);
+    try {
+      send(0, control_tag::kGatherBytes,
+           stamped(runs_, std::string(reinterpret_cast<const char*>(buffers[static_cast<size_t>(rank_)]), bytes)), by);
+    } catch (const std::exception&) {  // rank 0 does not take it: it reports the buffer as missing
+    }
     return;
   }
   for (int q = 1; q < size_; ++q) {

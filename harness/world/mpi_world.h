@@ -14,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "harness/world/watched.h"
 #include "harness/world/world.h"
 #include "impl/mpi_links.h"
 
@@ -91,6 +92,8 @@ class MpiWorld final : public World {
   MpiWorld() = default;
   int rank_ = 0, size_ = 1;
   uint64_t runs_ = 0;  // World::run calls so far, the same count on every rank
+  bool broken_ = false;  // a body did not return within its run's limit
+  WatchedThread* body_thread_ = new WatchedThread();  // never freed: a stuck body may hold it
   std::string host_;
   MPI_Comm control_ = MPI_COMM_NULL;
   std::vector<MPI_Comm> links_comm_, coll_comm_;  // [p-1]
