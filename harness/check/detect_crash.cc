@@ -10,12 +10,10 @@
 
 namespace collcheck::detect {
 
-namespace {
-
 // The crash handler wrote the dumps: name the rank that died, of which
 // signal, and where it was (the call it had begun and not finished, or the
 // last call it finished).
-std::optional<Diagnosis> crashed_rank(const std::vector<RankDump>& dumps) {
+std::optional<Diagnosis> crash(const Dumps& dumps) {
   const CrashNote* note = nullptr;
   for (const auto& d : dumps)
     if (d.crash) note = &*d.crash;
@@ -53,12 +51,6 @@ std::optional<Diagnosis> crashed_rank(const std::vector<RankDump>& dumps) {
   dg.text = fmt::format("rank {} died of signal {} {}; last call completed per rank: {}", note->rank, note->signal,
                         where, last);
   return dg;
-}
-
-}  // namespace
-
-void crash(const Dumps& dumps, const AnalysisOptions&, std::vector<Diagnosis>& out) {
-  if (auto d = crashed_rank(dumps)) out.push_back(*d);
 }
 
 }  // namespace collcheck::detect

@@ -10,10 +10,8 @@
 
 namespace collcheck::detect {
 
-namespace {
-
 // Ranks blocked on each other in a cycle (each in a call the others have not reached or left).
-std::optional<Diagnosis> wait_cycle(const std::vector<RankDump>& dumps) {
+std::optional<Diagnosis> deadlock(const Dumps& dumps) {
   std::map<int, int> waits_on;
   for (const auto& d : dumps)
     if (d.blocked_on.blocked) waits_on[d.rank] = d.blocked_on.peer;
@@ -37,12 +35,6 @@ std::optional<Diagnosis> wait_cycle(const std::vector<RankDump>& dumps) {
     }
   }
   return std::nullopt;
-}
-
-}  // namespace
-
-void deadlock(const Dumps& dumps, const AnalysisOptions&, std::vector<Diagnosis>& out) {
-  if (auto d = wait_cycle(dumps)) out.push_back(*d);
 }
 
 }  // namespace collcheck::detect

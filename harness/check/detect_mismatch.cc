@@ -10,10 +10,8 @@
 
 namespace collcheck::detect {
 
-namespace {
-
 // The first sequence number at which ranks disagree on the call.
-std::optional<Diagnosis> fingerprint_mismatch(const std::vector<RankDump>& dumps) {
+std::optional<Diagnosis> mismatch(const Dumps& dumps) {
   uint64_t max_seq = 0;
   for (const auto& d : dumps) max_seq = std::max(max_seq, last_seq(d));
   for (uint64_t k = 1; k <= max_seq; ++k) {
@@ -69,12 +67,6 @@ std::optional<Diagnosis> fingerprint_mismatch(const std::vector<RankDump>& dumps
     return d;
   }
   return std::nullopt;
-}
-
-}  // namespace
-
-void mismatch(const Dumps& dumps, const AnalysisOptions&, std::vector<Diagnosis>& out) {
-  if (auto d = fingerprint_mismatch(dumps)) out.push_back(*d);
 }
 
 }  // namespace collcheck::detect

@@ -10,9 +10,7 @@
 
 namespace collcheck::detect {
 
-namespace {
-
-std::optional<Diagnosis> find_missing_rank(const std::vector<RankDump>& dumps) {
+std::optional<Diagnosis> missing_rank(const Dumps& dumps) {
   uint64_t max_seq = 0;
   for (const auto& d : dumps) max_seq = std::max(max_seq, last_seq(d));
   for (uint64_t k = 1; k <= max_seq; ++k) {
@@ -37,12 +35,6 @@ std::optional<Diagnosis> find_missing_rank(const std::vector<RankDump>& dumps) {
     return dg;
   }
   return std::nullopt;
-}
-
-}  // namespace
-
-void missing_rank(const Dumps& dumps, const AnalysisOptions&, std::vector<Diagnosis>& out) {
-  if (auto d = find_missing_rank(dumps)) out.push_back(*d);
 }
 
 }  // namespace collcheck::detect

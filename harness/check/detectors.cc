@@ -6,16 +6,24 @@
 
 namespace collcheck::detect {
 
+namespace {
+// A detector with at most one finding, as a row of the table.
+template <std::optional<Diagnosis> (*Find)(const Dumps&)>
+void one(const Dumps& dumps, const AnalysisOptions&, std::vector<Diagnosis>& out) {
+  if (auto d = Find(dumps)) out.push_back(*d);
+}
+}  // namespace
+
 const std::vector<Detector>& detectors() {
   using K = DiagnosisKind;
   // A mismatch is named first even when a rank then crashed (a mismatched
   // count can overrun a buffer); a crash explains ranks left waiting for it,
   // and a missing rank the cycle of waits that follows.
   static const std::vector<Detector> rows{
-      {"mismatch", mismatch, {}},
-      {"crash", crash, {}},
-      {"missing rank", missing_rank, {K::ShapeMismatch, K::OrderMismatch, K::RankCrashed}},
-      {"deadlock", deadlock, {K::ShapeMismatch, K::OrderMismatch, K::RankCrashed, K::MissingRank}},
+      {"mismatch", one<mismatch>, {}},
+      {"crash", one<crash>, {}},
+      {"missing rank", one<missing_rank>, {K::ShapeMismatch, K::OrderMismatch, K::RankCrashed}},
+      {"deadlock", one<deadlock>, {K::ShapeMismatch, K::OrderMismatch, K::RankCrashed, K::MissingRank}},
       {"hung call", hung_call, {K::ShapeMismatch, K::OrderMismatch, K::RankCrashed, K::MissingRank, K::Deadlock}},
       {"corrupted payload", corrupted_payload, {}},
       {"slow link", slow_link, {}},

@@ -7,6 +7,7 @@
 #pragma once
 
 #include <map>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <tuple>
@@ -31,10 +32,11 @@ struct Detector {
 // The rows, in order of precedence.
 const std::vector<Detector>& detectors();
 
-void mismatch(const Dumps&, const AnalysisOptions&, std::vector<Diagnosis>&);           // detect_mismatch.cc
-void crash(const Dumps&, const AnalysisOptions&, std::vector<Diagnosis>&);              // detect_crash.cc
-void missing_rank(const Dumps&, const AnalysisOptions&, std::vector<Diagnosis>&);       // detect_missing_rank.cc
-void deadlock(const Dumps&, const AnalysisOptions&, std::vector<Diagnosis>&);           // detect_deadlock.cc
+// Detectors with at most one finding return it; the table adapts them.
+std::optional<Diagnosis> mismatch(const Dumps&);      // detect_mismatch.cc
+std::optional<Diagnosis> crash(const Dumps&);         // detect_crash.cc
+std::optional<Diagnosis> missing_rank(const Dumps&);  // detect_missing_rank.cc
+std::optional<Diagnosis> deadlock(const Dumps&);      // detect_deadlock.cc
 void hung_call(const Dumps&, const AnalysisOptions&, std::vector<Diagnosis>&);          // detect_hung_call.cc
 void corrupted_payload(const Dumps&, const AnalysisOptions&, std::vector<Diagnosis>&);  // detect_corrupted_payload.cc
 void slow_link(const Dumps&, const AnalysisOptions&, std::vector<Diagnosis>&);          // detect_slow_link.cc
