@@ -252,27 +252,44 @@ ReplayResult replay_scenario(const Scenario& in, const ReplayOptions& o, World& 
   set_crash_context(fmt::format("replaying {} ({})", s.file, s.name));
   const double limit_s = run_limit_s(s);
   const auto timeout = millis(s.deadline_s);
-  const auto guard = world.call_guard(epoch, timeout);
-  std::vector<std::unique_ptr<FlightRecorder>> recs(static_cast<size_t>(p));
+  // What the rank bodies touch lives on the heap, owned by the bodies too: a
+  // body that never returns (stuck inside the implementation) keeps it alive
+  // after this function has returned.
+  struct Shared {
+    Scenario s;
+    ImplPtr impl;
+    std::unique_ptr<CallGuard> guard;
+    std::vector<std::unique_ptr<FlightRecorder>> recs;
+    std::vector<std::vector<CallOut>> outs;
+    std::vector<std::string> verdicts;
+  };
+  auto sh = std::make_shared<Shared>();
+  sh->s = s;
+  sh->impl = impl;
+  sh->guard = world.call_guard(epoch, timeout);
+  sh->recs.resize(static_cast<size_t>(p));
   for (int r = 0; r < p; ++r)
-    if (world.holds(r)) recs[static_cast<size_t>(r)] = std::make_unique<FlightRecorder>(r, p, epoch);
-  std::vector<std::vector<CallOut>> outs(static_cast<size_t>(p));
-  std::vector<std::string> verdicts(static_cast<size_t>(p));
+    if (world.holds(r)) sh->recs[static_cast<size_t>(r)] = std::make_unique<FlightRecorder>(r, p, epoch);
+  sh->outs.resize(static_cast<size_t>(p));
+  sh->verdicts.resize(static_cast<size_t>(p));
+  auto& recs = sh->recs;
+  auto& verdicts = sh->verdicts;
+  auto& guard = sh->guard;
   bool some_rank_stalls = false;
   for (int r = 0; r < p; ++r) some_rank_stalls |= stalls(s, r);
 
   const WorldRun run = world.run(
-      [&](RankContext& ctx) {
+      [sh, p, timeout, guarded, epoch, limit_s, some_rank_stalls](RankContext& ctx) {
         const int r = ctx.rank();
         const auto ri = static_cast<size_t>(r);
-        RankEnv env{s, r, p, impl, timeout, *recs[ri], outs[ri], {}, {}};
-        if (guarded) env.before_call = [&guard, r](const CallFingerprint& fp) { guard->check(r, fp); };
+        RankEnv env{sh->s, r, p, sh->impl, timeout, *sh->recs[ri], sh->outs[ri], {}, {}};
+        if (guarded) env.before_call = [sh, r](const CallFingerprint& fp) { sh->guard->check(r, fp); };
         // Never enter the remaining calls: wait until the others give up or
         // end, or the run's limit.
-        env.stall = [&] { ctx.wait_for_others(epoch + millis(limit_s - 1)); };
+        env.stall = [&ctx, epoch, limit_s] { ctx.wait_for_others(epoch + millis(limit_s - 1)); };
         const auto finish = [&] {
-          verdicts[ri] = verdict_text(p, r, outs[ri]);
-          if (some_rank_stalls && !stalls(s, r)) ctx.announce_end();
+          sh->verdicts[ri] = verdict_text(p, r, sh->outs[ri]);
+          if (some_rank_stalls && !stalls(sh->s, r)) ctx.announce_end();
         };
         try {
           run_rank_program(env, ctx.links());

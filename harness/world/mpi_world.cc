@@ -138,6 +138,10 @@ void MpiWorld::abort(int code) {
 }
 
 void MpiWorld::finalize() {
+  // A body that never returned may still hold its links: they are left to the
+  // end of the process.
+  if (broken_)
+    for (auto& l : links_) (void)l.release();
   links_.clear();
   for (auto& c : links_comm_)
     if (c != MPI_COMM_NULL) MPI_Comm_free(&c);
@@ -222,8 +226,10 @@ WorldRun MpiWorld::run(const RankFn& fn, std::chrono::milliseconds limit) {
     // returns (a plugin stuck in a loop) leaves this thread free to report.
     auto ctx = std::make_shared<MpiRankContext>(*this, run);
     auto out = std::make_shared<RankOutcome>();
+    // The body, its context and its outcome are the thread's own copies: a
+    // body that never returns keeps them, not the caller's.
     const bool returned = body_thread_->run(
-        [ctx, out, &fn] {
+        [ctx, out, fn] {
           try {
             fn(*ctx);
             out->ok = true;
