@@ -189,4 +189,35 @@ std::unique_ptr<CaseExecutor> make_executor(RunConfig cfg, bool isolate) {
   return std::make_unique<InProcessExecutor>(std::move(cfg));
 }
 
+CaseOutcome WorldExecutor::run(const Case& c) {
+  if (c.p > world_.size())
+    throw std::logic_error(fmt::format("a case of {} ranks in a world of {}", c.p, world_.size()));
+  last_ = c;
+  (void)world_.broadcast("C" + encode_case(c), Clock::now() + case_limit(c, cfg_));
+  CaseOutcome out = run_case(world_, c, cfg_);
+  if (out.world_broken) throw WorldLost("a rank of the world never returned or never answered", out);
+  return out;
+}
+
+void WorldExecutor::stop(int code) { (void)world_.broadcast(fmt::format("S{}", code), Clock::now() + std::chrono::seconds(30)); }
+
+std::optional<int> serve_cases(World& world, const RunConfig& cfg) {
+  // Between two cases the root runs its ranks and waits for everyone's (two
+  // case limits at most), then checks and shrinks, which is quick.
+  const auto idle = 2 * case_limit(cfg) + std::chrono::seconds(60);
+  for (;;) {
+    const auto cmd = world.broadcast("", Clock::now() + idle);
+    if (!cmd) {
+      std::fprintf(stderr, "collcheck: no command from rank 0 within %.0f s\n", std::chrono::duration<double>(idle).count());
+      return std::nullopt;
+    }
+    if (cmd->starts_with("S")) return std::atoi(cmd->c_str() + 1);
+    if (!cmd->starts_with("C")) {
+      std::fprintf(stderr, "collcheck: malformed command from rank 0\n");
+      return std::nullopt;
+    }
+    (void)run_case(world, decode_case(std::string_view(*cmd).substr(1)), cfg);
+  }
+}
+
 }  // namespace collcheck

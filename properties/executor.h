@@ -7,6 +7,9 @@
 #include <sys/types.h>
 
 #include <memory>
+#include <optional>
+#include <stdexcept>
+#include <string>
 
 #include "properties/properties.h"
 
@@ -45,6 +48,41 @@ class IsolatedExecutor final : public CaseExecutor {
 };
 
 std::unique_ptr<CaseExecutor> make_executor(RunConfig cfg, bool isolate);
+
+// Thrown by WorldExecutor::run when a rank never returned or never answered:
+// the world is lost (no further case can run in it), and the outcome it
+// carries is final.
+class WorldLost : public std::runtime_error {
+ public:
+  WorldLost(const std::string& what, CaseOutcome o) : std::runtime_error(what), outcome(std::move(o)) {}
+  CaseOutcome outcome;
+};
+
+// Cases in one World whose every process takes part (the MPI world). The root
+// drives: it generates and shrinks (RapidCheck runs only there), broadcasts
+// each case as its replay token (seeded inputs are rebuilt on every rank,
+// explicit ones travel in the token), and every process runs its ranks of the
+// case (run_case), which the root checks. The other processes serve cases
+// (serve_cases) until the root says stop, and exit with the code it sends, so
+// the exit code is the same on every rank.
+class WorldExecutor final : public CaseExecutor {
+ public:
+  WorldExecutor(World& world, RunConfig cfg) : world_(world), cfg_(std::move(cfg)) {}
+  CaseOutcome run(const Case& c) override;
+  // Tells every other process to return `code` from serve_cases.
+  void stop(int code);
+  const Case& last_case() const { return last_; }
+
+ private:
+  World& world_;
+  RunConfig cfg_;
+  Case last_;
+};
+
+// The loop of every process but the root's. Returns the code the root sent,
+// or nullopt when the root said nothing for longer than any case could take
+// (the caller ends the job).
+std::optional<int> serve_cases(World& world, const RunConfig& cfg);
 
 // The outcome as one line of JSON, and back (for the pipe to the child).
 std::string outcome_to_json(const CaseOutcome& o);

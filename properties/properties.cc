@@ -33,15 +33,6 @@ namespace {
 const char* const kCallNames[kNumCalls] = {"the call", "the same call again", "the other placement",
                                            "all_reduce_async + wait"};
 
-std::byte canary_byte(size_t k) { return static_cast<std::byte>(0xA5u ^ (k * 0x3Bu) ^ (k >> 3)); }
-
-std::vector<std::byte> framed(const std::vector<std::byte>& payload, bool poison) {
-  std::vector<std::byte> b(payload.size() + 2 * kCanary);
-  for (size_t k = 0; k < b.size(); ++k) b[k] = canary_byte(k);
-  if (!poison && !payload.empty()) std::memcpy(b.data() + kCanary, payload.data(), payload.size());
-  return b;
-}
-
 std::string first_diff_detail(const Case& c, const Reduction& red, const std::vector<std::vector<std::byte>>& inputs,
                               const std::byte* want, const std::byte* got, std::string_view want_name,
                               std::string_view got_name) {
@@ -265,16 +256,48 @@ ThreadWorld& CaseRunner::world(int p) {
   return *w;
 }
 
-CaseOutcome CaseRunner::run(const Case& c) {
+CaseOutcome run_case(World& world, const Case& c, const RunConfig& cfg, bool* ranks_ok) {
   set_crash_context(fmt::format("running verify case {} on {} (replay it with --replay {})", case_summary(c),
-                                cfg_.impl->name(), encode_case(c)));
-  auto st = prepare_execution(c, cfg_.peers.size());
-  st->limit = case_limit(c, cfg_);
+                                cfg.impl->name(), encode_case(c)));
+  auto st = prepare_execution(c, cfg.peers.size());
+  st->limit = case_limit(c, cfg);
   CaseExecution* s = st.get();
-  // The rank body captures by value: a hung rank may outlive this call.
-  const Case cc = c;
-  const RunConfig cfg = cfg_;
-  st->fn = [s, cc, cfg](RankContext& ctx) { execute_rank(cc, *s, cfg, ctx.links()); };
+  // The rank body captures by value and lives in st: a hung rank may outlive
+  // this call, and st is then never freed.
+  st->fn = [s, c, cfg](RankContext& ctx) { execute_rank(c, *s, cfg, ctx.links()); };
+  const WorldRun run = world.run(st->fn, st->limit, c.p);
+  if (ranks_ok) *ranks_ok = run.ok();
+  if (run.hung) new std::shared_ptr<CaseExecution>(st);
+  // The ranks held elsewhere send their buffers and outcome to the root.
+  std::vector<std::string> local(static_cast<size_t>(world.size()));
+  for (size_t r = 0; r < run.ranks.size(); ++r) {
+    if (!world.holds(static_cast<int>(r))) continue;
+    st->ranks[r] = run.ranks[r];
+    if (!world.root()) local[r] = pack_rank(*st, static_cast<int>(r));
+  }
+  const auto all = world.gather(local, Clock::now() + st->limit + std::chrono::seconds(5));
+  if (!world.root()) return CaseOutcome{};
+  for (int r = 0; r < c.p; ++r) {
+    if (world.holds(r)) continue;
+    const auto q = static_cast<size_t>(r);
+    st->ranks[q] = run.ranks[q];
+    if (all[q]) {
+      unpack_rank(*st, r, *all[q]);
+    } else {
+      st->ranks[q].returned = false;
+      st->ranks[q].ok = false;
+      st->ranks[q].error = fmt::format("rank {}: sent no result within {:.1f} s of the case's deadline (it hangs, or "
+                                       "its process died)",
+                                       r, std::chrono::duration<double>(st->limit).count() + 5);
+    }
+  }
+  st->hung = run.hung;
+  for (const auto& o : st->ranks) st->hung |= !o.returned;
+  if (st->hung && !run.hung) new std::shared_ptr<CaseExecution>(st);
+  return check_execution(c, *st, cfg);
+}
+
+CaseOutcome CaseRunner::run(const Case& c) {
   ThreadWorld* w = nullptr;
   try {
     w = &world(c.p);
@@ -287,20 +310,16 @@ CaseOutcome CaseRunner::run(const Case& c) {
                                                  e.what())};
     return out;
   }
-  const WorldRun run = w->run(st->fn, st->limit);
-  st->ranks = run.ranks;
-  st->hung = run.hung;
-  if (!run.ok()) {
+  bool ranks_ok = false;
+  CaseOutcome out = run_case(*w, c, cfg_, &ranks_ok);
+  if (!ranks_ok) {
     // A failed call can leave a native backend's per-world state (Gloo pairs,
     // NCCL communicators) unusable: start the next case from scratch.
     cfg_.impl->reset(c.p);
     for (const auto& peer : cfg_.peers) peer->reset(c.p);
   }
-  if (run.hung) {
-    new std::shared_ptr<CaseExecution>(st);  // never freed: a hung rank may still write to it
-    worlds_.erase(c.p);                      // the world is broken; its hung thread is abandoned
-  }
-  return check_execution(c, *st, cfg_);
+  if (out.world_broken) worlds_.erase(c.p);  // its hung thread is abandoned
+  return out;
 }
 
 namespace {
@@ -341,23 +360,14 @@ class CallChecker {
   std::optional<Failure> buffers(const CaseExecution& st, size_t slot, const char* call_name) const {
     for (size_t r = 0; r < st.bufs.size(); ++r) {
       const CallBuffers& b = st.bufs[r][slot];
-      for (size_t j = 0; j < b.recv.size(); ++j) {
-        if (j >= kCanary && j < kCanary + bytes_) continue;
-        if (b.recv[j] != canary_byte(j)) {
-          const long off = static_cast<long>(j) - static_cast<long>(kCanary);
-          const long es = static_cast<long>(dtype_size(c_.dtype));
-          const std::string at =
-              off < 0 ? fmt::format("{} byte(s) before the buffer", -off)
-                      : fmt::format("byte {} past the end (element [{}])", off - static_cast<long>(bytes_), off / es);
-          return failure(c_.count == 0 ? "count-zero-is-noop" : "no-write-outside-count",
-                         fmt::format("  rank {} wrote {} in {} ({}): byte is {:#04x}, canary was {:#04x}\n", r, at,
-                                     call_name, b.inplace ? "in-place" : "out-of-place",
-                                     static_cast<unsigned>(b.recv[j]), static_cast<unsigned>(canary_byte(j))));
-        }
-      }
-      if (!b.inplace && bytes_ > 0 && std::memcmp(b.send.data() + kCanary, inputs_[r].data(), bytes_) != 0) {
-        size_t i = 0;
-        while (load_element(c_.dtype, b.send_data(), i) == load_element(c_.dtype, inputs_[r].data(), i)) ++i;
+      if (auto w = stray_write(b.recv, bytes_))
+        return failure(c_.count == 0 ? "count-zero-is-noop" : "no-write-outside-count",
+                       fmt::format("  rank {} wrote {} in {} ({}): byte is {:#04x}, canary was {:#04x}\n", r,
+                                   w->where(bytes_, c_.dtype), call_name, b.inplace ? "in-place" : "out-of-place",
+                                   static_cast<unsigned>(w->is), static_cast<unsigned>(w->was)));
+      if (b.inplace) continue;
+      if (auto d = difference(c_.dtype, inputs_[r].data(), b.send_data(), c_.count)) {
+        const size_t i = d.first;
         return failure("input-untouched",
                        fmt::format("  rank {} modified its send buffer in {} (out-of-place): element [{}] was {}, is {}\n",
                                    r, call_name, i, format_element(c_.dtype, load_element(c_.dtype, inputs_[r].data(), i)),

@@ -28,6 +28,7 @@
 
 #include "harness/peers/implementation.h"
 #include "harness/check/oracle.h"
+#include "harness/check/output_check.h"
 #include "harness/world/thread_world.h"
 #include "properties/case.h"
 
@@ -66,7 +67,6 @@ struct RunConfig {
 // ---- one case, executed: what every world (threads, MPI) produces and the
 // checks consume. Worlds differ only in where the rank bodies run.
 
-inline constexpr size_t kCanary = 64;
 // failed_phase of a rank on which the harness itself ran out of a resource
 // (a thread could not start, memory could not be had).
 inline constexpr int kHarnessFailed = -2;
@@ -145,6 +145,15 @@ std::vector<ImplPtr> default_peers(const Implementation& impl);
 // several runs side by side on one machine would run out of them.
 inline constexpr int kMaxCachedWorldThreads = 128;
 
+// One case on the first c.p ranks of `world` (which has at least c.p): every
+// process runs the ranks it holds, and the root gathers the others' buffers
+// and outcomes and checks them all (check_execution). Elsewhere the outcome is
+// no verdict (ok, unchecked). A rank that never returned leaves the world
+// broken (world_broken), and the case's state is then never freed: the stuck
+// rank may still write to it. *ranks_ok: whether every rank's calls succeeded.
+CaseOutcome run_case(World& world, const Case& c, const RunConfig& cfg, bool* ranks_ok = nullptr);
+
+// Cases in process: a thread world of each size, kept for reuse.
 class CaseRunner {
  public:
   explicit CaseRunner(RunConfig cfg);

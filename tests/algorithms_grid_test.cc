@@ -16,15 +16,13 @@
 #include "harness/run/communicator.h"
 #include "harness/model/data.h"
 #include "harness/check/oracle.h"
+#include "harness/check/output_check.h"
 #include "harness/world/thread_world.h"
 
 using namespace collcheck;
 using namespace std::chrono_literals;
 
 namespace {
-
-constexpr size_t kCanary = 32;
-constexpr std::byte kCanaryByte{0x5A};
 
 struct GridParam {
   std::string algo;
@@ -43,8 +41,7 @@ std::vector<std::vector<std::byte>> run_case(ThreadWorld& world, const std::stri
   std::vector<std::vector<std::byte>> send(static_cast<size_t>(p)), out(static_cast<size_t>(p));
   for (int r = 0; r < p; ++r) {
     send[static_cast<size_t>(r)] = inputs[static_cast<size_t>(r)];
-    out[static_cast<size_t>(r)].assign(bytes + 2 * kCanary, kCanaryByte);
-    if (inplace && bytes > 0) std::memcpy(out[static_cast<size_t>(r)].data() + kCanary, send[static_cast<size_t>(r)].data(), bytes);
+    out[static_cast<size_t>(r)] = framed(send[static_cast<size_t>(r)], !inplace);
   }
   auto run = world.run(
       [&](RankContext& c) {
@@ -58,10 +55,7 @@ std::vector<std::vector<std::byte>> run_case(ThreadWorld& world, const std::stri
   std::vector<std::vector<std::byte>> results;
   for (int r = 0; r < p; ++r) {
     const auto& o = out[static_cast<size_t>(r)];
-    for (size_t i = 0; i < kCanary; ++i) {
-      EXPECT_EQ(o[i], kCanaryByte) << "rank " << r << " wrote before its output buffer";
-      EXPECT_EQ(o[kCanary + bytes + i], kCanaryByte) << "rank " << r << " wrote past its output buffer";
-    }
+    if (auto w = stray_write(o, bytes)) ADD_FAILURE() << "rank " << r << " wrote " << w->where(bytes, t);
     if (!inplace) {
       EXPECT_EQ(send[static_cast<size_t>(r)], inputs[static_cast<size_t>(r)]) << "rank " << r << "'s input was modified";
     }

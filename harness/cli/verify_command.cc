@@ -15,7 +15,6 @@
 #include "harness/peers/mpi_impl.h"
 #include "harness/peers/peer_registry.h"
 #include "harness/world/mpi_world.h"
-#include "properties/mpi_executor.h"
 #include "properties/verify.h"
 
 namespace collcheck::cli {
@@ -251,12 +250,19 @@ int run_verify_command(VerifyFlags& f) {
     o.world_desc = fmt::format("MPI world of {} processes ({})", mpi->size(), collcheck::mpi_library_version());
     if (f.mpi_algo >= 0) o.world_flags += fmt::format(" --mpi-algo {}", f.mpi_algo);
     if (f.isolate == "on") throw UsageError("--isolate on is for the thread world; in the MPI world each rank is a process already");
-    if (mpi->rank() != 0) return collcheck::serve_mpi_cases(*mpi, cfg);
-    collcheck::MpiCaseExecutor exec(*mpi, cfg);
+    if (mpi->rank() != 0) {
+      const auto code = collcheck::serve_cases(*mpi, cfg);
+      if (!code) {
+        std::fprintf(stderr, "collcheck: rank %d: ending the job\n", mpi->rank());
+        mpi->abort(1);
+      }
+      return *code;
+    }
+    collcheck::WorldExecutor exec(*mpi, cfg);
     collcheck::VerifyResult result;
     try {
       result = collcheck::run_verify(o, exec, stdout);
-    } catch (const collcheck::MpiWorldLost& lost) {
+    } catch (const collcheck::WorldLost& lost) {
       std::fflush(stdout);
       // Which case: the last one the executor ran.
       collcheck::report_unshrunk_failure(o, exec.last_case(), lost.outcome.failure, stdout);

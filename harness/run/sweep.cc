@@ -12,27 +12,12 @@
 #include "harness/peers/mpi_impl.h"
 #include "harness/world/mpi_world.h"
 #include "harness/check/oracle.h"
+#include "harness/check/output_check.h"
 #include "harness/world/thread_world.h"
 
 namespace collcheck {
 
 namespace {
-
-constexpr size_t kCanary = 64;  // bytes of guard pattern on each side of an output buffer
-constexpr std::byte kCanaryByte{0xA5};
-
-// Output buffer with canaries on both sides.
-struct Guarded {
-  std::vector<std::byte> mem;
-  size_t bytes = 0;
-  explicit Guarded(size_t b) : mem(b + 2 * kCanary, kCanaryByte), bytes(b) {}
-  std::byte* data() { return mem.data() + kCanary; }
-  bool canaries_intact() const {
-    for (size_t i = 0; i < kCanary; ++i)
-      if (mem[i] != kCanaryByte || mem[kCanary + bytes + i] != kCanaryByte) return false;
-    return true;
-  }
-};
 
 // nccl-tests' all-reduce bus bandwidth factor (0 at p = 1: nothing crosses a link).
 double busbw_factor(int p) { return 2.0 * (p - 1) / p; }
@@ -62,28 +47,28 @@ SweepRow run_row(World& world, const SweepOptions& o, size_t count, DType t, Red
   // Inputs are generated once; every run starts from a copy of them, and the
   // oracle and the "input untouched" check compare against them.
   std::vector<std::vector<std::byte>> pristine(static_cast<size_t>(p)), inputs(static_cast<size_t>(p));
-  std::vector<std::unique_ptr<Guarded>> outputs;
+  // Outputs framed by canaries (harness/check/output_check.h).
+  std::vector<std::vector<std::byte>> outputs(static_cast<size_t>(p), framed(bytes));
+  auto out_of = [&](int r) { return outputs[static_cast<size_t>(r)].data() + kCanary; };
   std::vector<const void*> in_ptrs;
   for (int r = 0; r < p; ++r) {
     auto& pr = pristine[static_cast<size_t>(r)];
     pr.resize(bytes);
     fill_input(pr.data(), count, t, op, p, r, o.seed, o.data);
     in_ptrs.push_back(pr.data());
-    outputs.push_back(std::make_unique<Guarded>(bytes));
   }
   auto reset_buffers = [&] {
     for (int r = 0; r < p; ++r) {
       const auto& pr = pristine[static_cast<size_t>(r)];
       if (o.inplace) {
-        if (bytes > 0) std::memcpy(outputs[static_cast<size_t>(r)]->data(), pr.data(), bytes);
+        if (bytes > 0) std::memcpy(out_of(r), pr.data(), bytes);
       } else {
         inputs[static_cast<size_t>(r)] = pr;
       }
     }
   };
   auto send_of = [&](int r) -> const void* {
-    return o.inplace ? static_cast<const void*>(outputs[static_cast<size_t>(r)]->data())
-                     : static_cast<const void*>(inputs[static_cast<size_t>(r)].data());
+    return o.inplace ? static_cast<const void*>(out_of(r)) : static_cast<const void*>(inputs[static_cast<size_t>(r)].data());
   };
   const CommOptions copts{algo, o.timeout};
   const auto limit = o.timeout * (o.iters + o.warmup + 2) + std::chrono::seconds(5);
@@ -95,12 +80,10 @@ SweepRow run_row(World& world, const SweepOptions& o, size_t count, DType t, Red
       [&](RankContext& ctx) {
         Communicator comm(ctx.links(), copts);
         const size_t r = static_cast<size_t>(ctx.rank());
-        for (int i = 0; i < o.warmup; ++i)
-          comm.all_reduce(send_of(ctx.rank()), outputs[r]->data(), count, t, op, o.scalar);
+        for (int i = 0; i < o.warmup; ++i) comm.all_reduce(send_of(ctx.rank()), out_of(ctx.rank()), count, t, op, o.scalar);
         ctx.barrier(Clock::now() + o.timeout);
         const auto t0 = Clock::now();
-        for (int i = 0; i < o.iters; ++i)
-          comm.all_reduce(send_of(ctx.rank()), outputs[r]->data(), count, t, op, o.scalar);
+        for (int i = 0; i < o.iters; ++i) comm.all_reduce(send_of(ctx.rank()), out_of(ctx.rank()), count, t, op, o.scalar);
         seconds[r] = std::chrono::duration<double>(Clock::now() - t0).count();
       },
       limit);
@@ -125,8 +108,7 @@ SweepRow run_row(World& world, const SweepOptions& o, size_t count, DType t, Red
   WorldRun checked = world.run(
       [&](RankContext& ctx) {
         Communicator comm(ctx.links(), copts);
-        comm.all_reduce(send_of(ctx.rank()), outputs[static_cast<size_t>(ctx.rank())]->data(), count, t, op,
-                        o.scalar);
+        comm.all_reduce(send_of(ctx.rank()), out_of(ctx.rank()), count, t, op, o.scalar);
       },
       o.timeout + std::chrono::seconds(5));
   if (!checked.ok()) {
@@ -137,17 +119,17 @@ SweepRow run_row(World& world, const SweepOptions& o, size_t count, DType t, Red
   {  // the MPI world: every rank's output (canaries too) and input to the root
     std::vector<std::byte*> outs, ins;
     for (int r = 0; r < p; ++r) {
-      outs.push_back(outputs[static_cast<size_t>(r)]->mem.data());
+      outs.push_back(outputs[static_cast<size_t>(r)].data());
       if (!o.inplace) ins.push_back(inputs[static_cast<size_t>(r)].data());
     }
-    world.gather_bytes(outs, outputs[0]->mem.size());
+    world.gather_bytes(outs, outputs[0].size());
     if (!o.inplace) world.gather_bytes(ins, bytes);
   }
   if (!world.root()) return row;
   const Reduction red = resolve_reduction(t, op, p, o.scalar);
   std::vector<const void*> out_ptrs, after_ptrs;
   for (int r = 0; r < p; ++r) {
-    out_ptrs.push_back(outputs[static_cast<size_t>(r)]->data());
+    out_ptrs.push_back(out_of(r));
     if (!o.inplace) after_ptrs.push_back(inputs[static_cast<size_t>(r)].data());
   }
   const OutputCheck oc = check_outputs(red, in_ptrs, out_ptrs, after_ptrs, count);
@@ -155,9 +137,9 @@ SweepRow run_row(World& world, const SweepOptions& o, size_t count, DType t, Red
   row.max_err_units = oc.max_err_units;
   row.error = oc.first_problem;
   for (int r = 0; r < p; ++r) {
-    if (!outputs[static_cast<size_t>(r)]->canaries_intact()) {
+    if (auto w = stray_write(outputs[static_cast<size_t>(r)], bytes)) {
       row.wrong += 1;
-      if (row.error.empty()) row.error = fmt::format("rank {} wrote outside its output buffer", r);
+      if (row.error.empty()) row.error = fmt::format("rank {} wrote outside its output buffer: {}", r, w->where(bytes, t));
     }
   }
   return row;
@@ -169,27 +151,22 @@ OutputCheck check_outputs(const Reduction& red, std::span<const void* const> pri
                           std::span<const void* const> outputs, std::span<const void* const> inputs_after,
                           size_t count) {
   OutputCheck oc;
-  const size_t es = dtype_size(red.dtype);
   const CheckSummary cs = check_all_reduce(red, pristine, outputs[0], count);
   oc.wrong = cs.wrong;
   oc.max_err_units = cs.max_err_units;
   if (cs.first_wrong) oc.first_problem = "rank 0 " + cs.first_wrong_detail;
   for (size_t r = 1; r < outputs.size(); ++r) {
-    size_t differ = 0, first = 0;
-    const auto* a = static_cast<const std::byte*>(outputs[0]);
-    const auto* b = static_cast<const std::byte*>(outputs[r]);
-    for (size_t i = 0; i < count; ++i)
-      if (std::memcmp(a + i * es, b + i * es, es) != 0 && differ++ == 0) first = i;
-    if (differ) {
-      oc.wrong += differ;
+    if (const auto d = difference(red.dtype, outputs[0], outputs[r], count)) {
+      oc.wrong += d.elements;
       if (oc.first_problem.empty())
         oc.first_problem = fmt::format("rank {} differs from rank 0 in {} elements, first at element {}: {} vs {}",
-                                       r, differ, first, format_element(red.dtype, load_element(red.dtype, b, first)),
-                                       format_element(red.dtype, load_element(red.dtype, a, first)));
+                                       r, d.elements, d.first,
+                                       format_element(red.dtype, load_element(red.dtype, outputs[r], d.first)),
+                                       format_element(red.dtype, load_element(red.dtype, outputs[0], d.first)));
     }
   }
   for (size_t r = 0; r < inputs_after.size(); ++r) {
-    if (count > 0 && std::memcmp(inputs_after[r], pristine[r], count * es) != 0) {
+    if (difference(red.dtype, pristine[r], inputs_after[r], count)) {
       oc.wrong += 1;
       if (oc.first_problem.empty()) oc.first_problem = fmt::format("rank {}'s input buffer was modified", r);
     }

@@ -5,6 +5,8 @@
 
 #include <fmt/format.h>
 
+#include <unistd.h>
+
 #include <cstring>
 
 #include <cstdlib>
@@ -158,13 +160,14 @@ namespace {
 // One rank's body in the MPI world: this process's rank of the whole world.
 class MpiRankContext final : public RankContext {
  public:
-  MpiRankContext(MpiWorld& w, uint64_t run) : w_(w), over_tag_(control_tag::kRunOverBase + static_cast<int>(run % 1000)) {}
+  MpiRankContext(MpiWorld& w, uint64_t run, int size)
+      : w_(w), size_(size), over_tag_(control_tag::kRunOverBase + static_cast<int>(run % 1000)) {}
   int rank() const override { return w_.rank(); }
-  int size() const override { return w_.size(); }
-  Links& links() override { return w_.links(w_.size()); }
+  int size() const override { return size_; }
+  Links& links() override { return w_.links(size_); }
   void barrier(Deadline deadline) override {
     MPI_Request req;
-    MPI_Ibarrier(w_.comm(w_.size()), &req);
+    MPI_Ibarrier(w_.comm(size_), &req);
     for (int flag = 0, spins = 0;;) {
       MPI_Test(&req, &flag, MPI_STATUS_IGNORE);
       if (flag) return;
@@ -176,7 +179,7 @@ class MpiRankContext final : public RankContext {
   void wait_for_others(Deadline deadline) override { (void)w_.recv(MPI_ANY_SOURCE, over_tag_, deadline); }
   void announce_end() override {
     // Small messages go eagerly; nobody waits for these to be read.
-    for (int q = 0; q < w_.size(); ++q) {
+    for (int q = 0; q < size_; ++q) {
       if (q == w_.rank()) continue;
       MPI_Request req;
       MPI_Isend("x", 1, MPI_CHAR, q, over_tag_, w_.control(), &req);
@@ -186,6 +189,7 @@ class MpiRankContext final : public RankContext {
 
  private:
   MpiWorld& w_;
+  int size_;
   int over_tag_;
 };
 
@@ -215,16 +219,20 @@ Clock::time_point MpiWorld::start() {
   }
 }
 
-WorldRun MpiWorld::run(const RankFn& fn, std::chrono::milliseconds limit) {
+WorldRun MpiWorld::run(const RankFn& fn, std::chrono::milliseconds limit, int ranks) {
   const uint64_t run = ++runs_;
-  links(size_).set_epoch(run);
+  const int n = ranks == 0 ? size_ : ranks;
+  if (n < 1 || n > size_) throw std::logic_error(fmt::format("MpiWorld::run: {} ranks in a world of {}", n, size_));
+  WorldRun result;
+  if (rank_ >= n) return result;  // this process takes no part
+  links(n).set_epoch(run);
   RankOutcome mine;
   if (broken_) {
     mine.error = fmt::format("rank {}: an earlier run's body never returned, so this process runs no more", rank_);
   } else {
     // The body runs on a thread of its own under the limit: one that never
     // returns (a plugin stuck in a loop) leaves this thread free to report.
-    auto ctx = std::make_shared<MpiRankContext>(*this, run);
+    auto ctx = std::make_shared<MpiRankContext>(*this, run, n);
     auto out = std::make_shared<RankOutcome>();
     // The body, its context and its outcome are the thread's own copies: a
     // body that never returns keeps them, not the caller's.
@@ -245,18 +253,17 @@ WorldRun MpiWorld::run(const RankFn& fn, std::chrono::milliseconds limit) {
       mine = *out;
     } else {
       broken_ = true;  // its thread may never come back: no further body may run
-      mine.error = fmt::format("rank {}: did not return within the run's limit ({:.1f} s)", rank_,
-                               std::chrono::duration<double>(limit).count());
+      mine.error = fmt::format("rank {} (pid {} on {}): did not return within the run's limit ({:.1f} s)", rank_,
+                               ::getpid(), host_, std::chrono::duration<double>(limit).count());
     }
   }
   // Every rank's outcome to the root, and the root's verdict back: "<ok><returned><error>".
   const Deadline by = Clock::now() + limit;
-  WorldRun result;
-  result.ranks.assign(static_cast<size_t>(size_), RankOutcome{});
+  result.ranks.assign(static_cast<size_t>(n), RankOutcome{});
   if (root()) {
     result.ranks[0] = mine;
     result.hung = !mine.returned;
-    for (int q = 1; q < size_; ++q) {
+    for (int q = 1; q < n; ++q) {
       auto m = recv_stamped(*this, q, control_tag::kRunOutcome, run, by);
       auto& o = result.ranks[static_cast<size_t>(q)];
       if (!m || m->size() < 2) {
@@ -270,7 +277,7 @@ WorldRun MpiWorld::run(const RankFn& fn, std::chrono::milliseconds limit) {
       result.hung = result.hung || !o.returned;
     }
     const std::string verdict = stamped(run, result.ok() ? "1" : "0");
-    for (int q = 1; q < size_; ++q) {
+    for (int q = 1; q < n; ++q) {
       try {
         send(q, control_tag::kRunVerdict, verdict, by);
       } catch (const std::exception&) {  // that rank is gone; it was reported above
@@ -290,6 +297,14 @@ WorldRun MpiWorld::run(const RankFn& fn, std::chrono::milliseconds limit) {
     result.hung = !v || !mine.returned;
   }
   return result;
+}
+
+std::optional<std::string> MpiWorld::broadcast(const std::string& text, Deadline deadline) {
+  const uint64_t cast = ++casts_;
+  if (!root()) return recv_stamped(*this, 0, control_tag::kBroadcast, cast, deadline);
+  const std::string m = stamped(cast, text);
+  for (int q = 1; q < size_; ++q) send(q, control_tag::kBroadcast, m, deadline);
+  return text;
 }
 
 std::vector<std::optional<std::string>> MpiWorld::gather(const std::vector<std::string>& local, Deadline deadline) {

@@ -23,13 +23,12 @@ namespace collcheck {
 // Every tag of the control channel (MpiWorld::send and recv) in one table: a
 // tag shared by two protocols would let one read the other's messages.
 namespace control_tag {
-inline constexpr int kCaseCommand = 1;   // verify over MPI: rank 0 sends a case (properties/mpi_executor)
-inline constexpr int kCaseResult = 2;    // ... and each rank answers with its outcome
 inline constexpr int kExitCode = 20;     // the exit code every rank agrees on
 inline constexpr int kRunOutcome = 31;   // World::run: each rank's outcome to rank 0
 inline constexpr int kRunVerdict = 32;   // ... rank 0's verdict back
 inline constexpr int kGatherBytes = 33;  // World::gather_bytes: each rank's bytes to rank 0
 inline constexpr int kGatherText = 34;   // World::gather: each rank's text to rank 0, run number first
+inline constexpr int kBroadcast = 35;    // World::broadcast: rank 0's text to every rank, broadcast number first
 // 1000 + (run number % 1000): the end of a rank's body in a run, which
 // releases a rank that stalls on purpose (a later run cannot take an earlier
 // run's message).
@@ -56,7 +55,11 @@ class MpiWorld final : public World {
   // Each run gets the next run number, which keeps its transfers and control
   // messages apart from an earlier run's late ones. The root gathers every
   // rank's outcome and sends back whether all succeeded.
-  WorldRun run(const RankFn& fn, std::chrono::milliseconds limit) override;
+  // A run of the first `ranks` ranks uses links(ranks) and comm(ranks); the
+  // other processes count the run too (so run numbers stay the same on every
+  // rank) and return at once.
+  WorldRun run(const RankFn& fn, std::chrono::milliseconds limit, int ranks = 0) override;
+  std::optional<std::string> broadcast(const std::string& text, Deadline deadline) override;
   std::vector<std::optional<std::string>> gather(const std::vector<std::string>& local, Deadline deadline) override;
   void gather_bytes(const std::vector<std::byte*>& buffers, size_t bytes) override;
   // Before each call every rank sends its fingerprint to every other rank (on
@@ -92,6 +95,7 @@ class MpiWorld final : public World {
   MpiWorld() = default;
   int rank_ = 0, size_ = 1;
   uint64_t runs_ = 0;  // World::run calls so far, the same count on every rank
+  uint64_t casts_ = 0;  // World::broadcast calls so far, likewise
   bool broken_ = false;  // a body did not return within its run's limit
   WatchedThread* body_thread_ = new WatchedThread();  // never freed: a stuck body may hold it
   std::string host_;

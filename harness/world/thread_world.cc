@@ -169,7 +169,10 @@ std::unique_ptr<CallGuard> ThreadWorld::call_guard(Clock::time_point epoch, std:
 
 int ThreadWorld::size() const { return static_cast<int>(state_->links.size()); }
 
-WorldRun ThreadWorld::run(const RankFn& fn, std::chrono::milliseconds limit) {
+WorldRun ThreadWorld::run(const RankFn& fn, std::chrono::milliseconds limit, int ranks) {
+  if (ranks != 0 && ranks != size())
+    throw std::logic_error(fmt::format("ThreadWorld::run: {} of its {} ranks; a thread world runs all of them", ranks,
+                                       size()));
   State& s = *state_;
   std::unique_lock<std::mutex> lk(s.mu);
   if (s.broken) throw std::logic_error("ThreadWorld::run: a previous run hung; this world cannot be reused");

@@ -31,7 +31,8 @@ class ThreadWorld final : public World {
   // fast instead of waiting out their deadlines. When ranks are still running
   // after `limit`, the run is reported as hung, naming them; such a world cannot
   // be reused (run() then throws std::logic_error).
-  WorldRun run(const RankFn& fn, std::chrono::milliseconds limit) override;
+  WorldRun run(const RankFn& fn, std::chrono::milliseconds limit, int ranks = 0) override;
+  std::optional<std::string> broadcast(const std::string& text, Deadline) override { return text; }
   // Every rank is here: the texts and buffers are already the root's.
   std::vector<std::optional<std::string>> gather(const std::vector<std::string>& local, Deadline) override;
   void gather_bytes(const std::vector<std::byte*>&, size_t) override {}

@@ -78,7 +78,16 @@ class World {
   // returned, or when `limit` has passed (then hung). The root gets every
   // rank's outcome; another process learns only whether all of them succeeded.
   // Ranks that fail release the others: their transfers and barriers fail fast.
-  virtual WorldRun run(const RankFn& fn, std::chrono::milliseconds limit) = 0;
+  // `ranks` (0: all) runs the first `ranks` ranks only, as a world of that
+  // size (links, barrier); every process calls run all the same, and one that
+  // holds none of them returns at once with no outcomes. A ThreadWorld runs
+  // all its ranks or none: make one of the size needed.
+  virtual WorldRun run(const RankFn& fn, std::chrono::milliseconds limit, int ranks = 0) = 0;
+
+  // The root's `text` to every process, for a process that waits to be told
+  // what to run next: the root passes it and gets it back; another process
+  // gets the root's text, or nullopt if nothing came by `deadline`.
+  virtual std::optional<std::string> broadcast(const std::string& text, Deadline deadline) = 0;
 
   // Each rank's text to the root: `local[r]` is read for the ranks this process
   // holds. The root gets every rank's text (nullopt for a rank whose text did
