@@ -664,19 +664,24 @@ TEST(DetectionMpi, HundredCasesInAThreeProcessWorld) {
       << r.out;
 }
 
+// A two-rank scenario file over one of the ABI-fault plugins: its path.
+std::string plugin_scenario(const std::string& file, const std::string& name, const std::string& plugin, int deadline,
+                            const std::string& program) {
+  const std::string path = testing::TempDir() + "/" + file + ".yaml";
+  std::ofstream(path) << "name: " << name << "\nworld: {ranks: 2}\nimpl: plugin:" PLUGIN_DIR "/" << plugin
+                      << ".so\ndeadline: " << deadline << "\nprogram:\n"
+                      << program;
+  return path;
+}
+
 // A crash dumps every rank's flight recorder (issue: "dumps JSON per rank on a
 // deadline, on a crash, or on request"), and analyze reads the dumps back.
 TEST(FlightRecorder, ACrashDumpsEveryRankAndAnalyzeReadsThem) {
   const std::string dir = testing::TempDir() + "/crash-dumps";
   std::filesystem::remove_all(dir);
-  const std::string file = testing::TempDir() + "/crashing.yaml";
-  std::ofstream(file) << "name: a plugin that crashes on rank 1\n"
-                         "world: {ranks: 2}\n"
-                         "impl: plugin:" PLUGIN_DIR "/crashes.so\n"
-                         "deadline: 2\n"
-                         "program:\n"
-                         "  - all_reduce: {tag: warmup, count: 2}\n"
-                         "  - all_reduce: {tag: grads, count: 100}\n";
+  const std::string file = plugin_scenario("crashing", "a plugin that crashes on rank 1", "crashes", 2,
+                                            "  - all_reduce: {tag: warmup, count: 2}\n"
+                                            "  - all_reduce: {tag: grads, count: 100}\n");
   const auto r = testutil::collcheck("replay " + file + " --dump-dir " + dir, 60);
   EXPECT_NE(r.code, 0) << r.out;
   EXPECT_NE(r.code, 124) << r.out;
@@ -702,14 +707,9 @@ TEST(FlightRecorder, ACrashDumpsEveryRankAndAnalyzeReadsThem) {
 // timed out. (The MPI world ran its bodies on the calling thread before, and
 // rank 1 died of an uncaught exception when rank 0 never answered.)
 TEST(Scenario, ACallThatNeverReturnsIsNamedInBothWorlds) {
-  const std::string file = testing::TempDir() + "/never_returns.yaml";
-  std::ofstream(file) << "name: a plugin that never returns on rank 0\n"
-                         "world: {ranks: 2}\n"
-                         "impl: plugin:" PLUGIN_DIR "/never_returns.so\n"
-                         "deadline: 1\n"
-                         "program:\n"
-                         "  - all_reduce: {tag: grads, count: 16}\n"
-                         "expect: {diagnosis: hung_call, ranks: [0], seq: 1}\n";
+  const std::string file = plugin_scenario("never_returns", "a plugin that never returns on rank 0", "never_returns", 1,
+                                            "  - all_reduce: {tag: grads, count: 16}\n"
+                                            "expect: {diagnosis: hung_call, ranks: [0], seq: 1}\n");
   for (const std::string mode : {"guarded", "unguarded"}) {
     const auto t = testutil::collcheck("replay " + file + " --mode " + mode, 120);
     EXPECT_EQ(t.code, 0) << t.out;
