@@ -1,5 +1,7 @@
 #include "properties/case.h"
 
+#include "harness/model/size.h"
+
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
@@ -146,6 +148,9 @@ void decode_call(Case& c, const std::vector<std::string_view>& f, bool in_sequen
   }
   if (f[3].size() < 2 || f[3][0] != 'n') bad("count field", f[3], "n<count>");
   c.count = parse_u64(f[3].substr(1), 10, "count field", "n<count>");
+  if (c.count > max_count(c.dtype))
+    bad("count field", f[3], fmt::format("n<count> with at most {} {} elements (2^48 bytes, one buffer's limit)",
+                                         max_count(c.dtype), dtype_name(c.dtype)));
   if (f[4] != "oop" && f[4] != "ip") bad("placement", f[4], "oop or ip");
   c.inplace = f[4] == "ip";
   if (in_sequence) {

@@ -6,6 +6,7 @@
 #include <charconv>
 #include <optional>
 
+#include "harness/model/size.h"
 #include "impl/algorithm.h"
 
 namespace collcheck {
@@ -51,7 +52,11 @@ size_t parse_size(std::string_view text, std::string_view flag) {
   auto [ptr, ec] = std::from_chars(digits.data(), digits.data() + digits.size(), v);
   if (ec != std::errc() || ptr != digits.data() + digits.size() || digits.empty())
     throw UsageError(fmt::format("{} must be a size such as 4096, 64K, 32M or 1G, got '{}'", flag, text));
-  return v * mult;
+  const auto bytes = checked_mul(v, mult);
+  if (!bytes || *bytes > kMaxBufferBytes)
+    throw UsageError(fmt::format("{} is {}: more than one buffer can hold; the largest size is 256T (2^48 bytes)", flag,
+                                 text));
+  return *bytes;
 }
 
 namespace {

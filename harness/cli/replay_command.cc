@@ -7,6 +7,8 @@
 #include "harness/report/diagnosis_text.h"
 #include "harness/run/scenario_runner.h"
 #include "harness/world/mpi_world.h"
+#include "harness/model/size.h"
+#include "properties/verify.h"
 
 namespace collcheck::cli {
 
@@ -36,7 +38,10 @@ void print_replay(const collcheck::Scenario& s, const collcheck::ReplayResult& r
              r.guarded ? "guarded" : "unguarded", faults.empty() ? "none" : faults);
   if (!r.dump_dir.empty()) fmt::print("  flight-recorder dumps: {} (collcheck analyze {})\n", r.dump_dir, r.dump_dir);
   if (r.diagnoses.empty()) {
-    fmt::print("diagnosis: none (clean run, {} results checked against the oracle)\n", r.results_checked);
+    if (r.unexplained.empty())
+      fmt::print("diagnosis: none (clean run, {} results checked against the oracle)\n", r.results_checked);
+    else
+      fmt::print("diagnosis: none found, but the run failed (see below)\n");
   } else {
     fmt::print("diagnosis ({:.3f} s after the start{}):\n", r.time_to_diagnosis,
                r.first_failure >= 0 && !r.guarded
@@ -64,8 +69,15 @@ int run_replay_command(ReplayFlags& f) {
   if (s.expect && s.expect->diagnosis != "none" && !collcheck::parse_diagnosis(s.expect->diagnosis))
     throw collcheck::UsageError(fmt::format("{}: expect.diagnosis: unknown diagnosis '{}'; allowed: {}", s.file,
                                             s.expect->diagnosis, collcheck::diagnosis_choices()));
-  collcheck::ReplayResult r;
   collcheck::MpiWorld* mpi = collcheck::MpiWorld::get();
+  // Refuse up front, before any work, what cannot fit this machine's memory.
+  const uint64_t need = collcheck::replay_memory_needed(s, mpi ? 1 : s.ranks);
+  if (const auto have = collcheck::memory_available(); have && need > *have)
+    throw collcheck::UsageError(fmt::format(
+        "{}: the program's calls need about {} in this process ({} rank(s) x every call's input and output, and "
+        "the oracle's inputs of the largest call); {} is available. Make the counts smaller",
+        s.file, collcheck::format_bytes(need), mpi ? 1 : s.ranks, collcheck::format_bytes(*have)));
+  collcheck::ReplayResult r;
   try {
     r = replay_here(s, o);
   } catch (const collcheck::ScenarioError& e) {
@@ -73,6 +85,18 @@ int run_replay_command(ReplayFlags& f) {
   }
   if (mpi && mpi->rank() != 0) return mpi->agree_exit_code(1);  // rank 0 judges; its code wins
   print_replay(s, r);
+  if (!r.unexplained.empty()) {
+    // Never a clean run: a rank failed, and no diagnosis says why.
+    const int code = collcheck::kExitHarnessError;
+    fmt::print("the run did not complete, and no diagnosis explains why (not a verdict; exit {}):\n", code);
+    for (size_t a = 0, b; a < r.unexplained.size(); a = b + 1) {
+      b = r.unexplained.find('\n', a);
+      if (b == std::string::npos) b = r.unexplained.size();
+      fmt::print("  {}\n", r.unexplained.substr(a, b - a));
+    }
+    std::fflush(stdout);
+    return mpi ? mpi->agree_exit_code(code) : code;
+  }
   const collcheck::ExpectSpec none{"none", {}, {}, {}, {}};
   const collcheck::ExpectSpec& e = s.expect ? *s.expect : none;
   std::string why;

@@ -4,6 +4,7 @@
 #include <tuple>
 
 #include "harness/cli/commands.h"
+#include "harness/model/size.h"
 #include "harness/world/mpi_world.h"
 #include "impl/algorithm.h"
 
@@ -50,6 +51,9 @@ int run_sweep_command(SweepFlags& f, bool ranks_given) {
   sweep.dtypes = parse_dtype_list(f.d, "-d/--datatype");
   sweep.ops = parse_op_list(f.op, "-o/--op");
   sweep.algos = parse_algo_list(f.algo, "--algo");
+  if (sweep.count)
+    for (DType t : sweep.dtypes)
+      if (auto why = count_problem(*sweep.count, t); !why.empty()) throw UsageError("-N/--count: " + why);
   MpiWorld* w = MpiWorld::get();
   if (w) {
     if (ranks_given && sweep.ranks != w->size())

@@ -1,4 +1,5 @@
 #include "harness/model/scenario.h"
+#include "harness/model/size.h"
 
 #include <fmt/format.h>
 #include <yaml-cpp/yaml.h>
@@ -42,11 +43,20 @@ class Parser {
     throw ScenarioError(fmt::format("{}:{}: {}: {}", file_, line, field, what));
   }
 
+  // A mapping's key: a plain name (a complex key such as `? [a, b]` is not
+  // one), said only once in its mapping (yaml-cpp keeps both and reads the first).
+  std::string key(const YAML::Node& k, const std::string& field, std::set<std::string>& seen) const {
+    if (!k.IsScalar()) fail(k, field, "expected a plain key (a name); a complex key (a list or a mapping) is not one");
+    const std::string name = k.Scalar();
+    if (!seen.insert(name).second) fail(k, field, fmt::format("duplicate key '{}': say each key once", name));
+    return name;
+  }
+
   void only_keys(const YAML::Node& n, const std::string& field, std::initializer_list<const char*> allowed) const {
     if (!n.IsMap()) fail(n, field, "expected a mapping");
-    std::set<std::string> ok(allowed.begin(), allowed.end());
+    std::set<std::string> ok(allowed.begin(), allowed.end()), seen;
     for (const auto& kv : n) {
-      const auto key = kv.first.as<std::string>();
+      const auto key = this->key(kv.first, field, seen);
       if (!ok.count(key)) {
         std::string list;
         for (const char* a : allowed) list += (list.empty() ? "" : ", ") + std::string(a);
@@ -96,16 +106,17 @@ class Parser {
     only_keys(n, field, {"tag", "count", "dtype", "op", "scalar", "async", "wait", "read_before_wait"});
     CallStep& c = s.call;
     c.tag = n["tag"] ? scalar<std::string>(n["tag"], field + ".tag", "a string") : fmt::format("call{}", index);
-    if (n["count"]) {
-      const auto v = scalar<long long>(n["count"], field + ".count", "a non-negative integer");
-      if (v < 0) fail(n["count"], field + ".count", fmt::format("expected a non-negative integer, got {}", v));
-      c.count = static_cast<size_t>(v);
-    }
     if (n["dtype"]) {
       const auto name = scalar<std::string>(n["dtype"], field + ".dtype", "a dtype");
       auto t = parse_dtype(name);
       if (!t) fail(n["dtype"], field + ".dtype", fmt::format("unknown dtype '{}'; allowed: {}", name, dtype_choices()));
       c.dtype = *t;
+    }
+    if (n["count"]) {
+      const auto v = scalar<long long>(n["count"], field + ".count", "a non-negative integer");
+      if (v < 0) fail(n["count"], field + ".count", fmt::format("expected a non-negative integer, got {}", v));
+      c.count = static_cast<size_t>(v);
+      if (auto why = count_problem(c.count, c.dtype); !why.empty()) fail(n["count"], field + ".count", why);
     }
     if (n["op"]) {
       const auto name = scalar<std::string>(n["op"], field + ".op", "an op");
@@ -145,7 +156,8 @@ class Parser {
       const auto f = fmt::format("{}[{}]", field, i);
       const YAML::Node& st = n[i];
       if (!st.IsMap() || st.size() != 1) fail(st, f, "expected one of: all_reduce: {...}, sleep: <ms>, stall: true");
-      const auto key = st.begin()->first.as<std::string>();
+      std::set<std::string> seen;
+      const auto key = this->key(st.begin()->first, f, seen);
       const YAML::Node v = st.begin()->second;
       if (key == "all_reduce") {
         p.push_back(call(v, f + ".all_reduce", calls++));
@@ -201,6 +213,7 @@ class Parser {
       for (const auto& kv : r) {
         const int rank = integer(kv.first, "ranks", 0, s.ranks - 1);
         const auto f = fmt::format("ranks.{}", rank);
+        if (s.overrides.count(rank)) fail(kv.first, "ranks", fmt::format("duplicate key '{}': say each rank once", rank));
         only_keys(kv.second, f, {"program"});
         if (!kv.second["program"]) fail(kv.second, f + ".program", "missing");
         s.overrides[rank] = program(kv.second["program"], f + ".program");
@@ -214,12 +227,14 @@ class Parser {
         const YAML::Node& fn = fs[i];
         if (!fn.IsMap() || fn.size() != 1) fail(fn, f, "expected one fault: <kind>: {...}");
         FaultSpec spec;
-        spec.kind = fn.begin()->first.as<std::string>();
+        std::set<std::string> kinds;
+        spec.kind = key(fn.begin()->first, f, kinds);
         spec.line = fn.Mark().line + 1;
         const YAML::Node body = fn.begin()->second;
         if (!body.IsMap()) fail(body, f + "." + spec.kind, "expected a mapping of parameters");
+        std::set<std::string> seen;
         for (const auto& kv : body) {
-          const auto key = kv.first.as<std::string>();
+          const auto key = this->key(kv.first, f + "." + spec.kind, seen);
           const auto kf = fmt::format("{}.{}.{}", f, spec.kind, key);
           if (key == "ranks" || key == "rank") {
             spec.ranks = int_list(kv.second, kf, 0, s.ranks - 1);
@@ -271,7 +286,11 @@ Scenario parse_scenario(const std::string& text, const std::string& file) {
   } catch (const YAML::ParserException& e) {
     throw ScenarioError(fmt::format("{}:{}: syntax: {}", file, e.mark.line + 1, e.msg));
   }
-  return Parser(file).scenario(root);
+  try {
+    return Parser(file).scenario(root);
+  } catch (const YAML::Exception& e) {  // a shape the parser did not foresee: still bad input, never an abort
+    throw ScenarioError(fmt::format("{}:{}: {}", file, e.mark.is_null() ? 0 : e.mark.line + 1, e.msg));
+  }
 }
 
 Scenario load_scenario(const std::string& path) {

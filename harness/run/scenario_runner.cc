@@ -12,6 +12,7 @@
 #include "faults/nemesis.h"
 #include "harness/run/communicator.h"
 #include "harness/world/crash_handler.h"
+#include "harness/model/size.h"
 #include "harness/model/data.h"
 #include "harness/check/guard.h"
 #include "harness/check/oracle.h"
@@ -373,8 +374,32 @@ ReplayResult replay_scenario(const Scenario& in, const ReplayOptions& o, World& 
     res.diagnoses.push_back(d);
     break;
   }
+  if (res.diagnoses.empty() && !run.ok()) res.unexplained = run.failures();
   res.dumps = std::move(dumps);
   return res;
+}
+
+uint64_t replay_memory_needed(const Scenario& s, int ranks) {
+  const uint64_t saturated = ~uint64_t{0};
+  uint64_t worst_rank = 0;
+  for (int r = 0; r < s.ranks; ++r) {
+    uint64_t total = 0, largest = 0;
+    for (const auto& st : s.program(r)) {
+      if (st.kind != Step::Call) continue;
+      const auto bytes = checked_mul(st.call.count, dtype_size(st.call.dtype));
+      if (!bytes) return saturated;
+      largest = std::max(largest, *bytes);
+      const auto t = checked_add(total, 2 * *bytes);  // input and output, 2^48 at most each
+      if (!t) return saturated;
+      total = *t;
+    }
+    const auto check = checked_mul(largest, static_cast<uint64_t>(s.ranks));  // the oracle's p inputs
+    const auto all = check ? checked_add(total, *check) : std::nullopt;
+    if (!all) return saturated;
+    worst_rank = std::max(worst_rank, *all);
+  }
+  const auto n = checked_mul(worst_rank, static_cast<uint64_t>(ranks));
+  return n ? *n : saturated;
 }
 
 bool expectation_holds(const ExpectSpec& e, const ReplayResult& r, std::string* why) {

@@ -35,6 +35,10 @@ struct ReplayResult {
   double first_failure = -1;     // when the first rank failed (the watchdog, in unguarded mode)
   std::string dump_dir;          // where dumps were written (unguarded)
   size_t results_checked = 0;    // waited calls compared with the oracle
+  // Some rank's body failed and no diagnosis names why (the harness could not
+  // allocate a call's buffers, say): the rank failures. Not a verdict, and
+  // never a clean run.
+  std::string unexplained;
 };
 
 // Runs the scenario in `world`: every process of the world calls it, and
@@ -47,6 +51,12 @@ struct ReplayResult {
 ReplayResult replay_scenario(const Scenario& s, const ReplayOptions& o, World& world);
 // The same in a thread world of s.ranks ranks.
 ReplayResult replay_scenario(const Scenario& s, const ReplayOptions& o = {});
+
+// The memory a replay of `s` needs in one process holding `ranks` of its
+// ranks (all of them in the thread world, one under MPI), at the most: each
+// rank keeps every call's input and output, and checks each output against
+// its p inputs. Saturates rather than wraps.
+uint64_t replay_memory_needed(const Scenario& s, int ranks);
 
 // Whether `r` matches the expectation `e` (diagnosis kind, and the ranks, seq,
 // edge and fields it names); `why` says what differs.

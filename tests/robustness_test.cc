@@ -1,0 +1,83 @@
+// Hostile input (issue 13): each bad input gets a clean outcome, exit 2 with
+// one line naming the field and the limit, or a failure; never a crash, a hang
+// or a pass. The scenario files are tests/data/robustness/, copied from the
+// shared robustness set.
+#include <gtest/gtest.h>
+
+#include <fstream>
+#include <string>
+
+#include "tests/run_command.h"
+
+namespace {
+
+const std::string kDir = SOURCE_DIR "/tests/data/robustness/";
+
+testutil::CommandResult replay(const std::string& file) {
+  return testutil::run_command(COLLCHECK_BIN " replay " + file, 120);
+}
+
+// Exit 2 on one "collcheck: error:" line that says `what`.
+void expect_usage_error(const testutil::CommandResult& r, const std::string& what) {
+  EXPECT_EQ(r.code, 2) << r.out;
+  EXPECT_NE(r.out.find("collcheck: error: "), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find(what), std::string::npos) << r.out;
+  EXPECT_EQ(r.out.find('\n'), r.out.size() - 1) << "more than one line:\n" << r.out;
+}
+
+TEST(Robustness, ACountThatOverflowsNamesTheFieldAndTheLargestCount) {
+  expect_usage_error(replay(kDir + "count_2p62_float32.yaml.bad"),
+                     "count_2p62_float32.yaml.bad:3: program[0].all_reduce.count: 4611686018427387904 float32 "
+                     "elements are more than one buffer can hold (2^48 bytes); the largest count of float32 is "
+                     "70368744177664");
+  expect_usage_error(replay(kDir + "count_2p62_rank1only.yaml.bad"), "ranks.1.program[1].all_reduce.count:");
+  expect_usage_error(replay(kDir + "count_1e18_int.yaml.bad"), "program[0].all_reduce.count: 1000000000000000000");
+}
+
+TEST(Robustness, ComplexAndDuplicateKeysAreBadInput) {
+  expect_usage_error(replay(kDir + "complex_key.yaml.bad"),
+                     "complex_key.yaml.bad:2: scenario: expected a plain key (a name)");
+  expect_usage_error(replay(kDir + "complex_fault_key.yaml.bad"), "faults[0]: expected a plain key (a name)");
+  expect_usage_error(replay(kDir + "dup_keys.yaml.bad"), "dup_keys.yaml.bad:2: scenario: duplicate key 'world'");
+  const std::string f = testing::TempDir() + "/dup_rank.yaml";
+  std::ofstream(f) << "world: {ranks: 2}\nprogram:\n  - all_reduce: {count: 4}\nranks:\n  1: {program: []}\n"
+                      "  1: {program: [{all_reduce: {count: 8}}]}\n";
+  expect_usage_error(replay(f), "ranks: duplicate key '1'");
+}
+
+TEST(Robustness, SizesFromFlagsAreChecked) {
+  expect_usage_error(testutil::collcheck("sweep -N 4611686018427387904", 60),
+                     "-N/--count: 4611686018427387904 float32 elements are more than one buffer can hold");
+  expect_usage_error(testutil::collcheck("sweep -b 17179869184G -e 17179869184G", 60),
+                     "-b/--minbytes is 17179869184G: more than one buffer can hold");
+  expect_usage_error(testutil::collcheck("sweep -b 1K -e 17179869188G", 60), "-e/--maxbytes is 17179869188G");
+  expect_usage_error(testutil::collcheck("verify --replay v1:p2:float32:sum:s1:n4611686018427387904:oop:d:exact:1", 60),
+                     "bad count field 'n4611686018427387904'; expected n<count> with at most 70368744177664 float32");
+}
+
+// A program that cannot fit this machine's memory is refused before any work.
+TEST(Robustness, AReplayTooBigForMemoryIsRefusedUpFront) {
+  const std::string f = testing::TempDir() + "/too_big.yaml";
+  std::ofstream(f) << "world: {ranks: 2}\nprogram:\n  - all_reduce: {tag: g, count: 20000000000}\n";
+  const auto r = replay(f);
+  expect_usage_error(r, "the program's calls need about 596.0 GiB in this process");
+  EXPECT_NE(r.out.find("is available"), std::string::npos) << r.out;
+}
+
+// Memory that runs out anyway (a ulimit the estimate cannot see): every rank
+// fails before its first call is recorded. That was a clean pass; it is exit
+// 3 now, with each rank's failure.
+TEST(Robustness, RanksThatFailBeforeAnyCallAreNeverACleanRun) {
+  const std::string f = testing::TempDir() + "/ulimited.yaml";
+  std::ofstream(f) << "world: {ranks: 2}\nprogram:\n  - all_reduce: {tag: g, count: 200000000}\n";
+  const auto r =
+      testutil::run_command("bash -c 'ulimit -v 1000000; exec " COLLCHECK_BIN " replay " + f + "'", 120);
+  EXPECT_EQ(r.code, 3) << r.out;
+  EXPECT_EQ(r.out.find("clean run"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("the run did not complete, and no diagnosis explains why (not a verdict; exit 3)"),
+            std::string::npos)
+      << r.out;
+  EXPECT_NE(r.out.find("rank 0: std::bad_alloc"), std::string::npos) << r.out;
+}
+
+}  // namespace
