@@ -27,7 +27,7 @@ std::string replay_command(const VerifyOptions& o, const Case& c, size_t repeat)
     }
   }
   return fmt::format("{}collcheck verify --impl {}{}{} --replay {}{}", o.launcher, o.impl_spec,
-                     o.against.empty() ? "" : " --against " + o.against, o.world_flags, token,
+                     o.against.empty() ? "" : " --against " + o.against, o.run_flags, token,
                      repeat > 1 ? fmt::format(" --repeat {}", repeat) : "");
 }
 

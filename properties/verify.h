@@ -17,7 +17,7 @@ struct VerifyOptions {
   std::string impl_spec;  // as given to --impl (for the replay line)
   std::string against;    // as given to --against ("" for the default peers)
   std::string launcher;   // what the replay line needs in front, as "mpirun -np 4 " ("" for threads)
-  std::string world_flags;  // what the replay line needs after the impl, as " --world mpi"
+  std::string run_flags;  // what the replay line needs after the impl, as " --world mpi" or " --timeout 0.5"
   std::string world_desc;   // "ranks as threads" or "MPI world of 4 processes on 1 host"
   CaseSpace space;
   size_t cases = 1000;

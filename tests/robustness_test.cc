@@ -81,3 +81,52 @@ TEST(Robustness, RanksThatFailBeforeAnyCallAreNeverACleanRun) {
 }
 
 }  // namespace
+
+namespace {
+
+// An empty value is bad input, never the same as leaving the flag out.
+TEST(Robustness, EmptyFlagValuesAreBadInput) {
+  for (const std::string args : {"verify --replay ''", "verify --seed ''", "sweep -N ''", "verify --timeout ''",
+                                 "faults --seed ''", "replay ''"}) {
+    const auto r = testutil::collcheck(args, 60);
+    EXPECT_EQ(r.code, 2) << args << "\n" << r.out;
+    EXPECT_NE(r.out.find("needs a value, and an empty one is not a value"), std::string::npos) << args << "\n" << r.out;
+  }
+}
+
+TEST(Robustness, NumbersOutOfRangeAreBadInput) {
+  // A deadline shorter than the millisecond deadlines count in would be 0 ms.
+  expect_usage_error(testutil::collcheck("verify --timeout 0.0005 --cases 1", 60),
+                     "--timeout must be in [0.001, 86400] seconds, got 0.0005");
+  expect_usage_error(testutil::collcheck("sweep --seed -1 -b 1K -e 1K", 60),
+                     "--seed must be a non-negative integer (decimal or 0x hex), got '-1'");
+  expect_usage_error(testutil::collcheck("sweep --scalar nan -o premulsum -b 1K -e 1K", 60),
+                     "--scalar must be a finite number");
+  // ...and the scalar a sweep uses is in its header.
+  const auto r = testutil::collcheck("sweep --scalar 2 -o premulsum -b 1K -e 1K --ranks 2", 60);
+  EXPECT_EQ(r.code, 0) << r.out;
+  EXPECT_NE(r.out.find("premulsum scalar 2,"), std::string::npos) << r.out;
+}
+
+// A report path that is a directory fails before the run, not after it.
+TEST(Robustness, AReportPathThatIsADirectoryFailsBeforeTheRun) {
+  const std::string dir = testing::TempDir();
+  auto r = testutil::collcheck("verify --junit " + dir + " --cases 5", 60);
+  expect_usage_error(r, "--junit: '" + dir + "' is a directory; give a file");
+  EXPECT_EQ(r.out.find("PASS"), std::string::npos) << "the run went ahead:\n" << r.out;
+  r = testutil::collcheck("sweep -b 1K -e 1K --report junit=" + dir + "/", 60);
+  expect_usage_error(r, "is a directory; give a file");
+  EXPECT_EQ(r.out.find("# collcheck sweep"), std::string::npos) << "the run went ahead:\n" << r.out;
+}
+
+// A failing case's replay line carries the deadline the run used (it said
+// nothing of it, and a replay ran at the default 10 s).
+TEST(Robustness, TheReplayLineKeepsTheTimeout) {
+  const auto r = testutil::collcheck("verify --impl plugin:" MUTANT_DIR "/double_contribution.so --timeout 2.5 --cases 200 "
+                                     "--seed 1",
+                                     120);
+  EXPECT_EQ(r.code, 1) << r.out;
+  EXPECT_NE(r.out.find("--timeout 2.5 --replay v1:"), std::string::npos) << r.out;
+}
+
+}  // namespace

@@ -38,7 +38,7 @@ uint64_t parse_seed(const std::string& text, const std::string& flag);
 
 struct SweepFlags {
   SweepOptions o;
-  std::string b = "1K", e = "256K", d = "float32", op = "sum", algo = "ring", count, data = "mixed";
+  std::string b = "1K", e = "256K", d = "float32", op = "sum", algo = "ring", count, data = "mixed", seed = "1";
   int check = 1;
   std::string world = "threads";
   ReportFlags report;

@@ -41,6 +41,17 @@ int main(int argc, char** argv) {
   AnalyzeFlags analyze;
   add_analyze(app, analyze);
 
+  // An empty value is bad input, never the same as leaving the flag out
+  // (--seed "" drew a random seed, sweep -N '' ran the default sizes).
+  const CLI::Validator non_empty(
+      [](std::string& v) { return v.empty() ? std::string("needs a value, and an empty one is not a value") : std::string(); },
+      "", "non-empty");
+  std::vector<CLI::App*> apps{&app};
+  for (CLI::App* sub : app.get_subcommands([](CLI::App*) { return true; })) apps.push_back(sub);
+  for (CLI::App* a : apps)
+    for (CLI::Option* opt : a->get_options())
+      if (opt->get_expected_min() > 0) opt->check(non_empty);
+
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& ex) {
@@ -118,7 +129,7 @@ int main(int argc, char** argv) {
       std::fprintf(stderr, "collcheck: error: %s\n", ex.what());
     return 2;
   } catch (const std::bad_alloc&) {
-    std::fprintf(stderr, "collcheck: error: out of memory for the requested sizes and --ranks\n");
+    std::fprintf(stderr, "collcheck: error: out of memory for the sizes asked for\n");
     return 2;
   }
   }();

@@ -1,6 +1,7 @@
 // collcheck sweep: the nccl-tests style table of sizes x dtypes x ops x algorithms.
 #include <fmt/format.h>
 
+#include <cmath>
 #include <tuple>
 
 #include "harness/cli/commands.h"
@@ -28,7 +29,7 @@ void add_sweep(CLI::App& app, SweepFlags& f) {
   s->add_option("--ranks", o.ranks, "world size (ranks as threads)")->capture_default_str();
   s->add_option("--algo", algo, algorithm_choices() + ", comma list, or all")->capture_default_str();
   s->add_flag("--inplace", o.inplace, "in-place calls (send buffer == recv buffer)");
-  s->add_option("--seed", o.seed, "seed of the input data")->capture_default_str();
+  s->add_option("--seed", f.seed, "seed of the input data (decimal or 0x hex)")->capture_default_str();
   s->add_option("--data", data, "input data: exact, random, mixed, extreme, special or wrap")->capture_default_str();
   s->add_option("--scalar", o.scalar, "pre-multiplier of premulsum, converted to the element type")
       ->capture_default_str();
@@ -51,6 +52,9 @@ int run_sweep_command(SweepFlags& f, bool ranks_given) {
   sweep.dtypes = parse_dtype_list(f.d, "-d/--datatype");
   sweep.ops = parse_op_list(f.op, "-o/--op");
   sweep.algos = parse_algo_list(f.algo, "--algo");
+  sweep.seed = parse_seed(f.seed, "--seed");
+  if (!std::isfinite(sweep.scalar) || std::fabs(sweep.scalar) > 1e30)
+    throw UsageError(fmt::format("--scalar must be a finite number of magnitude at most 1e30, got {}", sweep.scalar));
   if (sweep.count)
     for (DType t : sweep.dtypes)
       if (auto why = count_problem(*sweep.count, t); !why.empty()) throw UsageError("-N/--count: " + why);

@@ -105,8 +105,11 @@ int run_verify_command(VerifyFlags& f) {
   }
   if (!(f.time_budget >= 0)) throw UsageError(fmt::format("--time-budget must be >= 0 seconds, got {}", f.time_budget));
   o.time_budget_s = f.time_budget;
-  if (!(f.timeout > 0) || f.timeout > 86400)
-    throw UsageError(fmt::format("--timeout must be in (0, 86400] seconds, got {}", f.timeout));
+  // Deadlines count in milliseconds: a shorter one would be 0 ms, which no call meets.
+  if (!(f.timeout >= 0.001) || f.timeout > 86400)
+    throw UsageError(fmt::format("--timeout must be in [0.001, 86400] seconds, got {}", f.timeout));
+  // A failure's replay line runs under the same deadline.
+  if (f.timeout != VerifyFlags{}.timeout) o.run_flags += fmt::format(" --timeout {}", f.timeout);
   if (f.isolate != "auto" && f.isolate != "on" && f.isolate != "off")
     throw UsageError(fmt::format("--isolate must be auto, on or off, got '{}'", f.isolate));
   if (f.progress != "auto" && f.progress != "on" && f.progress != "off")
@@ -246,9 +249,9 @@ int run_verify_command(VerifyFlags& f) {
 
   if (mpi) {
     o.launcher = fmt::format("mpirun -np {} ", mpi->size());
-    o.world_flags = " --world mpi";
+    o.run_flags += " --world mpi";
     o.world_desc = fmt::format("MPI world of {} processes ({})", mpi->size(), collcheck::mpi_library_version());
-    if (f.mpi_algo >= 0) o.world_flags += fmt::format(" --mpi-algo {}", f.mpi_algo);
+    if (f.mpi_algo >= 0) o.run_flags += fmt::format(" --mpi-algo {}", f.mpi_algo);
     if (f.isolate == "on") throw UsageError("--isolate on is for the thread world; in the MPI world each rank is a process already");
     if (mpi->rank() != 0) {
       const auto code = collcheck::serve_cases(*mpi, cfg);

@@ -2,6 +2,8 @@
 
 #include <fmt/format.h>
 
+#include <filesystem>
+
 #include <algorithm>
 #include <cerrno>
 #include <cstdio>
@@ -62,6 +64,10 @@ ReportRequest parse_report_request(std::string_view text) {
 
 void check_report_path(const std::string& path, std::string_view flag) {
   // Fail before the run, not after it.
+  std::error_code ec;
+  if (path.ends_with('/') || std::filesystem::is_directory(path, ec))
+    throw std::invalid_argument(fmt::format("{}: '{}' is a directory; give a file, such as {}/report.xml", flag, path,
+                                            path.ends_with('/') ? path.substr(0, path.size() - 1) : path));
   const std::string probe = path + ".tmp";
   std::FILE* fp = std::fopen(probe.c_str(), "w");
   if (!fp) throw std::invalid_argument(fmt::format("{}: cannot write '{}': {}", flag, path, std::strerror(errno)));

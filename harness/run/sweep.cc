@@ -202,10 +202,11 @@ SweepResult run_sweep(const SweepOptions& o, std::FILE* out_or_null) {
     devnull.reset(std::fopen("/dev/null", "w"));
     out = devnull.get();
   }
-  fmt::print(out, "# collcheck sweep: {} ranks {}, {}, data {}, seed {}, {} iters, {} warmup, check {}\n",
+  const bool premul = std::find(o.ops.begin(), o.ops.end(), RedOp::PreMulSum) != o.ops.end();
+  fmt::print(out, "# collcheck sweep: {} ranks {}, {}, data {}, seed {}{}, {} iters, {} warmup, check {}\n",
              world->size(), fmt::format("{} ({} links)", world->how(), mpi ? mpi_library_version() : "in-process"),
-             o.inplace ? "in-place" : "out-of-place", data_class_name(o.data), o.seed, o.iters, o.warmup,
-             o.check ? 1 : 0);
+             o.inplace ? "in-place" : "out-of-place", data_class_name(o.data), o.seed,
+             premul ? fmt::format(", premulsum scalar {}", o.scalar) : "", o.iters, o.warmup, o.check ? 1 : 0);
   fmt::print(out, "# busbw = algbw * 2(p-1)/p; maxerr is the largest |result - exact| in units of the oracle's bound\n");
   fmt::print(out, "#\n# {:>12} {:>12} {:>9} {:>9} {:>6} {:>10} {:>11} {:>11} {:>8} {:>9}\n", "size(B)", "count", "type",
              "redop", "algo", "time(us)", "algbw(GB/s)", "busbw(GB/s)", "#wrong", "maxerr");
