@@ -130,3 +130,25 @@ TEST(Robustness, TheReplayLineKeepsTheTimeout) {
 }
 
 }  // namespace
+
+namespace {
+
+// An implementation the world cannot run is not a call_failed diagnosis: MPI
+// in the thread world is bad input (exit 2, naming the world to use); NCCL
+// without a GPU is a skip (exit 77), as verify says both.
+TEST(Robustness, AnImplementationThisWorldCannotRunIsNotADiagnosis) {
+  expect_usage_error(replay(kDir + "impl_mpi.yaml.bad"),
+                     "impl: mpi (MPI_Allreduce) needs one process per rank: run under mpirun with --world mpi");
+  const std::string f = testing::TempDir() + "/nccl.yaml";
+  std::ofstream(f) << "world: {ranks: 1}\nimpl: nccl\nprogram:\n  - all_reduce: {tag: g, count: 16}\n";
+  const auto r = replay(f);
+  if (r.out.find("cannot run here") == std::string::npos) {
+    EXPECT_EQ(r.code, 0) << "NCCL runs here, and the scenario should pass:\n" << r.out;
+    return;
+  }
+  EXPECT_EQ(r.code, 77) << r.out;
+  EXPECT_NE(r.out.find("collcheck replay: SKIPPED (not a pass): "), std::string::npos) << r.out;
+  std::printf("[ note    ] nccl replay skipped here, as expected without a GPU\n");
+}
+
+}  // namespace

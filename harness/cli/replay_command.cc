@@ -80,6 +80,11 @@ int run_replay_command(ReplayFlags& f) {
   collcheck::ReplayResult r;
   try {
     r = replay_here(s, o);
+  } catch (const collcheck::ScenarioUnavailable& e) {
+    // As verify does: exit 77, which CI reads as a skip.
+    if (!mpi || mpi->rank() == 0) fmt::print("collcheck replay: SKIPPED (not a pass): {}\n", e.what());
+    std::fflush(stdout);
+    return mpi ? mpi->agree_exit_code(kExitSkipped) : kExitSkipped;
   } catch (const collcheck::ScenarioError& e) {
     throw collcheck::UsageError(e.what());
   }

@@ -22,6 +22,12 @@ class ScenarioError : public std::runtime_error {
  public:
   using std::runtime_error::runtime_error;
 };
+// The scenario is fine, but this machine cannot run its implementation (NCCL
+// without a GPU): a skip, not a pass and not bad input.
+class ScenarioUnavailable : public ScenarioError {
+ public:
+  using ScenarioError::ScenarioError;
+};
 
 // Where an async call's wait() happens.
 enum class WaitAt : uint8_t {

@@ -242,7 +242,8 @@ ReplayResult replay_scenario(const Scenario& in, const ReplayOptions& o, World& 
   }
   if (auto why = impl->unsupported_world(world.kind() == "mpi" ? WorldKind::Mpi : WorldKind::Threads))
     throw ScenarioError(fmt::format("{}: impl: {}", s.file, *why));
-  if (auto why = impl->unavailable()) throw ScenarioError(fmt::format("{}: impl: {} cannot run here: {}", s.file, s.impl, *why));
+  if (auto why = impl->unavailable())
+    throw ScenarioUnavailable(fmt::format("{}: impl: {} cannot run here: {}", s.file, s.impl, *why));
   ReplayResult res;
   res.guarded = o.guarded.value_or(s.guarded);
   const bool guarded = res.guarded;
