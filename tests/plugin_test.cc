@@ -109,7 +109,7 @@ TEST(VerifyCli, BadInputExitsTwoWithOneLine) {
       {"--data gaussian", "unknown data class 'gaussian' for --data"},
       {"--data mixed", "--data mixed is for sweep"},
       {"--time-budget -1", "--time-budget must be >= 0"},
-      {"--timeout 0", "--timeout must be in (0, 86400]"},
+      {"--timeout 0", "--timeout must be in [0.001, 86400]"},
       {"--isolate maybe", "--isolate must be auto, on or off"},
       {"--replay v1:p2:float32", "--replay: replay token: bad token"},
       {"--replay v1:p2:float32:sum:s1:n2:oop:x:0.0", "--replay: replay token: bad values"},

@@ -152,3 +152,40 @@ TEST(Robustness, AnImplementationThisWorldCannotRunIsNotADiagnosis) {
 }
 
 }  // namespace
+
+namespace {
+
+// What a scenario file may hold is bounded, and each bound is named.
+TEST(Robustness, ScenarioInputIsBounded) {
+  expect_usage_error(replay(testing::TempDir()), "is a directory; give a scenario file");
+  // A device that never ends is read up to the limit, not forever.
+  expect_usage_error(replay("/dev/zero"),
+                     "/dev/zero: larger than 16777216 bytes, the input limit (--max-input-bytes raises it)");
+  const std::string nul = testing::TempDir() + "/nul.yaml";
+  std::ofstream(nul, std::ios::binary) << "world: {ranks: 2}\nname: \"a" << '\0' << "b\"\nprogram: []\n";
+  expect_usage_error(replay(nul), "nul.yaml:2: a NUL byte: this is not a YAML text file");
+  const std::string deep = testing::TempDir() + "/deep.yaml";
+  std::ofstream(deep) << "world: {ranks: 2}\nprogram: " << std::string(5000, '[') << std::string(5000, ']') << "\n";
+  expect_usage_error(replay(deep), "deep.yaml:2: lists and mappings nested deeper than 64 levels, the input limit");
+  // One 1,000-step list named by 300 ranks' programs: 300,000 steps once the
+  // alias is expanded, from 31 KB of text.
+  const std::string alias = testing::TempDir() + "/alias.yaml";
+  {
+    std::ofstream a(alias);
+    a << "world: {ranks: 300}\nprogram: &p [";
+    for (int i = 0; i < 1000; ++i) a << (i ? "," : "") << "{all_reduce: {count: 1}}";
+    a << "]\nranks:\n";
+    for (int r = 0; r < 300; ++r) a << "  " << r << ": {program: *p}\n";
+  }
+  expect_usage_error(replay(alias), "the programs hold more than 200000 steps in all, the input limit (--max-steps raises it)");
+  // The flags move the limits.
+  expect_usage_error(testutil::collcheck("replay " SOURCE_DIR "/examples/bugs/bucket_off_by_one.yaml --max-input-bytes 100", 60),
+                     "larger than 100 bytes, the input limit");
+  const std::string small = testing::TempDir() + "/three_steps.yaml";
+  std::ofstream(small) << "world: {ranks: 2}\nprogram:\n  - all_reduce: {count: 1}\n  - all_reduce: {count: 1}\n"
+                          "  - all_reduce: {count: 1}\n";
+  expect_usage_error(testutil::collcheck("replay " + small + " --max-steps 2", 60), "more than 2 steps in all");
+  EXPECT_EQ(testutil::collcheck("replay " + small + " --max-steps 3", 60).code, 0);
+}
+
+}  // namespace

@@ -83,6 +83,8 @@ struct ReplayFlags {
   std::string file;
   std::string mode;  // "" = the scenario's
   std::string dump_dir;
+  std::string max_input_bytes = "16M";
+  std::string max_steps = "200000";
   ReportFlags report;
 };
 void add_replay(CLI::App& app, ReplayFlags& f);

@@ -21,6 +21,9 @@ void add_replay(CLI::App& app, ReplayFlags& f) {
       ->capture_default_str();
   r->add_option("--dump-dir", f.dump_dir, "where each rank's flight-recorder dump goes (unguarded mode always "
                                           "dumps, to a temporary directory by default)");
+  r->add_option("--max-input-bytes", f.max_input_bytes, "the largest scenario file read (a size: 16M, 1G)")
+      ->capture_default_str();
+  r->add_option("--max-steps", f.max_steps, "the most steps of all programs together")->capture_default_str();
   add_report_flag(r, f.report);
 }
 
@@ -55,7 +58,10 @@ void print_replay(const collcheck::Scenario& s, const collcheck::ReplayResult& r
 int run_replay_command(ReplayFlags& f) {
   collcheck::Scenario s;
   try {
-    s = collcheck::load_scenario(f.file);
+    collcheck::InputLimits limits;
+    limits.max_bytes = parse_size(f.max_input_bytes, "--max-input-bytes");
+    limits.max_steps = parse_count(f.max_steps, "--max-steps");
+    s = collcheck::load_scenario(f.file, limits);
   } catch (const collcheck::ScenarioError& e) {
     throw collcheck::UsageError(e.what());
   }

@@ -5,6 +5,7 @@
 #include <yaml-cpp/yaml.h>
 
 #include <cmath>
+#include <filesystem>
 #include <fstream>
 #include <set>
 #include <sstream>
@@ -36,7 +37,7 @@ namespace {
 
 class Parser {
  public:
-  explicit Parser(std::string file) : file_(std::move(file)) {}
+  Parser(std::string file, const InputLimits& limits) : file_(std::move(file)), limits_(limits) {}
 
   [[noreturn]] void fail(const YAML::Node& n, const std::string& field, const std::string& what) const {
     const int line = n.IsDefined() ? n.Mark().line + 1 : 0;
@@ -148,10 +149,14 @@ class Parser {
     return s;
   }
 
-  Program program(const YAML::Node& n, const std::string& field) const {
+  Program program(const YAML::Node& n, const std::string& field) {
     if (!n.IsSequence()) fail(n, field, "expected a list of steps (all_reduce, sleep, stall)");
     Program p;
     int calls = 0;
+    steps_ += n.size();  // an alias used as several programs counts each time
+    if (steps_ > limits_.max_steps)
+      fail(n, field, fmt::format("the programs hold more than {} steps in all, the input limit (--max-steps raises it)",
+                                 limits_.max_steps));
     for (size_t i = 0; i < n.size(); ++i) {
       const auto f = fmt::format("{}[{}]", field, i);
       const YAML::Node& st = n[i];
@@ -180,7 +185,7 @@ class Parser {
     return p;
   }
 
-  Scenario scenario(const YAML::Node& root) const {
+  Scenario scenario(const YAML::Node& root) {
     Scenario s;
     s.file = file_;
     if (!root.IsMap()) fail(root, "scenario", "expected a mapping at the top level");
@@ -275,11 +280,55 @@ class Parser {
 
  private:
   std::string file_;
+  InputLimits limits_;
+  size_t steps_ = 0;
 };
+
+// What yaml-cpp reads badly or not at all, said before it reads: a NUL byte
+// (binary data), and lists and mappings nested deeper than the limit (yaml-cpp
+// says "bad file", or recurses until the stack is gone).
+void prescan(const std::string& text, const std::string& file, const InputLimits& limits) {
+  int line = 1, depth = 0, indent = 0;
+  bool at_line_start = true, comment = false;
+  char quote = 0;
+  for (char ch : text) {
+    if (ch == '\0')
+      throw ScenarioError(fmt::format("{}:{}: a NUL byte: this is not a YAML text file", file, line));
+    if (ch == '\n') {
+      ++line;
+      at_line_start = true;
+      comment = false;
+      indent = 0;
+      continue;
+    }
+    if (at_line_start && ch == ' ' && !quote) {
+      if (++indent / 2 > limits.max_depth)
+        throw ScenarioError(fmt::format("{}:{}: nested deeper than {} levels (indentation), the input limit", file,
+                                        line, limits.max_depth));
+      continue;
+    }
+    at_line_start = false;
+    if (comment) continue;
+    if (quote) {
+      if (ch == quote) quote = 0;
+      continue;
+    }
+    if (ch == '#') comment = true;
+    else if (ch == '"' || ch == '\'') quote = ch;
+    else if (ch == '[' || ch == '{') {
+      if (++depth > limits.max_depth)
+        throw ScenarioError(
+            fmt::format("{}:{}: lists and mappings nested deeper than {} levels, the input limit", file, line, limits.max_depth));
+    } else if ((ch == ']' || ch == '}') && depth > 0) {
+      --depth;
+    }
+  }
+}
 
 }  // namespace
 
-Scenario parse_scenario(const std::string& text, const std::string& file) {
+Scenario parse_scenario(const std::string& text, const std::string& file, const InputLimits& limits) {
+  prescan(text, file, limits);
   YAML::Node root;
   try {
     root = YAML::Load(text);
@@ -287,18 +336,27 @@ Scenario parse_scenario(const std::string& text, const std::string& file) {
     throw ScenarioError(fmt::format("{}:{}: syntax: {}", file, e.mark.line + 1, e.msg));
   }
   try {
-    return Parser(file).scenario(root);
+    return Parser(file, limits).scenario(root);
   } catch (const YAML::Exception& e) {  // a shape the parser did not foresee: still bad input, never an abort
     throw ScenarioError(fmt::format("{}:{}: {}", file, e.mark.is_null() ? 0 : e.mark.line + 1, e.msg));
   }
 }
 
-Scenario load_scenario(const std::string& path) {
-  std::ifstream in(path);
+Scenario load_scenario(const std::string& path, const InputLimits& limits) {
+  std::error_code ec;
+  if (std::filesystem::is_directory(path, ec))
+    throw ScenarioError(fmt::format("{}: is a directory; give a scenario file, such as examples/bugs/slow_nic.yaml", path));
+  std::ifstream in(path, std::ios::binary);
   if (!in) throw ScenarioError(fmt::format("{}: cannot read the scenario file", path));
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return parse_scenario(ss.str(), path);
+  // Read at most the limit and one byte more (a device such as /dev/zero never ends).
+  std::string text;
+  char block[1 << 16];
+  while (text.size() <= limits.max_bytes && in.read(block, sizeof block).gcount() > 0)
+    text.append(block, static_cast<size_t>(in.gcount()));
+  if (text.size() > limits.max_bytes)
+    throw ScenarioError(fmt::format("{}: larger than {} bytes, the input limit (--max-input-bytes raises it)", path,
+                                    limits.max_bytes));
+  return parse_scenario(text, path, limits);
 }
 
 namespace {

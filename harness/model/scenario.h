@@ -92,8 +92,16 @@ struct Scenario {
   Program& mutable_program(int rank);  // makes an override for `rank` if it has none
 };
 
-Scenario load_scenario(const std::string& path);
-Scenario parse_scenario(const std::string& text, const std::string& file);
+// What a scenario file may hold. Each limit is named in its error, with the
+// replay flag that raises it.
+struct InputLimits {
+  size_t max_bytes = size_t{16} << 20;  // the file (--max-input-bytes)
+  size_t max_steps = 200000;            // steps of every program together, aliases expanded (--max-steps)
+  int max_depth = 64;                   // nesting of lists and mappings
+};
+
+Scenario load_scenario(const std::string& path, const InputLimits& limits = {});
+Scenario parse_scenario(const std::string& text, const std::string& file, const InputLimits& limits = {});
 // Back to YAML (the detection property writes the scenarios it generates).
 std::string scenario_to_yaml(const Scenario& s);
 
