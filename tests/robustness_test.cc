@@ -4,8 +4,13 @@
 // shared robustness set.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <filesystem>
 #include <fstream>
+#include <functional>
 #include <string>
+
+#include <nlohmann/json.hpp>
 
 #include "tests/run_command.h"
 
@@ -186,6 +191,103 @@ TEST(Robustness, ScenarioInputIsBounded) {
                           "  - all_reduce: {count: 1}\n";
   expect_usage_error(testutil::collcheck("replay " + small + " --max-steps 2", 60), "more than 2 steps in all");
   EXPECT_EQ(testutil::collcheck("replay " + small + " --max-steps 3", 60).code, 0);
+}
+
+}  // namespace
+
+namespace {
+
+// ---- damaged dumps, for analyze (the shared make_bad_dumps.sh, in C++) ----
+
+std::string make_dumps(const std::string& name, const std::string& example) {
+  const std::string dir = testing::TempDir() + "/dumps-" + name;
+  std::filesystem::remove_all(dir);
+  const auto r = testutil::collcheck("replay " SOURCE_DIR "/examples/bugs/" + example + " --mode unguarded --dump-dir " + dir,
+                                     120);
+  EXPECT_TRUE(std::filesystem::exists(dir + "/rank-3.json")) << r.out;
+  return dir;
+}
+
+std::string fmt_rank(const std::string& dir, int r) { return dir + "/rank-" + std::to_string(r) + ".json"; }
+nlohmann::json read_json(const std::string& path) { return nlohmann::json::parse(std::ifstream(path)); }
+void write_json(const std::string& path, const nlohmann::json& j) { std::ofstream(path) << j.dump(); }
+
+// A copy of `good` with `edit` applied to rank `rank`'s dump (-1: every rank's).
+std::string damaged(const std::string& good, const std::string& name, int rank,
+                    const std::function<void(nlohmann::json&)>& edit) {
+  const std::string dir = testing::TempDir() + "/bad-" + name;
+  std::filesystem::remove_all(dir);
+  std::filesystem::copy(good, dir);
+  for (int r = 0; r < 4; ++r) {
+    if (rank >= 0 && r != rank) continue;
+    const std::string f = dir + "/rank-" + std::to_string(r) + ".json";
+    auto j = read_json(f);
+    edit(j);
+    write_json(f, j);
+  }
+  return dir;
+}
+
+TEST(Robustness, DamagedDumpsAreRefusedWithWhatIsWrong) {
+  const std::string good = make_dumps("good", "swapped_buckets.yaml");
+  const auto analyze = [](const std::string& dir) { return testutil::collcheck("analyze " + dir, 60); };
+  ASSERT_EQ(analyze(good).code, 1);  // the order mismatch the example has
+  struct Bad {
+    std::string name;
+    int rank;
+    std::function<void(nlohmann::json&)> edit;
+    std::string says;
+  } bad[] = {
+      {"huge_seq", 1, [](nlohmann::json& j) { j["calls"].back()["seq"] = ~uint64_t{0}; },
+       "calls[].seq: 18446744073709551615 is outside 1..9007199254740992"},
+      {"seq_gap", 1, [](nlohmann::json& j) { j["calls"].back()["seq"] = 1000000000; },
+       "calls[].seq: 1000000000 follows"},
+      {"neg_seq", 1, [](nlohmann::json& j) { j["calls"][0]["seq"] = -3; }, "calls[].seq: -3 is outside"},
+      {"frac_seq", 1, [](nlohmann::json& j) { j["calls"][0]["seq"] = 1.5; }, "calls[].seq: expected a whole number, got 1.5"},
+      {"huge_size", -1, [](nlohmann::json& j) { j["size"] = 2147483647; }, "size: 2147483647 is outside 1..1048576"},
+      {"crash_rank", 1, [](nlohmann::json& j) { j["crash"] = {{"rank", 12345}, {"signal", "SEGV"}}; },
+       "crash.rank: 12345 is outside -1..3"},
+  };
+  for (const auto& b : bad) {
+    const auto r = analyze(damaged(good, b.name, b.rank, b.edit));
+    expect_usage_error(r, b.says);
+    EXPECT_NE(r.out.find("not a collcheck flight-recorder dump"), std::string::npos) << b.name << "\n" << r.out;
+  }
+}
+
+// Dumps carry their run's identity; a set mixed from two runs of the same
+// world size is refused, naming which ranks came from which run.
+TEST(Robustness, DumpsOfTwoRunsAreNotAnalyzedTogether) {
+  const std::string a = make_dumps("run-a", "swapped_buckets.yaml");
+  const std::string b = make_dumps("run-b", "clean_training_step.yaml");
+  EXPECT_NE(read_json(a + "/rank-0.json").at("run").at("id"), read_json(b + "/rank-0.json").at("run").at("id"));
+  const std::string mixed = testing::TempDir() + "/mixed-runs";
+  std::filesystem::remove_all(mixed);
+  std::filesystem::create_directories(mixed);
+  for (int r = 0; r < 4; ++r)
+    std::filesystem::copy(fmt_rank(r < 2 ? a : b, r), fmt_rank(mixed, r));
+  const auto r = testutil::collcheck("analyze " + mixed, 60);
+  expect_usage_error(r, "the dumps come from 2 different runs (");
+  EXPECT_NE(r.out.find("ranks 0, 1 of run"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("ranks 2, 3 of run"), std::string::npos) << r.out;
+}
+
+// 200,000 calls per dump: analyzed in linear time (the scan was quadratic),
+// and the timeline stays short.
+TEST(Robustness, LongDumpsAreAnalyzedAndTheTimelineIsBounded) {
+  const std::string good = make_dumps("long", "clean_training_step.yaml");
+  const std::string dir = damaged(good, "long", -1, [](nlohmann::json& j) {
+    const nlohmann::json c = j["calls"][0];
+    j["calls"] = nlohmann::json::array();
+    for (uint64_t i = 1; i <= 200000; ++i) {
+      j["calls"].push_back(c);
+      j["calls"].back()["seq"] = i;
+    }
+  });
+  const auto r = testutil::collcheck("analyze " + dir, 120);
+  EXPECT_EQ(r.code, 0) << r.out.substr(0, 2000);
+  EXPECT_NE(r.out.find("... 199976 calls not shown ..."), std::string::npos) << r.out.substr(0, 2000);
+  EXPECT_LT(std::count(r.out.begin(), r.out.end(), '\n'), 200) << r.out.substr(0, 2000);
 }
 
 }  // namespace

@@ -12,9 +12,7 @@ namespace collcheck::detect {
 
 // The first sequence number at which ranks disagree on the call.
 std::optional<Diagnosis> mismatch(const Dumps& dumps) {
-  uint64_t max_seq = 0;
-  for (const auto& d : dumps) max_seq = std::max(max_seq, last_seq(d));
-  for (uint64_t k = 1; k <= max_seq; ++k) {
+  for (const uint64_t k : seqs_in(dumps)) {
     std::map<std::tuple<std::string, size_t, int, int>, std::vector<int>> groups;
     std::map<std::tuple<std::string, size_t, int, int>, const CallRecord*> sample;
     for (const auto& d : dumps) {

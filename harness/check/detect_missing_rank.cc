@@ -11,9 +11,7 @@
 namespace collcheck::detect {
 
 std::optional<Diagnosis> missing_rank(const Dumps& dumps) {
-  uint64_t max_seq = 0;
-  for (const auto& d : dumps) max_seq = std::max(max_seq, last_seq(d));
-  for (uint64_t k = 1; k <= max_seq; ++k) {
+  for (const uint64_t k : seqs_in(dumps)) {
     std::vector<int> joined, missing;
     for (const auto& d : dumps) (call_of(d, k) ? joined : missing).push_back(d.rank);
     if (missing.empty()) continue;

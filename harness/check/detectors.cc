@@ -34,9 +34,20 @@ const std::vector<Detector>& detectors() {
 }
 
 const CallRecord* call_of(const RankDump& d, uint64_t seq) {
-  for (const auto& c : d.calls)
-    if (c.seq == seq) return &c;
-  return nullptr;
+  // A dump's calls are numbered one after another (checked when it is read).
+  if (d.calls.empty() || seq < d.calls.front().seq) return nullptr;
+  const uint64_t i = seq - d.calls.front().seq;
+  if (i >= d.calls.size()) return nullptr;
+  return d.calls[i].seq == seq ? &d.calls[i] : nullptr;
+}
+
+std::vector<uint64_t> seqs_in(const Dumps& dumps) {
+  std::vector<uint64_t> s;
+  for (const auto& d : dumps)
+    for (const auto& c : d.calls) s.push_back(c.seq);
+  std::sort(s.begin(), s.end());
+  s.erase(std::unique(s.begin(), s.end()), s.end());
+  return s;
 }
 
 uint64_t last_seq(const RankDump& d) { return d.calls.empty() ? 0 : d.calls.back().seq; }

@@ -46,6 +46,9 @@ void call_failed(const Dumps&, const AnalysisOptions&, std::vector<Diagnosis>&);
 // What several detectors read (detectors.cc).
 const CallRecord* call_of(const RankDump& d, uint64_t seq);
 uint64_t last_seq(const RankDump& d);
+// Every call number some rank recorded, in order (what the detectors walk:
+// never 1..max, which a damaged dump could make 2^64 long).
+std::vector<uint64_t> seqs_in(const Dumps& dumps);
 uint64_t last_completed(const RankDump& d);
 std::string last_completed_text(const Dumps& dumps);  // "0: #3, 1: #2, ...": the last call each rank completed
 std::string fp_text(const CallRecord& c);             // "bucket_0 count=2048 bfloat16 sum"

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <set>
 
 #include "harness/check/detectors.h"
@@ -59,6 +60,9 @@ std::vector<Diagnosis> analyze(const std::vector<RankDump>& dumps, const Analysi
   return out;
 }
 
+// A recorder keeps 4096 calls and 16384 transfers: a real dump is a few MB.
+constexpr uintmax_t kMaxDumpBytes = uintmax_t{256} << 20;
+
 std::vector<RankDump> load_dumps(const std::string& dir) {
   std::vector<RankDump> out;
   std::error_code ec;
@@ -66,6 +70,11 @@ std::vector<RankDump> load_dumps(const std::string& dir) {
   for (const auto& e : std::filesystem::directory_iterator(dir)) {
     const auto name = e.path().filename().string();
     if (name.rfind("rank-", 0) != 0 || e.path().extension() != ".json") continue;
+    std::error_code size_ec;
+    const auto bytes = std::filesystem::file_size(e.path(), size_ec);
+    if (!size_ec && bytes > kMaxDumpBytes)
+      throw std::runtime_error(fmt::format("{}: {} bytes, more than a flight-recorder dump holds ({} at most)",
+                                           e.path().string(), bytes, kMaxDumpBytes));
     std::ifstream in(e.path());
     try {
       out.push_back(rank_dump_from_json(nlohmann::json::parse(in)));
@@ -75,6 +84,17 @@ std::vector<RankDump> load_dumps(const std::string& dir) {
   }
   if (out.empty()) throw std::runtime_error(fmt::format("{}: no rank-*.json dumps found", dir));
   std::sort(out.begin(), out.end(), [](const RankDump& a, const RankDump& b) { return a.rank < b.rank; });
+  // One run's dumps only: a set mixed from two runs gives a confident
+  // diagnosis that no run had.
+  std::map<std::string, std::vector<int>> runs;  // run id -> ranks
+  for (const auto& d : out) runs[d.run_id.empty() ? "(none: an older dump)" : d.run_id].push_back(d.rank);
+  if (runs.size() > 1) {
+    std::string parts;
+    for (const auto& [id, ranks] : runs)
+      parts += fmt::format("{}{} of run {}", parts.empty() ? "" : "; ", ranks_text(ranks), id);
+    throw std::runtime_error(fmt::format("{}: the dumps come from {} different runs ({}); analyze one run's dumps", dir,
+                                         runs.size(), parts));
+  }
   const int size = out.front().size;
   std::set<int> have;
   for (const auto& d : out) {

@@ -223,6 +223,12 @@ BlockedOn FlightRecorder::blocked_on() const {
   return blocked_;
 }
 
+void FlightRecorder::set_run(std::string id, std::string what) {
+  std::lock_guard<std::mutex> g(mu_);
+  run_id_ = std::move(id);
+  run_what_ = std::move(what);
+}
+
 nlohmann::json FlightRecorder::to_json(const std::string& reason, const CrashNote* crash) const {
   const std::vector<Stall> stalled = stalls();
   std::lock_guard<std::mutex> g(mu_);
@@ -230,6 +236,7 @@ nlohmann::json FlightRecorder::to_json(const std::string& reason, const CrashNot
   j["rank"] = rank_;
   j["size"] = size_;
   j["reason"] = reason;
+  if (!run_id_.empty()) j["run"] = {{"id", run_id_}, {"scenario", run_what_}};
   if (crash) j["crash"] = {{"rank", crash->rank}, {"signal", crash->signal}};
   j["dumped_at"] = now();
   j["dropped_calls"] = dropped_calls_;
@@ -276,18 +283,49 @@ void FlightRecorder::dump(const std::string& dir, const std::string& reason, con
   write_file_atomically(fmt::format("{}/rank-{}.json", dir, rank_), to_json(reason, crash).dump(1));
 }
 
+namespace {
+
+// A dump's numbers are checked as they are read: a damaged or hostile dump is
+// refused with what is wrong, never believed (a seq of 2^64-1 looped the
+// analysis forever, a size of 2^31 took gigabytes, -3 read as 2^64-3).
+constexpr int kMaxDumpRanks = 1 << 20;
+constexpr uint64_t kMaxSeq = uint64_t{1} << 53;  // exact in a JSON number
+
+template <typename T>
+T whole(const nlohmann::json& v, const char* field, T lo, T hi) {
+  if (!v.is_number_integer())
+    throw std::runtime_error(fmt::format("{}: expected a whole number, got {}", field, v.dump()));
+  if (v.is_number_unsigned() ? v.get<uint64_t>() > static_cast<uint64_t>(hi)
+                             : (v.get<int64_t>() < static_cast<int64_t>(lo) || v.get<int64_t>() > static_cast<int64_t>(hi)))
+    throw std::runtime_error(fmt::format("{}: {} is outside {}..{}", field, v.dump(), lo, hi));
+  const T x = v.get<T>();
+  if (x < lo) throw std::runtime_error(fmt::format("{}: {} is outside {}..{}", field, v.dump(), lo, hi));
+  return x;
+}
+
+}  // namespace
+
 RankDump rank_dump_from_json(const nlohmann::json& j) {
   RankDump d;
-  d.rank = j.at("rank").get<int>();
-  d.size = j.at("size").get<int>();
+  d.size = whole<int>(j.at("size"), "size", 1, kMaxDumpRanks);
+  d.rank = whole<int>(j.at("rank"), "rank", 0, d.size - 1);
   d.reason = j.value("reason", "");
+  if (j.contains("run")) {
+    d.run_id = j["run"].at("id").get<std::string>();
+    d.run_what = j["run"].at("scenario").get<std::string>();
+  }
   if (j.contains("crash") && !j["crash"].is_null())
-    d.crash = CrashNote{j["crash"].at("rank").get<int>(), j["crash"].at("signal").get<std::string>()};
+    d.crash = CrashNote{whole<int>(j["crash"].at("rank"), "crash.rank", -1, d.size - 1),
+                        j["crash"].at("signal").get<std::string>()};
   for (const auto& c : j.at("calls")) {
     CallRecord r;
-    r.seq = c.at("seq").get<uint64_t>();
+    r.seq = whole<uint64_t>(c.at("seq"), "calls[].seq", 1, kMaxSeq);
+    // A recorder numbers its calls 1, 2, 3, ... and keeps the latest ones.
+    if (!d.calls.empty() && r.seq != d.calls.back().seq + 1)
+      throw std::runtime_error(fmt::format("calls[].seq: {} follows {}; a rank's calls are numbered one after another",
+                                           r.seq, d.calls.back().seq));
     r.tag = c.at("tag").get<std::string>();
-    r.count = c.at("count").get<size_t>();
+    r.count = whole<size_t>(c.at("count"), "calls[].count", 0, size_t{1} << 48);
     auto t = parse_dtype(c.at("dtype").get<std::string>());
     auto op = parse_op(c.at("op").get<std::string>());
     auto st = parse_state(c.at("state").get<std::string>());
@@ -307,8 +345,8 @@ RankDump rank_dump_from_json(const nlohmann::json& j) {
   }
   for (const auto& t : j.at("transfers")) {
     TransferRecord x;
-    x.src = t.at("src").get<int>();
-    x.dst = t.at("dst").get<int>();
+    x.src = whole<int>(t.at("src"), "transfers[].src", 0, d.size - 1);
+    x.dst = whole<int>(t.at("dst"), "transfers[].dst", 0, d.size - 1);
     x.tag = t.at("tag").get<Tag>();
     x.ordinal = t.at("ordinal").get<uint64_t>();
     x.bytes = t.at("bytes").get<size_t>();
@@ -322,8 +360,8 @@ RankDump rank_dump_from_json(const nlohmann::json& j) {
     for (const auto& x : j.at("stalls")) d.stalls.push_back(Stall{x.at(0).get<double>(), x.at(1).get<double>()});
   const auto& b = j.at("blocked_on");
   if (!b.is_null()) {
-    d.blocked_on = BlockedOn{true, b.at("peer").get<int>(), b.at("send").get<bool>(), b.at("tag").get<Tag>(),
-                             b.at("since").get<double>()};
+    d.blocked_on = BlockedOn{true, whole<int>(b.at("peer"), "blocked_on.peer", 0, d.size - 1), b.at("send").get<bool>(),
+                             b.at("tag").get<Tag>(), b.at("since").get<double>()};
   }
   return d;
 }

@@ -88,6 +88,10 @@ class FlightRecorder {
 
   int rank() const { return rank_; }
   double now() const;
+  // Which run this is, the same on every rank: a run id (one per run, chosen
+  // by the root) and what ran (a hash of the scenario). analyze refuses a set
+  // of dumps from more than one run.
+  void set_run(std::string id, std::string what);
 
   void scheduled(const CallRecord& r);  // r.seq, fingerprint fields; state Scheduled
   void started(uint64_t seq);
@@ -119,6 +123,7 @@ class FlightRecorder {
   std::deque<TransferRecord> transfers_;
   BlockedOn blocked_;
   uint64_t dropped_calls_ = 0;
+  std::string run_id_, run_what_;
 };
 
 // One rank's dump, read back (for analyze).
@@ -130,6 +135,7 @@ struct RankDump {
   std::vector<Stall> stalls;  // absent in older dumps: none
   BlockedOn blocked_on;
   std::optional<CrashNote> crash;  // dumped by the crash handler
+  std::string run_id, run_what;    // FlightRecorder::set_run; empty in older dumps
 };
 RankDump rank_dump_from_json(const nlohmann::json& j);
 

@@ -14,9 +14,17 @@ std::string format_diagnosis(const Diagnosis& d) {
 
 std::string format_timeline(const std::vector<RankDump>& dumps) {
   std::string s = "timeline (seconds from the start; B began, D done, W waited):\n";
+  // Bounded: a long run shows each rank's first calls and its last ones
+  // (where a hang or a failure is), with how many are left out between.
+  constexpr size_t kHead = 4, kTail = 20;
   for (const auto& d : dumps) {
     bool first = true;
-    for (const auto& c : d.calls) {
+    for (size_t i = 0; i < d.calls.size(); ++i) {
+      if (d.calls.size() > kHead + kTail + 1 && i == kHead) {
+        s += fmt::format("  {:<8} ... {} calls not shown ...\n", "", d.calls.size() - kHead - kTail);
+        i = d.calls.size() - kTail;
+      }
+      const CallRecord& c = d.calls[i];
       std::string times;
       if (c.t_started >= 0) times += fmt::format(" B {:.3f}", c.t_started);
       if (c.t_completed >= 0) times += fmt::format(" D {:.3f}", c.t_completed);
@@ -24,7 +32,8 @@ std::string format_timeline(const std::vector<RankDump>& dumps) {
       std::string state = std::string(call_state_name(c.state));
       if (c.state == CallState::Failed) state += ": " + (c.error.size() > 90 ? c.error.substr(0, 87) + "..." : c.error);
       s += fmt::format("  {:<8} #{:<3} {:<14} {:>7} {:<8} {:<9} {:<5}{:<26} {}\n",
-                       first ? fmt::format("rank {}", d.rank) : "", c.seq, c.tag, c.count, dtype_name(c.dtype),
+                       first ? fmt::format("rank {}", d.rank) : "", c.seq,
+                       c.tag.size() > 14 ? c.tag.substr(0, 13) + "~" : c.tag, c.count, dtype_name(c.dtype),
                        op_name(c.op), c.async ? "async" : "", times, state);
       first = false;
     }

@@ -7,6 +7,7 @@
 #include <cstring>
 #include <filesystem>
 #include <functional>
+#include <random>
 #include <thread>
 
 #include "faults/nemesis.h"
@@ -249,6 +250,12 @@ ReplayResult replay_scenario(const Scenario& in, const ReplayOptions& o, World& 
   const bool guarded = res.guarded;
   const int p = s.ranks;
   const Clock::time_point epoch = world.start();
+  // The run's identity, in every dump: the root's random id, and what ran.
+  std::random_device rd;
+  const std::string chosen = fmt::format("{:08x}{:08x}", rd(), rd());
+  const std::string run_id = world.broadcast(chosen, Clock::now() + std::chrono::seconds(60)).value_or(chosen);
+  const std::string yaml = scenario_to_yaml(s);
+  const std::string run_what = fmt::format("{:016x}", fnv1a(yaml.data(), yaml.size()));
   // A crash dumps every rank's recorder where the dumps would go anyway.
   set_crash_dump_dir(!o.dump_dir.empty() ? o.dump_dir : temp_dir("crash", epoch));
   set_crash_context(fmt::format("replaying {} ({})", s.file, s.name));
@@ -271,7 +278,10 @@ ReplayResult replay_scenario(const Scenario& in, const ReplayOptions& o, World& 
   sh->guard = world.call_guard(epoch, timeout);
   sh->recs.resize(static_cast<size_t>(p));
   for (int r = 0; r < p; ++r)
-    if (world.holds(r)) sh->recs[static_cast<size_t>(r)] = std::make_unique<FlightRecorder>(r, p, epoch);
+    if (world.holds(r)) {
+      sh->recs[static_cast<size_t>(r)] = std::make_unique<FlightRecorder>(r, p, epoch);
+      sh->recs[static_cast<size_t>(r)]->set_run(run_id, run_what);
+    }
   sh->outs.resize(static_cast<size_t>(p));
   sh->verdicts.resize(static_cast<size_t>(p));
   auto& recs = sh->recs;
