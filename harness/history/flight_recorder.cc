@@ -12,6 +12,7 @@
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
+#include <limits>
 #include <map>
 #include <tuple>
 
@@ -347,12 +348,12 @@ RankDump rank_dump_from_json(const nlohmann::json& j) {
     TransferRecord x;
     x.src = whole<int>(t.at("src"), "transfers[].src", 0, d.size - 1);
     x.dst = whole<int>(t.at("dst"), "transfers[].dst", 0, d.size - 1);
-    x.tag = t.at("tag").get<Tag>();
-    x.ordinal = t.at("ordinal").get<uint64_t>();
-    x.bytes = t.at("bytes").get<size_t>();
+    x.tag = whole<Tag>(t.at("tag"), "transfers[].tag", 0, std::numeric_limits<Tag>::max());
+    x.ordinal = whole<uint64_t>(t.at("ordinal"), "transfers[].ordinal", 0, kMaxSeq);
+    x.bytes = whole<size_t>(t.at("bytes"), "transfers[].bytes", 0, size_t{1} << 48);
     x.t_posted = t.at("t_posted").get<double>();
     x.t_completed = t.at("t_completed").get<double>();
-    x.checksum = t.at("checksum").get<uint64_t>();
+    x.checksum = whole<uint64_t>(t.at("checksum"), "transfers[].checksum", 0, ~uint64_t{0});
     x.send = t.at("send").get<bool>();
     d.transfers.push_back(x);
   }
@@ -361,7 +362,7 @@ RankDump rank_dump_from_json(const nlohmann::json& j) {
   const auto& b = j.at("blocked_on");
   if (!b.is_null()) {
     d.blocked_on = BlockedOn{true, whole<int>(b.at("peer"), "blocked_on.peer", 0, d.size - 1), b.at("send").get<bool>(),
-                             b.at("tag").get<Tag>(), b.at("since").get<double>()};
+                             whole<Tag>(b.at("tag"), "blocked_on.tag", 0, std::numeric_limits<Tag>::max()), b.at("since").get<double>()};
   }
   return d;
 }
