@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <ctime>
 #include <cstring>
 #include <mutex>
 #include <string>
@@ -72,7 +73,12 @@ void say_int(int v) {
 }
 
 void on_crash(int sig) {
-  if (g_crashing.exchange(true)) {  // a second crash while handling the first
+  if (g_crashing.exchange(true)) {
+    // A second crash (another rank's thread) while the first is being
+    // handled: let the first finish its dumps, which ends the process; only
+    // if it never does, die here.
+    const timespec tick{0, 10 * 1000 * 1000};
+    for (int i = 0; i < 500; ++i) ::nanosleep(&tick, nullptr);
     ::signal(sig, SIG_DFL);
     ::raise(sig);
     return;
@@ -101,12 +107,17 @@ void on_crash(int sig) {
     const DumpRequest req{sig, rank};
     if (::write(g_request[1], &req, sizeof req) == static_cast<ssize_t>(sizeof req)) {
       pollfd pfd{g_done[0], POLLIN, 0};
-      if (::poll(&pfd, 1, 2000) == 1) {
-        say("collcheck: flight-recorder dumps written to ");
-        say(g_dump_dir);
-        say(" (collcheck analyze ");
-        say(g_dump_dir);
-        say(" names the rank and the call)\n");
+      int written = 0;
+      if (::poll(&pfd, 1, 2000) == 1 && ::read(g_done[0], &written, sizeof written) == sizeof written) {
+        if (written > 0) {
+          say("collcheck: flight-recorder dumps written to ");
+          say(g_dump_dir);
+          say(" (collcheck analyze ");
+          say(g_dump_dir);
+          say(" names the rank and the call)\n");
+        } else {
+          say("collcheck: no flight recorder was live, so no dump was written\n");
+        }
       } else {
         say("collcheck: the flight-recorder dump did not finish within 2 s\n");
       }
@@ -123,14 +134,14 @@ void dumper() {
     const ssize_t n = ::read(g_request[0], &req, sizeof req);  // one write of under PIPE_BUF bytes: whole
     if (n < 0 && errno == EINTR) continue;
     if (n != static_cast<ssize_t>(sizeof req)) return;
+    int written = 0;
     try {
       const char* abbrev = sigabbrev_np(req.sig);
       const CrashNote note{req.rank, abbrev ? abbrev : std::to_string(req.sig)};
-      dump_live_recorders(g_dump_dir, std::string("crash: ") + g_what, &note);
+      written = dump_live_recorders(g_dump_dir, std::string("crash: ") + g_what, &note);
     } catch (...) {
     }
-    const char d = 1;
-    (void)!::write(g_done[1], &d, 1);
+    (void)!::write(g_done[1], &written, sizeof written);
   }
 }
 

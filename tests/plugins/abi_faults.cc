@@ -17,6 +17,7 @@
 #define FAULT_never_returns 5
 #define FAULT_leaks_request 6
 #define FAULT_ignores_link_error 7
+#define FAULT_all_crash 8
 #define CAT(a, b) a##b
 #define FAULT_ID(x) CAT(FAULT_, x)
 #define FAULT FAULT_ID(COLLCHECK_FAULT)
@@ -34,6 +35,8 @@ extern "C" int collcheck_all_reduce(const collcheck_call* c, const collcheck_lin
   }
 #elif FAULT == FAULT_crashes
   if (c->count > 2 && l->rank == 1) std::raise(SIGSEGV);
+#elif FAULT == FAULT_all_crash
+  if (c->count > 2) std::raise(SIGSEGV);  // every rank's thread at about the same time
 #elif FAULT == FAULT_never_returns
   if (c->count > 2 && l->rank == 0) {
     for (;;) std::this_thread::sleep_for(std::chrono::seconds(1));
