@@ -320,3 +320,27 @@ TEST(Robustness, CrashesOnEveryRankAtOnceStillWriteTheDumps) {
 }
 
 }  // namespace
+
+namespace {
+
+// A receive posted for fewer bytes than the peer sends (above the eager
+// limit) corrupted the receiving process's heap under Open MPI: it died after
+// the diagnosis (exit 139 or 134). The MPI links match the message first
+// (MPI_Improbe) and never post a receive it can overrun: the mismatch is
+// diagnosed and every process exits with the agreed code.
+TEST(Robustness, ATruncatedMpiReceiveIsTheMismatchItIs) {
+  const std::string dir = testing::TempDir() + "/truncation-dumps";
+  std::filesystem::remove_all(dir);
+  const auto r = testutil::run_command(testutil::mpirun(2) + " replay " + kDir +
+                                           "mpi_truncation.yaml.bad --world mpi --mode unguarded --dump-dir " + dir,
+                                       120);
+  EXPECT_EQ(r.code, 1) << r.out;
+  EXPECT_NE(r.out.find("shape_mismatch [rank 1] [call #1]: mismatched shapes at call #1: rank 0 called x count=2048"),
+            std::string::npos)
+      << r.out;
+  EXPECT_NE(r.out.find("size mismatch: rank 0 sent 4096 bytes, 1024 were expected"), std::string::npos) << r.out;
+  EXPECT_EQ(r.out.find("malloc"), std::string::npos) << r.out;
+  EXPECT_EQ(r.out.find("died of signal"), std::string::npos) << r.out;
+}
+
+}  // namespace
