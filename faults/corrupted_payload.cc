@@ -61,14 +61,16 @@ class FlipRequest final : public LinkRequest {
   uint64_t bit_;
 };
 
-class CorruptingLinks final : public LinksDecorator {
+class CorruptingLinks final : public FaultLinks {
  public:
-  CorruptingLinks(Links& inner, Params p) : LinksDecorator(inner), p_(p) {}
+  CorruptingLinks(Links& inner, Params p) : FaultLinks(inner), p_(p) {}
   RequestPtr irecv(int peer, Tag tag, std::span<std::byte> data) override {
     bool flip = false;
+    if (peer == p_.from && !data.empty()) ++seen_;
     if (peer == p_.from && !data.empty() && !c_.done) {
       flip = c_.seen++ == p_.transfer;
       c_.done = flip;
+      fired_ += flip ? 1 : 0;
     }
     return std::make_unique<FlipRequest>(inner_.irecv(peer, tag, data), data, flip, p_.bit);
   }
@@ -78,7 +80,7 @@ class CorruptingLinks final : public LinksDecorator {
   Counter c_;
 };
 
-std::unique_ptr<Links> wrap(Links& inner, const FaultSpec& f, int rank) {
+std::unique_ptr<FaultLinks> wrap(Links& inner, const FaultSpec& f, int rank) {
   Scenario dummy;
   dummy.ranks = inner.size();
   const Params p = params(dummy, f);
@@ -115,9 +117,17 @@ FaultSpec table_instance(const Scenario&) {
 // A ring edge (r -> r+1), which only the ring is sure to use.
 void adapt(Scenario& s) { s.impl = "ring"; }
 
+std::string unfired(const Scenario& s, const FaultSpec& f, const FaultTally& t) {
+  const Params p = params(s, f);
+  if (t.seen == 0) return fmt::format("no non-empty transfer went from rank {} to rank {} in this run", p.from, p.to);
+  return fmt::format("transfer {} (counted from 0) never came: {} non-empty transfer(s) went from rank {} to rank {}",
+                     p.transfer, t.seen, p.from, p.to);
+}
+
 }  // namespace
 
 const NemesisInfo kCorruptedPayload{"corrupted_payload", "one bit flipped in one transfer on a directed edge",
-                                    validate, nullptr, wrap, expected, random, table_instance, nullptr, adapt};
+                                    validate, nullptr, wrap, expected, random, table_instance, nullptr, adapt,
+                                    nullptr, nullptr, unfired};
 
 }  // namespace collcheck

@@ -92,15 +92,38 @@ Scenario apply_mutators(const Scenario& in) {
 
 Links& wrap_links(const Scenario& s, int rank, Links& inner, std::vector<std::unique_ptr<Links>>& keep) {
   Links* cur = &inner;
-  for (const auto& f : s.faults) {
-    const NemesisInfo* n = find_nemesis(f.kind);
+  keep.clear();
+  keep.resize(s.faults.size());  // keep[i]: fault i's wrapper on this rank, if any
+  for (size_t i = 0; i < s.faults.size(); ++i) {
+    const NemesisInfo* n = find_nemesis(s.faults[i].kind);
     if (!n || !n->wrap) continue;
-    if (auto w = n->wrap(*cur, f, rank)) {
+    if (auto w = n->wrap(*cur, s.faults[i], rank)) {
       cur = w.get();
-      keep.push_back(std::move(w));
+      keep[i] = std::move(w);
     }
   }
   return *cur;
+}
+
+std::vector<FaultTally> fault_tallies(const Scenario& s, const std::vector<std::unique_ptr<Links>>& keep) {
+  std::vector<FaultTally> t(s.faults.size());
+  for (size_t i = 0; i < s.faults.size() && i < keep.size(); ++i)
+    if (const auto* f = dynamic_cast<const FaultLinks*>(keep[i].get())) t[i] = FaultTally{f->seen(), f->fired()};
+  return t;
+}
+
+std::vector<std::string> unfired_faults(const Scenario& s, const std::vector<FaultTally>& total) {
+  std::vector<std::string> out;
+  for (size_t i = 0; i < s.faults.size() && i < total.size(); ++i) {
+    const FaultSpec& f = s.faults[i];
+    const NemesisInfo* n = find_nemesis(f.kind);
+    if (!n || !n->wrap || total[i].fired > 0) continue;
+    out.push_back(fmt::format("faults[{}] ({}, line {}) never fired: {}", i, f.kind, f.line,
+                              n->unfired ? n->unfired(s, f, total[i])
+                                         : fmt::format("it saw {} transfer(s) it applies to and changed none",
+                                                       total[i].seen)));
+  }
+  return out;
 }
 
 }  // namespace collcheck

@@ -6,16 +6,36 @@
 // and `collcheck faults` to compare from outside.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <memory>
 #include <span>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "harness/model/scenario.h"
 #include "impl/links.h"
 
 namespace collcheck {
+
+// The links a link-wrapping nemesis returns: they count what they saw and
+// what they changed, so a run can say a fault never fired instead of reading
+// like a missed diagnosis.
+class FaultLinks : public LinksDecorator {
+ public:
+  using LinksDecorator::LinksDecorator;
+  uint64_t seen() const { return seen_; }    // transfers the fault applies to
+  uint64_t fired() const { return fired_; }  // ...and those it changed
+
+ protected:
+  std::atomic<uint64_t> seen_{0}, fired_{0};
+};
+
+// One fault's effect over a run, every rank's summed.
+struct FaultTally {
+  uint64_t seen = 0, fired = 0;
+};
 
 struct NemesisInfo {
   std::string_view name;
@@ -25,7 +45,7 @@ struct NemesisInfo {
   // Rewrites programs; may be null.
   void (*mutate)(Scenario& s, const FaultSpec& f);
   // Wraps one rank's links; returns null when this rank is untouched. May be null.
-  std::unique_ptr<Links> (*wrap)(Links& inner, const FaultSpec& f, int rank);
+  std::unique_ptr<FaultLinks> (*wrap)(Links& inner, const FaultSpec& f, int rank);
   // The diagnosis a correct checker must produce for this fault.
   ExpectSpec (*expected)(const Scenario& s, const FaultSpec& f);
   // A random instance for a clean scenario (the detection property).
@@ -46,6 +66,9 @@ struct NemesisInfo {
   // nothing is wrong but the fault's own delays (a slow link: every step of a
   // ring waits on it); a run's per-call deadline must leave room for it. null: 0.
   double (*call_delay)(const Scenario& s, const FaultSpec& f) = nullptr;
+  // Why a link fault changed nothing in a run (its tally): "the ring never
+  // sends from rank 0 to rank 2". null: a generic sentence.
+  std::string (*unfired)(const Scenario& s, const FaultSpec& f, const FaultTally& t) = nullptr;
 };
 
 std::span<const NemesisInfo> nemeses();
@@ -58,6 +81,12 @@ Scenario apply_mutators(const Scenario& s);
 // Wraps `inner` with every link-wrapping fault of `s` that touches `rank`.
 // `keep` owns the wrappers; the returned reference is the outermost.
 Links& wrap_links(const Scenario& s, int rank, Links& inner, std::vector<std::unique_ptr<Links>>& keep);
+// This rank's tally of every fault of `s` (zeros for the faults that are not
+// link wrappers or do not touch it), from the wrappers wrap_links kept.
+std::vector<FaultTally> fault_tallies(const Scenario& s, const std::vector<std::unique_ptr<Links>>& keep);
+// One line per link fault that never fired over the run (tallies summed over
+// ranks), saying why; empty when every link fault fired.
+std::vector<std::string> unfired_faults(const Scenario& s, const std::vector<FaultTally>& total);
 
 // ---- shared helpers for the nemesis files ----
 [[noreturn]] void fault_error(const Scenario& s, const FaultSpec& f, std::string_view field, const std::string& what);

@@ -66,11 +66,13 @@ class DelayedSend final : public LinkRequest {
   RequestPtr req_;
 };
 
-class SlowLinks final : public LinksDecorator {
+class SlowLinks final : public FaultLinks {
  public:
-  SlowLinks(Links& inner, Params p) : LinksDecorator(inner), p_(p) {}
+  SlowLinks(Links& inner, Params p) : FaultLinks(inner), p_(p) {}
   RequestPtr isend(int peer, Tag tag, std::span<const std::byte> data) override {
     if (peer != p_.to) return inner_.isend(peer, tag, data);
+    ++seen_;
+    ++fired_;  // every send on the edge is delayed
     double delay = p_.latency_s;
     if (p_.bytes_per_s > 0) delay += static_cast<double>(data.size()) / p_.bytes_per_s;
     const auto ready = Clock::now() + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(delay));
@@ -81,7 +83,7 @@ class SlowLinks final : public LinksDecorator {
   Params p_;
 };
 
-std::unique_ptr<Links> wrap(Links& inner, const FaultSpec& f, int rank) {
+std::unique_ptr<FaultLinks> wrap(Links& inner, const FaultSpec& f, int rank) {
   Scenario dummy;
   dummy.ranks = inner.size();
   const Params p = params(dummy, f);
@@ -142,9 +144,15 @@ double call_delay(const Scenario& s, const FaultSpec& f) {
   return 2.0 * (s.ranks - 1) * per_step;
 }
 
+std::string unfired(const Scenario& s, const FaultSpec& f, const FaultTally&) {
+  const int from = fault_rank(s, f, "from"), to = fault_rank(s, f, "to");
+  return fmt::format("nothing was sent from rank {} to rank {} in this run: {} does not use that edge", from, to,
+                     s.impl);
+}
+
 }  // namespace
 
 const NemesisInfo kSlowLink{"slow_link", "added latency and a bandwidth cap on one directed edge", validate, nullptr,
-                            wrap, expected, random, table_instance, nullptr, adapt, extra_time, call_delay};
+                            wrap, expected, random, table_instance, nullptr, adapt, extra_time, call_delay, unfired};
 
 }  // namespace collcheck

@@ -344,3 +344,30 @@ TEST(Robustness, ATruncatedMpiReceiveIsTheMismatchItIs) {
 }
 
 }  // namespace
+
+namespace {
+
+// A fault that never fires (a transfer index past the last transfer, a slow
+// link on an edge the algorithm never uses) is said, with why, instead of the
+// run reading like a missed diagnosis.
+TEST(Robustness, AFaultThatNeverFiresIsSaid) {
+  auto r = replay(kDir + "fault_never_fires.yaml.bad");
+  EXPECT_EQ(r.code, 1) << r.out;
+  EXPECT_NE(r.out.find("note: faults[0] (corrupted_payload, line 6) never fired: transfer 1000 (counted from 0) never "
+                       "came: 6 non-empty transfer(s) went from rank 0 to rank 1"),
+            std::string::npos)
+      << r.out;
+  EXPECT_NE(r.out.find("got no diagnosis (a fault never fired: see the note above)"), std::string::npos) << r.out;
+  r = replay(kDir + "fault_unused_edge.yaml.bad");
+  EXPECT_EQ(r.code, 1) << r.out;
+  EXPECT_NE(r.out.find("note: faults[0] (slow_link, line 7) never fired: nothing was sent from rank 0 to rank 2 in this "
+                       "run: ring does not use that edge"),
+            std::string::npos)
+      << r.out;
+  // A fault that fires says nothing of the kind.
+  r = replay(SOURCE_DIR "/examples/bugs/flipped_bit.yaml");
+  EXPECT_EQ(r.code, 0) << r.out;
+  EXPECT_EQ(r.out.find("never fired"), std::string::npos) << r.out;
+}
+
+}  // namespace

@@ -53,6 +53,7 @@ void print_replay(const collcheck::Scenario& s, const collcheck::ReplayResult& r
     for (const auto& d : r.diagnoses) fmt::print("  {}\n", collcheck::format_diagnosis(d));
   }
   fmt::print("{}", collcheck::format_timeline(r.dumps));
+  for (const auto& u : r.unfired) fmt::print("note: {}\n", u);
 }
 
 int run_replay_command(ReplayFlags& f) {
@@ -116,7 +117,7 @@ int run_replay_command(ReplayFlags& f) {
              e.ranks.empty() ? "" : fmt::format(" ranks [{}]", fmt::join(e.ranks, ", ")),
              e.seq ? fmt::format(" call #{}", *e.seq) : "",
              e.edge ? fmt::format(" edge {} -> {}", e.edge->first, e.edge->second) : "",
-             ok ? "holds" : "DOES NOT HOLD: " + why);
+             ok ? "holds" : "DOES NOT HOLD: " + why + (r.unfired.empty() ? "" : " (a fault never fired: see the note above)"));
   std::fflush(stdout);
   Report rep;
   rep.command = "replay";
@@ -128,6 +129,7 @@ int run_replay_command(ReplayFlags& f) {
                ok ? "" : why, "", r.seconds};
   for (const auto& d : r.diagnoses) c.detail += collcheck::format_diagnosis(d) + "\n";
   if (r.diagnoses.empty()) c.detail = "diagnosis: none\n";
+  for (const auto& u : r.unfired) c.detail += "note: " + u + "\n";
   rep.cases.push_back(std::move(c));
   const int code = finish_reports(f.report, rep, ok ? 0 : 1);
   return mpi ? mpi->agree_exit_code(code) : code;

@@ -102,6 +102,7 @@ struct RankEnv {
   std::vector<CallOut>& outs;
   std::function<void(const CallFingerprint&)> before_call;  // guarded mode, or empty
   std::function<void()> stall;  // a stalled rank: wait, never entering the remaining calls
+  std::vector<FaultTally>& tallies;  // what each fault's links saw and changed here, at the end
 };
 
 // One rank's program over `base` (the world's links): faults applied, every
@@ -113,6 +114,12 @@ void run_rank_program(RankEnv& env, Links& base) {
   FlightRecorder& rec = env.rec;
   std::vector<std::unique_ptr<Links>> keep;
   Links& faulty = wrap_links(s, r, base, keep);
+  // However the program ends (a failed call throws), the faults' tallies are taken.
+  struct TakeTallies {
+    RankEnv& env;
+    const std::vector<std::unique_ptr<Links>>& keep;
+    ~TakeTallies() { env.tallies = fault_tallies(env.s, keep); }
+  } take{env, keep};
   auto links = recording_links(faulty, rec);
   CommOptions co(s.impl, env.timeout, env.impl);
   co.recorder = &rec;
@@ -209,10 +216,15 @@ std::string temp_dir(const char* what, Clock::time_point epoch) {
 }
 
 // A rank's oracle verdict on its waited results, as the root reads it.
-std::string verdict_text(int p, int r, const std::vector<CallOut>& outs) {
+std::string verdict_text(int p, int r, const std::vector<CallOut>& outs, const std::vector<FaultTally>& tallies) {
   size_t checked = 0;
   auto wrong = check_outs(p, r, outs, checked);
-  return nlohmann::json{{"checked", checked}, {"wrong", wrong ? wrong->text : ""}, {"wrong_seq", wrong && wrong->seq ? *wrong->seq : 0}}
+  nlohmann::json faults = nlohmann::json::array();
+  for (const auto& t : tallies) faults.push_back({t.seen, t.fired});
+  return nlohmann::json{{"checked", checked},
+                        {"wrong", wrong ? wrong->text : ""},
+                        {"wrong_seq", wrong && wrong->seq ? *wrong->seq : 0},
+                        {"faults", faults}}
       .dump();
 }
 
@@ -271,6 +283,7 @@ ReplayResult replay_scenario(const Scenario& in, const ReplayOptions& o, World& 
     std::vector<std::unique_ptr<FlightRecorder>> recs;
     std::vector<std::vector<CallOut>> outs;
     std::vector<std::string> verdicts;
+    std::vector<std::vector<FaultTally>> tallies;
   };
   auto sh = std::make_shared<Shared>();
   sh->s = s;
@@ -284,6 +297,7 @@ ReplayResult replay_scenario(const Scenario& in, const ReplayOptions& o, World& 
     }
   sh->outs.resize(static_cast<size_t>(p));
   sh->verdicts.resize(static_cast<size_t>(p));
+  sh->tallies.resize(static_cast<size_t>(p));
   auto& recs = sh->recs;
   auto& verdicts = sh->verdicts;
   auto& guard = sh->guard;
@@ -294,13 +308,13 @@ ReplayResult replay_scenario(const Scenario& in, const ReplayOptions& o, World& 
       [sh, p, timeout, guarded, epoch, limit_s, some_rank_stalls](RankContext& ctx) {
         const int r = ctx.rank();
         const auto ri = static_cast<size_t>(r);
-        RankEnv env{sh->s, r, p, sh->impl, timeout, *sh->recs[ri], sh->outs[ri], {}, {}};
+        RankEnv env{sh->s, r, p, sh->impl, timeout, *sh->recs[ri], sh->outs[ri], {}, {}, sh->tallies[ri]};
         if (guarded) env.before_call = [sh, r](const CallFingerprint& fp) { sh->guard->check(r, fp); };
         // Never enter the remaining calls: wait until the others give up or
         // end, or the run's limit.
         env.stall = [&ctx, epoch, limit_s] { ctx.wait_for_others(epoch + millis(limit_s - 1)); };
         const auto finish = [&] {
-          sh->verdicts[ri] = verdict_text(p, r, sh->outs[ri]);
+          sh->verdicts[ri] = verdict_text(p, r, sh->outs[ri], sh->tallies[ri]);
           if (some_rank_stalls && !stalls(sh->s, r)) ctx.announce_end();
         };
         try {
@@ -374,6 +388,16 @@ ReplayResult replay_scenario(const Scenario& in, const ReplayOptions& o, World& 
   const bool corrupted = has_diagnosis(res, {DiagnosisKind::CorruptedPayload});
   const bool mismatch = has_diagnosis(res, {DiagnosisKind::ShapeMismatch, DiagnosisKind::OrderMismatch});
   for (const auto& v : checked) res.results_checked += v.at("checked").get<size_t>();
+  // A link fault that changed nothing: said, so the run does not read like a missed diagnosis.
+  std::vector<FaultTally> total(s.faults.size());
+  for (const auto& v : checked) {
+    const auto& f = v.contains("faults") ? v["faults"] : nlohmann::json::array();
+    for (size_t i = 0; i < f.size() && i < total.size(); ++i) {
+      total[i].seen += f[i].at(0).get<uint64_t>();
+      total[i].fired += f[i].at(1).get<uint64_t>();
+    }
+  }
+  res.unfired = unfired_faults(s, total);
   for (size_t i = 0; i < checked.size() && !mismatch && !corrupted; ++i) {
     const std::string text = checked[i].at("wrong").get<std::string>();
     if (text.empty()) continue;

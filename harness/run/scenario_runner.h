@@ -39,6 +39,8 @@ struct ReplayResult {
   // allocate a call's buffers, say): the rank failures. Not a verdict, and
   // never a clean run.
   std::string unexplained;
+  // One line per link fault that never fired, saying why (faults/nemesis.h).
+  std::vector<std::string> unfired;
 };
 
 // Runs the scenario in `world`: every process of the world calls it, and
