@@ -371,3 +371,18 @@ TEST(Robustness, AFaultThatNeverFiresIsSaid) {
 }
 
 }  // namespace
+
+namespace {
+
+// A sweep whose largest row cannot fit the memory available is refused before
+// its header, naming the largest size that would fit (it ran 47-67 s, then
+// died). 100 TiB per rank fits no machine this runs on.
+TEST(Robustness, ASweepTooBigForMemoryIsRefusedUpFront) {
+  auto r = testutil::collcheck("sweep -b 100T -e 100T --ranks 2", 60);
+  expect_usage_error(r, "the largest row (109951162777600 bytes per rank, 2 ranks) needs about 800.0 TiB");
+  EXPECT_NE(r.out.find("the largest that fits is -e "), std::string::npos) << r.out;
+  r = testutil::collcheck("sweep -N 10000000000000 -d float64 --ranks 2", 60);
+  expect_usage_error(r, "the largest that fits is -N ");
+}
+
+}  // namespace

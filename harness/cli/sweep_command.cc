@@ -1,6 +1,7 @@
 // collcheck sweep: the nccl-tests style table of sizes x dtypes x ops x algorithms.
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cmath>
 #include <tuple>
 
@@ -75,6 +76,21 @@ int run_sweep_command(SweepFlags& f, bool ranks_given) {
   auto dc = parse_data_class(f.data);
   if (!dc) throw UsageError(fmt::format("unknown --data '{}'; allowed: {}", f.data, data_class_choices()));
   sweep.data = *dc;
+  // Refuse up front, before the header, what cannot fit this machine's memory:
+  // a row holds, per rank, the inputs, their pristine copies and the framed
+  // outputs, and the check reads them all (about 3.4 times the row's bytes per
+  // rank, measured with -b 1G -e 1G --ranks 4: 13.6 GB); 4 times, to be safe.
+  size_t es = 1;
+  for (DType t : sweep.dtypes) es = std::max(es, dtype_size(t));
+  const uint64_t row_bytes = sweep.count ? checked_mul(*sweep.count, es).value_or(~uint64_t{0}) : sweep.max_bytes;
+  const uint64_t need = checked_mul(row_bytes, 4 * static_cast<uint64_t>(sweep.ranks)).value_or(~uint64_t{0});
+  if (const auto have = memory_available(); have && need > *have)
+    throw UsageError(fmt::format("the largest row ({} bytes per rank, {} ranks) needs about {} (4 x ranks x bytes: inputs, "
+                                 "their pristine copies, outputs and the check); {} is available: the largest that "
+                                 "fits is {}",
+                                 row_bytes, sweep.ranks, format_bytes(need), format_bytes(*have),
+                                 sweep.count ? fmt::format("-N {}", *have / (4 * static_cast<uint64_t>(sweep.ranks) * es))
+                                             : fmt::format("-e {}", *have / (4 * static_cast<uint64_t>(sweep.ranks)))));
   const auto start = Clock::now();
   const SweepResult result = run_sweep(sweep, stdout);
   int code = result.exit_code();
