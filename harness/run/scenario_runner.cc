@@ -7,6 +7,7 @@
 #include <cstring>
 #include <filesystem>
 #include <functional>
+#include <map>
 #include <random>
 #include <thread>
 
@@ -62,33 +63,56 @@ bool has_diagnosis(const ReplayResult& r, std::initializer_list<DiagnosisKind> k
   return false;
 }
 
-// Every waited result of rank r against the oracle (exact data: compared bit
-// for bit); the first wrong one as a diagnosis.
+// Rank r's waited results against the oracle (exact data: compared bit for
+// bit), each on r's share of the elements only: every rank holds the same
+// bits when the run is right, which the root checks from each result's hash
+// (result_hashes), so together the shares cover every element at O(p) work per
+// call, not O(p^2). A wrong share is checked whole, for the full detail.
+constexpr size_t kWholeCheckElements = 16384;
 std::optional<Diagnosis> check_outs(int p, int r, const std::vector<CallOut>& outs, size_t& checked) {
   for (const CallOut& c : outs) {
     if (!c.waited) continue;
-    std::vector<std::vector<std::byte>> ins(static_cast<size_t>(p));
-    std::vector<const void*> ptrs;
-    for (int q = 0; q < p; ++q) {
-      ins[static_cast<size_t>(q)].resize(c.out.size());
-      fill_input(ins[static_cast<size_t>(q)].data(), c.call.count, c.call.dtype, c.call.op, p, q, c.seed,
-                 DataClass::Exact);
-      ptrs.push_back(ins[static_cast<size_t>(q)].data());
-    }
-    const CheckSummary cs =
-        check_all_reduce(resolve_reduction(c.call.dtype, c.call.op, p, c.call.scalar), ptrs, c.out.data(), c.call.count);
+    const size_t n = c.call.count, es = dtype_size(c.call.dtype);
+    const size_t lo = n * static_cast<size_t>(r) / static_cast<size_t>(p);
+    const size_t hi = n * static_cast<size_t>(r + 1) / static_cast<size_t>(p);
+    const Reduction red = resolve_reduction(c.call.dtype, c.call.op, p, c.call.scalar);
+    auto check = [&](size_t from, size_t to) {
+      std::vector<std::vector<std::byte>> ins(static_cast<size_t>(p));
+      std::vector<const void*> ptrs;
+      for (int q = 0; q < p; ++q) {
+        auto& in = ins[static_cast<size_t>(q)];
+        in.resize((to - from) * es);
+        for (size_t i = from; i < to; ++i)
+          store_element(c.call.dtype, in.data(), i - from,
+                        input_element(c.call.dtype, c.call.op, p, q, i, c.seed, DataClass::Exact));
+        ptrs.push_back(in.data());
+      }
+      return check_all_reduce(red, ptrs, c.out.data() + from * es, to - from);
+    };
     ++checked;
-    if (cs.wrong > 0) {
-      Diagnosis d;
-      d.kind = DiagnosisKind::WrongResult;
-      d.ranks = {r};
-      d.seq = c.seq;
-      d.text = fmt::format("call #{} ({}) on rank {}: {} of {} elements wrong; {}", c.seq, c.call.tag, r, cs.wrong,
-                           cs.checked, cs.first_wrong_detail);
-      return d;
-    }
+    // A small call is checked whole on every rank (p * count inputs: cheap);
+    // a large one on this rank's share first.
+    const bool small = n * static_cast<size_t>(p) <= kWholeCheckElements;
+    if (!small && check(lo, hi).wrong == 0) continue;
+    const CheckSummary cs = check(0, n);
+    if (cs.wrong == 0) continue;
+    Diagnosis d;
+    d.kind = DiagnosisKind::WrongResult;
+    d.ranks = {r};
+    d.seq = c.seq;
+    d.text = fmt::format("call #{} ({}) on rank {}: {} of {} elements wrong; {}", c.seq, c.call.tag, r, cs.wrong,
+                         cs.checked, cs.first_wrong_detail);
+    return d;
   }
   return std::nullopt;
+}
+
+// The hash of each waited result of a rank, by call number.
+nlohmann::json result_hashes(const std::vector<CallOut>& outs) {
+  nlohmann::json h = nlohmann::json::array();
+  for (const CallOut& c : outs)
+    if (c.waited) h.push_back({c.seq, fnv1a(c.out.data(), c.out.size())});
+  return h;
 }
 
 // What one rank's program needs from the world it runs in.
@@ -224,7 +248,8 @@ std::string verdict_text(int p, int r, const std::vector<CallOut>& outs, const s
   return nlohmann::json{{"checked", checked},
                         {"wrong", wrong ? wrong->text : ""},
                         {"wrong_seq", wrong && wrong->seq ? *wrong->seq : 0},
-                        {"faults", faults}}
+                        {"faults", faults},
+                        {"hashes", result_hashes(outs)}}
       .dump();
 }
 
@@ -398,6 +423,7 @@ ReplayResult replay_scenario(const Scenario& in, const ReplayOptions& o, World& 
     }
   }
   res.unfired = unfired_faults(s, total);
+  bool wrong = false;
   for (size_t i = 0; i < checked.size() && !mismatch && !corrupted; ++i) {
     const std::string text = checked[i].at("wrong").get<std::string>();
     if (text.empty()) continue;
@@ -407,7 +433,43 @@ ReplayResult replay_scenario(const Scenario& in, const ReplayOptions& o, World& 
     d.seq = checked[i].at("wrong_seq").get<uint64_t>();
     d.text = text;
     res.diagnoses.push_back(d);
+    wrong = true;
     break;
+  }
+  // Each rank checked its share of every result; the shares cover the whole
+  // only if every rank holds the same bits. At the first call where they do
+  // not, the ranks outside the largest group of equal results are named.
+  if (!wrong && !mismatch && !corrupted && !checked.empty()) {
+    std::map<uint64_t, std::map<uint64_t, std::vector<int>>> by_seq;  // seq -> hash -> ranks
+    for (size_t i = 0; i < checked.size(); ++i)
+      for (const auto& h : checked[i].value("hashes", nlohmann::json::array()))
+        by_seq[h.at(0).get<uint64_t>()][h.at(1).get<uint64_t>()].push_back(dumps[i].rank);
+    for (const auto& [seq, groups] : by_seq) {
+      if (groups.size() < 2) continue;
+      auto largest = groups.begin();
+      for (auto it = groups.begin(); it != groups.end(); ++it)
+        if (it->second.size() > largest->second.size()) largest = it;
+      Diagnosis d;
+      d.kind = DiagnosisKind::WrongResult;
+      d.seq = seq;
+      // No strict majority: every rank is named.
+      size_t ties = 0;
+      for (const auto& [hash, ranks] : groups) ties += ranks.size() == largest->second.size() ? 1 : 0;
+      std::string held;
+      for (const auto& [hash, ranks] : groups) {
+        held += fmt::format("{}{} one result", held.empty() ? "" : "; ", ranks_text(ranks));
+        if (ties > 1 || &ranks != &largest->second) d.ranks.insert(d.ranks.end(), ranks.begin(), ranks.end());
+      }
+      std::sort(d.ranks.begin(), d.ranks.end());
+      const CallRecord* rec = nullptr;
+      for (const auto& cr : dumps[0].calls)
+        if (cr.seq == seq) rec = &cr;
+      d.text = fmt::format("call #{} ({}): the ranks hold different results ({}); each rank's share of the {} "
+                           "elements matched the oracle, so a result is wrong outside its rank's share",
+                           seq, rec ? rec->tag : "?", held, rec ? rec->count : 0);
+      res.diagnoses.push_back(d);
+      break;
+    }
   }
   if (res.diagnoses.empty() && !run.ok()) res.unexplained = run.failures();
   res.dumps = std::move(dumps);
