@@ -27,6 +27,10 @@ namespace collcheck {
 
 namespace {
 
+// A call of at most this many elements over all ranks is checked whole on
+// every rank; a larger one on each rank's share (check_outs).
+constexpr size_t kWholeCheckElements = 16384;
+
 struct CallOut {
   CallStep call;
   uint64_t seq = 0;
@@ -68,7 +72,6 @@ bool has_diagnosis(const ReplayResult& r, std::initializer_list<DiagnosisKind> k
 // bits when the run is right, which the root checks from each result's hash
 // (result_hashes), so together the shares cover every element at O(p) work per
 // call, not O(p^2). A wrong share is checked whole, for the full detail.
-constexpr size_t kWholeCheckElements = 16384;
 std::optional<Diagnosis> check_outs(int p, int r, const std::vector<CallOut>& outs, size_t& checked) {
   for (const CallOut& c : outs) {
     if (!c.waited) continue;
@@ -480,18 +483,20 @@ uint64_t replay_memory_needed(const Scenario& s, int ranks) {
   const uint64_t saturated = ~uint64_t{0};
   uint64_t worst_rank = 0;
   for (int r = 0; r < s.ranks; ++r) {
-    uint64_t total = 0, largest = 0;
+    uint64_t total = 0, check = 0;
     for (const auto& st : s.program(r)) {
       if (st.kind != Step::Call) continue;
       const auto bytes = checked_mul(st.call.count, dtype_size(st.call.dtype));
       if (!bytes) return saturated;
-      largest = std::max(largest, *bytes);
+      // The oracle's inputs: p whole buffers for a small call, p shares (about
+      // one buffer) for a large one, as check_outs does.
+      const uint64_t p = static_cast<uint64_t>(s.ranks), es = dtype_size(st.call.dtype);
+      check = std::max(check, st.call.count * p <= kWholeCheckElements ? *bytes * p : *bytes + p * es);
       const auto t = checked_add(total, 2 * *bytes);  // input and output, 2^48 at most each
       if (!t) return saturated;
       total = *t;
     }
-    const auto check = checked_mul(largest, static_cast<uint64_t>(s.ranks));  // the oracle's p inputs
-    const auto all = check ? checked_add(total, *check) : std::nullopt;
+    const auto all = checked_add(total, check);
     if (!all) return saturated;
     worst_rank = std::max(worst_rank, *all);
   }

@@ -57,7 +57,8 @@ ReplayResult replay_scenario(const Scenario& s, const ReplayOptions& o = {});
 // The memory a replay of `s` needs in one process holding `ranks` of its
 // ranks (all of them in the thread world, one under MPI), at the most: each
 // rank keeps every call's input and output, and checks each output against
-// its p inputs. Saturates rather than wraps.
+// the oracle's inputs (p buffers for a small call, p shares of one for a
+// large one). Saturates rather than wraps.
 uint64_t replay_memory_needed(const Scenario& s, int ranks);
 
 // Whether `r` matches the expectation `e` (diagnosis kind, and the ranks, seq,
