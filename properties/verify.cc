@@ -2,6 +2,7 @@
 
 #include "harness/model/atomic_file.h"
 #include "harness/model/data.h"
+#include "harness/model/size.h"
 
 #include <fmt/format.h>
 
@@ -363,6 +364,39 @@ Report verify_report(const VerifyOptions& o, const VerifyResult& r) {
                          fmt::format("the harness could not run case {} (no thread or memory): not a verdict", r.failing_case),
                          r.failure.detail, 0});
   return rep;
+}
+
+uint64_t case_memory_needed(const Case& c, int ranks_here, size_t npeers) {
+  const uint64_t per_byte = 11 + npeers;
+  uint64_t per_rank = checked_mul(checked_mul(c.count, dtype_size(c.dtype)).value_or(~uint64_t{0}), per_byte)
+                          .value_or(~uint64_t{0});
+  for (const Case& n : c.then)
+    per_rank = checked_add(per_rank, checked_mul(n.count, 2 * dtype_size(n.dtype)).value_or(~uint64_t{0}))
+                   .value_or(~uint64_t{0});
+  return checked_mul(per_rank, static_cast<uint64_t>(std::min(ranks_here, c.p))).value_or(~uint64_t{0});
+}
+
+uint64_t verify_memory_needed(const CaseSpace& space, int ranks_here, size_t npeers) {
+  uint64_t worst = 0;
+  for (DType t : space.dtypes) {
+    // The largest single call: a large count, or max_count with a sequence
+    // of 3 more calls (p <= 16) behind it.
+    Case c;
+    c.dtype = t;
+    c.p = space.max_ranks;
+    c.count = space.max_count;
+    for (size_t x : large_counts(t, space.large_bytes)) c.count = std::max(c.count, x);
+    worst = std::max(worst, case_memory_needed(c, ranks_here, npeers));
+    if (space.sequences) {
+      Case s;
+      s.dtype = t;
+      s.p = std::min(space.max_ranks, 16);
+      s.count = space.max_count;
+      s.then.assign(3, s);
+      worst = std::max(worst, case_memory_needed(s, ranks_here, npeers));
+    }
+  }
+  return worst;
 }
 
 }  // namespace collcheck

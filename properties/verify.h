@@ -79,6 +79,18 @@ inline constexpr size_t kMaxInlineToken = 8192;
 // With `repeat` > 1 the command runs the case that many times (--repeat).
 std::string replay_command(const VerifyOptions& o, const Case& c, size_t repeat = 1);
 
+// The up-front memory estimate of verify (issue 13), in bytes for `ranks_here`
+// rank(s) of one process (the world size in the thread world, 1 per MPI
+// process). Each rank of a case holds, per byte of its buffer: the 4 calls'
+// framed send and receive buffers (7), the inputs (1), one output per peer,
+// and the check's copies (3): 11 + peers, measured as 11.4 x for ring with
+// its default peer (p = 8 and 64, 1 Mi float64). A sequence adds up to 3
+// calls of 2 buffers, at most max_count elements and p <= 16.
+uint64_t case_memory_needed(const Case& c, int ranks_here, size_t npeers);
+// The largest case `space` can draw: max_ranks ranks (ranks_here of them in
+// this process) at its largest count of its widest dtype.
+uint64_t verify_memory_needed(const CaseSpace& space, int ranks_here, size_t npeers);
+
 // Prints the report of a failure that could not be shrunk (the MPI world was
 // lost) and returns its exit code.
 int report_unshrunk_failure(const VerifyOptions& o, const Case& c, const Failure& f, std::FILE* out);

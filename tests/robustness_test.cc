@@ -343,6 +343,24 @@ TEST(Robustness, ATruncatedMpiReceiveIsTheMismatchItIs) {
   EXPECT_EQ(r.out.find("died of signal"), std::string::npos) << r.out;
 }
 
+// Eight processes, two halves calling two collectives in opposite orders,
+// unguarded: this crashed every run the same way (7 in 7). Three runs here,
+// each diagnosed as the order mismatch it is, every process exiting 0 with
+// the verdict agreed.
+TEST(Robustness, OppositeOrdersInEightMpiProcessesAreDiagnosedNotCrashed) {
+  for (int run = 0; run < 3; ++run) {
+    const std::string dir = testing::TempDir() + "/opposite-dumps-" + std::to_string(run);
+    std::filesystem::remove_all(dir);
+    const auto r = testutil::run_command(testutil::mpirun(8) + " replay " + kDir +
+                                             "opposite_order_8.yaml --world mpi --mode unguarded --dump-dir " + dir,
+                                         180);
+    EXPECT_EQ(r.code, 0) << "run " << run << ":\n" << r.out;
+    EXPECT_NE(r.out.find("expected: order_mismatch ranks [4, 5, 6, 7] call #1 -> holds"), std::string::npos) << r.out;
+    EXPECT_EQ(r.out.find("malloc"), std::string::npos) << r.out;
+    EXPECT_EQ(r.out.find("signal"), std::string::npos) << r.out;
+  }
+}
+
 }  // namespace
 
 namespace {
@@ -379,10 +397,37 @@ namespace {
 // died). 100 TiB per rank fits no machine this runs on.
 TEST(Robustness, ASweepTooBigForMemoryIsRefusedUpFront) {
   auto r = testutil::collcheck("sweep -b 100T -e 100T --ranks 2", 60);
-  expect_usage_error(r, "the largest row (109951162777600 bytes per rank, 2 ranks) needs about 800.0 TiB");
+  expect_usage_error(r, "the largest row (109951162777600 bytes per rank, 2 rank(s) in this process) needs about 800.0 TiB");
   EXPECT_NE(r.out.find("the largest that fits is -e "), std::string::npos) << r.out;
   r = testutil::collcheck("sweep -N 10000000000000 -d float64 --ranks 2", 60);
   expect_usage_error(r, "the largest that fits is -N ");
+}
+
+// verify is refused up front when the largest case it can draw (its largest
+// count at --max-ranks) cannot fit, naming what would, each flag alone; a
+// --replay case likewise. Under mpirun every process agrees, and the
+// processes of one node share its memory.
+TEST(Robustness, AVerifyTooBigForMemoryIsRefusedUpFront) {
+  auto r = testutil::collcheck("verify --max-count 16777216 --max-ranks 512 --cases 1", 60);
+  expect_usage_error(r, "the largest case verify can draw (512 rank(s) in this process, up to 16777216 elements");
+  EXPECT_NE(r.out.find("what fits, each alone: "), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("--max-ranks "), std::string::npos) << r.out;
+  r = testutil::collcheck("verify --replay v1:p512:float64:sum:s1:n4294967296:oop:d:random:1", 60);
+  expect_usage_error(r, "--replay: the case needs about ");
+  // Sizes take suffixes here too.
+  r = testutil::collcheck("verify --large-bytes 512M --cases 1", 60);
+  expect_usage_error(r, "--large-bytes must be at most 268435456 (256M), got 536870912");
+  // What fits runs: the default space at its largest is well under 1 GiB.
+  r = testutil::collcheck("verify --large-bytes 1M --cases 5 --seed 7", 120);
+  EXPECT_EQ(r.code, 0) << r.out;
+}
+
+TEST(Robustness, AnMpiVerifyTooBigForMemoryIsRefusedByEveryProcess) {
+  const auto r = testutil::run_command(
+      testutil::mpirun(2) + " verify --world mpi --replay v1:p2:float64:sum:s1:n8589934592:oop:d:random:1", 120);
+  EXPECT_EQ(r.code, 2) << r.out;
+  EXPECT_NE(r.out.find("collcheck: error: --replay: the case needs about "), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("(per process: 2 processes share this node)"), std::string::npos) << r.out;
 }
 
 }  // namespace

@@ -7,6 +7,7 @@
 #include <CLI/CLI.hpp>
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -32,6 +33,13 @@ void parse_reports(ReportFlags& f);
 // After the run, on the root: writes the requested reports. A report that
 // cannot be written is an error (exit 2) unless the verdict already failed.
 int finish_reports(const ReportFlags& f, const Report& r, int code);
+
+// The up-front memory check of every command (issue 13): refuses with a
+// UsageError, before any work, when this process needs `need` bytes and its
+// node has less available. `why(have)` is the message, naming what would fit.
+// In the MPI world `need` is one process's, every process on a node counts,
+// and all agree: when any node is short, every process refuses.
+void refuse_unless_fits(uint64_t need, const std::function<std::string(uint64_t have)>& why);
 
 // A seed as the user writes it: decimal or 0x hex, non-negative.
 uint64_t parse_seed(const std::string& text, const std::string& flag);

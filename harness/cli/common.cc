@@ -5,6 +5,8 @@
 #include <stdexcept>
 
 #include "harness/cli/commands.h"
+#include "harness/model/size.h"
+#include "harness/world/mpi_world.h"
 
 namespace collcheck::cli {
 
@@ -45,6 +47,24 @@ std::string mpi_algo_choices() {
   for (size_t i = 0; i < std::size(kMpiAllreduceAlgos); ++i)
     s += fmt::format("{}{} {}", i ? ", " : "", i, i ? kMpiAllreduceAlgos[i] : "default");
   return s;
+}
+
+void refuse_unless_fits(uint64_t need, const std::function<std::string(uint64_t have)>& why) {
+  const auto have = memory_available();
+  MpiWorld* mpi = MpiWorld::get();
+  if (!mpi) {
+    if (have && need > *have) throw UsageError(why(*have));
+    return;
+  }
+  // The processes of one node share its memory.
+  const uint64_t on_node = static_cast<uint64_t>(mpi->processes_on_node(true));
+  const uint64_t node_need = checked_mul(need, on_node).value_or(~uint64_t{0});
+  const bool short_here = have && node_need > *have;
+  if (!mpi->any_process(short_here)) return;
+  if (short_here) throw UsageError(why(*have / on_node) + fmt::format(" (per process: {} processes share this node)", on_node));
+  throw UsageError(fmt::format("another node of this job cannot fit the run: {} per process is more than its memory "
+                               "available allows (rank 0's node has {} for each of its {} processes)",
+                               format_bytes(need), format_bytes(have.value_or(0) / on_node), on_node));
 }
 
 uint64_t parse_seed(const std::string& text, const std::string& flag) {

@@ -79,11 +79,11 @@ int run_replay_command(ReplayFlags& f) {
   collcheck::MpiWorld* mpi = collcheck::MpiWorld::get();
   // Refuse up front, before any work, what cannot fit this machine's memory.
   const uint64_t need = collcheck::replay_memory_needed(s, mpi ? 1 : s.ranks);
-  if (const auto have = collcheck::memory_available(); have && need > *have)
-    throw collcheck::UsageError(fmt::format(
-        "{}: the program's calls need about {} in this process ({} rank(s) x every call's input and output, and "
-        "the oracle's inputs of the largest call); {} is available. Make the counts smaller",
-        s.file, collcheck::format_bytes(need), mpi ? 1 : s.ranks, collcheck::format_bytes(*have)));
+  refuse_unless_fits(need, [&](uint64_t have) {
+    return fmt::format("{}: the program's calls need about {} in this process ({} rank(s) x every call's input and "
+                       "output, and the oracle's inputs of the largest call); {} is available. Make the counts smaller",
+                       s.file, collcheck::format_bytes(need), mpi ? 1 : s.ranks, collcheck::format_bytes(have));
+  });
   collcheck::ReplayResult r;
   try {
     r = replay_here(s, o);

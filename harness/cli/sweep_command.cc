@@ -83,14 +83,15 @@ int run_sweep_command(SweepFlags& f, bool ranks_given) {
   size_t es = 1;
   for (DType t : sweep.dtypes) es = std::max(es, dtype_size(t));
   const uint64_t row_bytes = sweep.count ? checked_mul(*sweep.count, es).value_or(~uint64_t{0}) : sweep.max_bytes;
-  const uint64_t need = checked_mul(row_bytes, 4 * static_cast<uint64_t>(sweep.ranks)).value_or(~uint64_t{0});
-  if (const auto have = memory_available(); have && need > *have)
-    throw UsageError(fmt::format("the largest row ({} bytes per rank, {} ranks) needs about {} (4 x ranks x bytes: inputs, "
-                                 "their pristine copies, outputs and the check); {} is available: the largest that "
-                                 "fits is {}",
-                                 row_bytes, sweep.ranks, format_bytes(need), format_bytes(*have),
-                                 sweep.count ? fmt::format("-N {}", *have / (4 * static_cast<uint64_t>(sweep.ranks) * es))
-                                             : fmt::format("-e {}", *have / (4 * static_cast<uint64_t>(sweep.ranks)))));
+  const uint64_t here = w ? 1 : static_cast<uint64_t>(sweep.ranks);  // ranks in this process
+  refuse_unless_fits(checked_mul(row_bytes, 4 * here).value_or(~uint64_t{0}), [&](uint64_t have) {
+    return fmt::format("the largest row ({} bytes per rank, {} rank(s) in this process) needs about {} (4 x ranks x "
+                       "bytes: inputs, their pristine copies, outputs and the check); {} is available: the largest "
+                       "that fits is {}",
+                       row_bytes, here, format_bytes(checked_mul(row_bytes, 4 * here).value_or(~uint64_t{0})),
+                       format_bytes(have),
+                       sweep.count ? fmt::format("-N {}", have / (4 * here * es)) : fmt::format("-e {}", have / (4 * here)));
+  });
   const auto start = Clock::now();
   const SweepResult result = run_sweep(sweep, stdout);
   int code = result.exit_code();

@@ -12,6 +12,7 @@
 #include <tuple>
 
 #include "harness/cli/commands.h"
+#include "harness/model/size.h"
 #include "harness/peers/mpi_impl.h"
 #include "harness/peers/peer_registry.h"
 #include "harness/world/mpi_world.h"
@@ -40,7 +41,7 @@ void add_verify(CLI::App& app, VerifyFlags& f) {
   v->add_option("--max-count", f.max_count, "largest element count generated, except the large counts")
       ->capture_default_str();
   v->add_option("--large-bytes", f.large_bytes,
-                "one case in 100 draws a count near a power-of-two byte size from 64 KiB up to this, +-1 element "
+                "(a size: 1M, 64K, ...) one case in 100 draws a count near a power-of-two byte size from 64 KiB up to this, +-1 element "
                 "(0: never)")
       ->capture_default_str();
   v->add_option("--dtypes", f.dtypes, "dtypes to draw from: comma list or all")->capture_default_str();
@@ -92,9 +93,9 @@ int run_verify_command(VerifyFlags& f) {
   if (o.space.max_count > (size_t{1} << 24))
     throw UsageError(fmt::format("--max-count must be at most 16777216 (use sweep for large buffers), got {}",
                                  o.space.max_count));
-  o.space.large_bytes = collcheck::parse_count(f.large_bytes, "--large-bytes");
+  o.space.large_bytes = collcheck::parse_size(f.large_bytes, "--large-bytes");
   if (o.space.large_bytes > (size_t{1} << 28))
-    throw UsageError(fmt::format("--large-bytes must be at most 268435456 (256 MiB), got {}", o.space.large_bytes));
+    throw UsageError(fmt::format("--large-bytes must be at most 268435456 (256M), got {}", o.space.large_bytes));
   o.space.dtypes = collcheck::parse_dtype_list(f.dtypes, "--dtypes");
   o.space.ops = collcheck::parse_op_list(f.ops, "--ops");
   if (f.data != "all") {
@@ -245,6 +246,45 @@ int run_verify_command(VerifyFlags& f) {
     if (o.replay->p > (mpi ? mpi->size() : kMaxThreadRanks))
       throw UsageError(fmt::format("--replay: the case has {} ranks and this world has {}", o.replay->p,
                                    mpi ? mpi->size() : kMaxThreadRanks));
+  }
+
+  // Refuse up front what the largest case drawn could not fit (issue 13).
+  {
+    const int here_max = mpi ? 1 : o.space.max_ranks;
+    const size_t npeers = cfg.peers.size();
+    if (o.replay) {
+      const uint64_t need = collcheck::case_memory_needed(*o.replay, mpi ? 1 : o.replay->p, npeers);
+      refuse_unless_fits(need, [&](uint64_t have) {
+        return fmt::format("--replay: the case needs about {} in this process ((11 + {} peer(s)) x its buffer, per "
+                           "rank); {} is available",
+                           collcheck::format_bytes(need), npeers, collcheck::format_bytes(have));
+      });
+    } else {
+      const uint64_t need = collcheck::verify_memory_needed(o.space, here_max, npeers);
+      refuse_unless_fits(need, [&](uint64_t have) {
+        // The largest of each flag that fits, the others as given.
+        auto fits = [&](collcheck::CaseSpace s) {
+          return collcheck::verify_memory_needed(s, mpi ? 1 : s.max_ranks, npeers) <= have;
+        };
+        std::vector<std::string> alt;
+        collcheck::CaseSpace s = o.space;
+        while (s.large_bytes >= (size_t{64} << 10) && !fits(s)) s.large_bytes /= 2;
+        if (fits(s)) alt.push_back(fmt::format("--large-bytes {}", s.large_bytes < (size_t{64} << 10) ? 0 : s.large_bytes));
+        s = o.space;
+        while (s.max_count > 1 && !fits(s)) s.max_count /= 2;
+        if (fits(s) && s.max_count != o.space.max_count) alt.push_back(fmt::format("--max-count {}", s.max_count));
+        s = o.space;
+        if (!mpi) {
+          while (s.max_ranks > 1 && !fits(s)) --s.max_ranks;
+          if (fits(s)) alt.push_back(fmt::format("--max-ranks {}", s.max_ranks));
+        }
+        return fmt::format("the largest case verify can draw ({} rank(s) in this process, up to {} elements, or {} "
+                           "bytes in its large counts) needs about {} ((11 + {} peer(s)) x its buffer, per rank); {} "
+                           "is available; what fits, each alone: {}",
+                           here_max, o.space.max_count, o.space.large_bytes, collcheck::format_bytes(need), npeers,
+                           collcheck::format_bytes(have), alt.empty() ? "nothing" : fmt::format("{}", fmt::join(alt, ", ")));
+      });
+    }
   }
 
   if (mpi) {
