@@ -6,6 +6,8 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
+
 #include <cerrno>
 #include <cstring>
 #include <functional>
@@ -364,6 +366,28 @@ Report verify_report(const VerifyOptions& o, const VerifyResult& r) {
                          fmt::format("the harness could not run case {} (no thread or memory): not a verdict", r.failing_case),
                          r.failure.detail, 0});
   return rep;
+}
+
+std::map<std::string, std::vector<std::string>> restrict_space(CaseSpace& space, const std::vector<ImplPtr>& impls) {
+  std::map<std::string, std::vector<std::string>> skipped;
+  for (auto t : space.dtypes)
+    for (auto op : space.ops)
+      for (const auto& x : impls)
+        if (auto why = x->unsupported(t, op)) {
+          space.excluded.emplace_back(t, op);
+          skipped[fmt::format("{}: {}", x->name(), *why)].push_back(fmt::format("{}/{}", dtype_name(t), op_name(op)));
+          break;
+        }
+  auto excluded = [&](DType t, RedOp op) {
+    return std::find(space.excluded.begin(), space.excluded.end(), std::pair{t, op}) != space.excluded.end();
+  };
+  std::erase_if(space.dtypes, [&](DType t) {
+    return std::all_of(space.ops.begin(), space.ops.end(), [&](RedOp op) { return excluded(t, op); });
+  });
+  std::erase_if(space.ops, [&](RedOp op) {
+    return std::all_of(space.dtypes.begin(), space.dtypes.end(), [&](DType t) { return excluded(t, op); });
+  });
+  return skipped;
 }
 
 uint64_t case_memory_needed(const Case& c, int ranks_here, size_t npeers) {

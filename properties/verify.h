@@ -4,6 +4,8 @@
 #pragma once
 
 #include <cstdio>
+#include <map>
+#include <vector>
 #include <optional>
 #include <string>
 
@@ -78,6 +80,11 @@ Report verify_report(const VerifyOptions& o, const VerifyResult& r);
 inline constexpr size_t kMaxInlineToken = 8192;
 // With `repeat` > 1 the command runs the case that many times (--repeat).
 std::string replay_command(const VerifyOptions& o, const Case& c, size_t repeat = 1);
+
+// Leaves out of `space` every dtype/op pair some implementation of `impls`
+// cannot reduce (and the dtypes and ops left with none); returns the pairs
+// left out ("float16/prod"), by reason ("gloo:ring: ...").
+std::map<std::string, std::vector<std::string>> restrict_space(CaseSpace& space, const std::vector<ImplPtr>& impls);
 
 // The up-front memory estimate of verify (issue 13), in bytes for `ranks_here`
 // rank(s) of one process (the world size in the thread world, 1 per MPI

@@ -37,27 +37,11 @@ size_t parse_count(std::string_view text, std::string_view flag) {
 }
 
 size_t parse_size(std::string_view text, std::string_view flag) {
-  if (text.empty()) throw UsageError(fmt::format("{} needs a size such as 4096, 64K, 32M or 1G (K, M, G, T: powers of 1024)", flag));
-  size_t mult = 1;
-  std::string_view digits = text;
-  switch (std::toupper(static_cast<unsigned char>(text.back()))) {
-    case 'K': mult = size_t{1} << 10; digits.remove_suffix(1); break;
-    case 'M': mult = size_t{1} << 20; digits.remove_suffix(1); break;
-    case 'G': mult = size_t{1} << 30; digits.remove_suffix(1); break;
-    case 'T': mult = size_t{1} << 40; digits.remove_suffix(1); break;
-    default: break;
+  try {
+    return parse_size_text(text, flag);
+  } catch (const std::invalid_argument& e) {
+    throw UsageError(e.what());
   }
-  if (!digits.empty() && digits[0] == '-')
-    throw UsageError(fmt::format("{} must be a non-negative size (bytes, or with a K/M/G/T suffix), got '{}'", flag, text));
-  size_t v = 0;
-  auto [ptr, ec] = std::from_chars(digits.data(), digits.data() + digits.size(), v);
-  if (ec != std::errc() || ptr != digits.data() + digits.size() || digits.empty())
-    throw UsageError(fmt::format("{} must be a size such as 4096, 64K, 32M or 1G, got '{}'", flag, text));
-  const auto bytes = checked_mul(v, mult);
-  if (!bytes || *bytes > kMaxBufferBytes)
-    throw UsageError(fmt::format("{} is {}: more than one buffer can hold; the largest size is 256T (2^48 bytes)", flag,
-                                 text));
-  return *bytes;
 }
 
 namespace {

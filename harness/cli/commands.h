@@ -86,6 +86,27 @@ inline constexpr const char* kMpiAllreduceAlgos[] = {"default (tuned's decision 
 // "0 default, 1 basic_linear, ..., 6 rabenseifner": for help and errors.
 std::string mpi_algo_choices();
 
+struct SoakFlags {
+  std::string world = "threads";
+  std::string plan;  // "" = the default plan
+  double duration = 600;
+  std::string seed;
+  std::string results = "collcheck-soak.jsonl";
+  bool resume = false;
+  std::string progress = "auto";
+  double progress_interval = 60;
+  std::string metrics_listen;
+  std::string pushgateway;
+  std::string push_job = "collcheck_soak";
+  std::string metrics_textfile;
+  double metrics_interval = 15;
+  std::string max_input_bytes = "1M";
+  std::string junit;
+  ReportFlags report;
+};
+void add_soak(CLI::App& app, SoakFlags& f);
+int run_soak_command(SoakFlags& f);
+
 struct ReplayFlags {
   std::string world = "threads";
   std::string file;

@@ -40,6 +40,8 @@ int main(int argc, char** argv) {
   add_faults(app, faults);
   AnalyzeFlags analyze;
   add_analyze(app, analyze);
+  SoakFlags soak;
+  add_soak(app, soak);
 
   // An empty value is bad input, never the same as leaving the flag out
   // (--seed "" drew a random seed, sweep -N '' ran the default sizes).
@@ -76,8 +78,9 @@ int main(int argc, char** argv) {
   const bool mpi_world = (app.got_subcommand("sweep") && sweep.world == "mpi") ||
                          (app.got_subcommand("verify") && verify.world == "mpi") ||
                          (app.got_subcommand("replay") && replay.world == "mpi") ||
-                         (app.got_subcommand("faults") && faults.world == "mpi");
-  for (const std::string* w : {&sweep.world, &verify.world, &replay.world, &faults.world})
+                         (app.got_subcommand("faults") && faults.world == "mpi") ||
+                         (app.got_subcommand("soak") && soak.world == "mpi");
+  for (const std::string* w : {&sweep.world, &verify.world, &replay.world, &faults.world, &soak.world})
     if (*w != "threads" && *w != "mpi") {
       std::fprintf(stderr, "collcheck: error: --world must be threads or mpi, got '%s'\n", w->c_str());
       return 2;
@@ -114,14 +117,15 @@ int main(int argc, char** argv) {
   const int code = [&]() -> int {
 
   try {
-    for (ReportFlags* r : {&sweep.report, &verify.report, &replay.report, &faults.report, &analyze.report})
+    for (ReportFlags* r : {&sweep.report, &verify.report, &replay.report, &faults.report, &analyze.report, &soak.report})
       parse_reports(*r);  // before the run: a report that cannot be written is bad input
     if (app.got_subcommand("sweep")) return run_sweep_command(sweep, sweep_ranks_given);
     if (app.got_subcommand("verify")) return run_verify_command(verify);
     if (app.got_subcommand("replay")) return run_replay_command(replay);
     if (app.got_subcommand("analyze")) return run_analyze_command(analyze);
     if (app.got_subcommand("faults")) return run_faults_command(faults);
-    std::fprintf(stderr, "collcheck: error: no subcommand given; allowed: verify, replay, analyze, faults, sweep (see --help)\n");
+    if (app.got_subcommand("soak")) return run_soak_command(soak);
+    std::fprintf(stderr, "collcheck: error: no subcommand given; allowed: verify, replay, analyze, faults, sweep, soak (see --help)\n");
     return 2;
   } catch (const UsageError& ex) {
     // In the MPI world every rank finds the same error; rank 0 says it.

@@ -213,28 +213,9 @@ int run_verify_command(VerifyFlags& f) {
   }
 
   // Draw only what every implementation can reduce; say what is left out, and why.
-  std::map<std::string, std::vector<std::string>> skipped;  // reason -> "dtype/op"
-  for (auto t : o.space.dtypes)
-    for (auto op : o.space.ops)
-      for (const auto& [flag, x] : all)
-        if (auto why = x->unsupported(t, op)) {
-          o.space.excluded.emplace_back(t, op);
-          skipped[fmt::format("{}: {}", x->name(), *why)].push_back(
-              fmt::format("{}/{}", collcheck::dtype_name(t), collcheck::op_name(op)));
-          break;
-        }
-  std::erase_if(o.space.dtypes, [&](collcheck::DType t) {
-    for (auto op : o.space.ops)
-      if (std::find(o.space.excluded.begin(), o.space.excluded.end(), std::pair{t, op}) == o.space.excluded.end())
-        return false;
-    return true;
-  });
-  std::erase_if(o.space.ops, [&](collcheck::RedOp op) {
-    for (auto t : o.space.dtypes)
-      if (std::find(o.space.excluded.begin(), o.space.excluded.end(), std::pair{t, op}) == o.space.excluded.end())
-        return false;
-    return true;
-  });
+  std::vector<collcheck::ImplPtr> impls;
+  for (const auto& [flag, x] : all) impls.push_back(x);
+  const auto skipped = collcheck::restrict_space(o.space, impls);
   for (const auto& [why, pairs] : skipped)
     say(fmt::format("skipped {} dtype/op pair(s), {}: {}", pairs.size(), why, fmt::join(pairs, " ")));
   if (o.space.dtypes.empty() || o.space.ops.empty())

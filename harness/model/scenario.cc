@@ -1,5 +1,6 @@
 #include "harness/model/scenario.h"
 #include "harness/model/size.h"
+#include "harness/model/yaml_input.h"
 
 #include <fmt/format.h>
 #include <yaml-cpp/yaml.h>
@@ -35,59 +36,9 @@ Program& Scenario::mutable_program(int rank) {
 
 namespace {
 
-class Parser {
+class Parser : public YamlFields<ScenarioError> {
  public:
-  Parser(std::string file, const InputLimits& limits) : file_(std::move(file)), limits_(limits) {}
-
-  [[noreturn]] void fail(const YAML::Node& n, const std::string& field, const std::string& what) const {
-    const int line = n.IsDefined() ? n.Mark().line + 1 : 0;
-    throw ScenarioError(fmt::format("{}:{}: {}: {}", file_, line, field, what));
-  }
-
-  // A mapping's key: a plain name (a complex key such as `? [a, b]` is not
-  // one), said only once in its mapping (yaml-cpp keeps both and reads the first).
-  std::string key(const YAML::Node& k, const std::string& field, std::set<std::string>& seen) const {
-    if (!k.IsScalar()) fail(k, field, "expected a plain key (a name); a complex key (a list or a mapping) is not one");
-    const std::string name = k.Scalar();
-    if (!seen.insert(name).second) fail(k, field, fmt::format("duplicate key '{}': say each key once", name));
-    return name;
-  }
-
-  void only_keys(const YAML::Node& n, const std::string& field, std::initializer_list<const char*> allowed) const {
-    if (!n.IsMap()) fail(n, field, "expected a mapping");
-    std::set<std::string> ok(allowed.begin(), allowed.end()), seen;
-    for (const auto& kv : n) {
-      const auto key = this->key(kv.first, field, seen);
-      if (!ok.count(key)) {
-        std::string list;
-        for (const char* a : allowed) list += (list.empty() ? "" : ", ") + std::string(a);
-        fail(kv.first, field, fmt::format("unknown key '{}'; allowed: {}", key, list));
-      }
-    }
-  }
-
-  template <typename T>
-  T scalar(const YAML::Node& n, const std::string& field, const char* expected) const {
-    if (!n.IsScalar()) fail(n, field, fmt::format("expected {}", expected));
-    try {
-      return n.as<T>();
-    } catch (const YAML::Exception&) {
-      fail(n, field, fmt::format("expected {}, got '{}'", expected, n.Scalar()));
-    }
-  }
-
-  int integer(const YAML::Node& n, const std::string& field, long lo, long hi) const {
-    const auto desc = fmt::format("an integer in [{}, {}]", lo, hi);
-    const long v = scalar<long>(n, field, desc.c_str());
-    if (v < lo || v > hi) fail(n, field, fmt::format("expected {}, got {}", desc, v));
-    return static_cast<int>(v);
-  }
-
-  double number(const YAML::Node& n, const std::string& field, double lo, double hi) const {
-    const double v = scalar<double>(n, field, "a number");
-    if (!(v >= lo && v <= hi)) fail(n, field, fmt::format("expected a number in [{}, {}], got {}", lo, hi, v));
-    return v;
-  }
+  Parser(std::string file, const InputLimits& limits) : YamlFields<ScenarioError>(std::move(file)), limits_(limits) {}
 
   std::vector<int> int_list(const YAML::Node& n, const std::string& field, int lo, int hi) const {
     std::vector<int> out;
@@ -279,84 +230,21 @@ class Parser {
   }
 
  private:
-  std::string file_;
   InputLimits limits_;
   size_t steps_ = 0;
 };
 
-// What yaml-cpp reads badly or not at all, said before it reads: a NUL byte
-// (binary data), and lists and mappings nested deeper than the limit (yaml-cpp
-// says "bad file", or recurses until the stack is gone).
-void prescan(const std::string& text, const std::string& file, const InputLimits& limits) {
-  int line = 1, depth = 0, indent = 0;
-  bool at_line_start = true, comment = false;
-  char quote = 0;
-  for (char ch : text) {
-    if (ch == '\0')
-      throw ScenarioError(fmt::format("{}:{}: a NUL byte: this is not a YAML text file", file, line));
-    if (ch == '\n') {
-      ++line;
-      at_line_start = true;
-      comment = false;
-      indent = 0;
-      continue;
-    }
-    if (at_line_start && ch == ' ' && !quote) {
-      if (++indent / 2 > limits.max_depth)
-        throw ScenarioError(fmt::format("{}:{}: nested deeper than {} levels (indentation), the input limit", file,
-                                        line, limits.max_depth));
-      continue;
-    }
-    at_line_start = false;
-    if (comment) continue;
-    if (quote) {
-      if (ch == quote) quote = 0;
-      continue;
-    }
-    if (ch == '#') comment = true;
-    else if (ch == '"' || ch == '\'') quote = ch;
-    else if (ch == '[' || ch == '{') {
-      if (++depth > limits.max_depth)
-        throw ScenarioError(
-            fmt::format("{}:{}: lists and mappings nested deeper than {} levels, the input limit", file, line, limits.max_depth));
-    } else if ((ch == ']' || ch == '}') && depth > 0) {
-      --depth;
-    }
-  }
-}
-
 }  // namespace
 
 Scenario parse_scenario(const std::string& text, const std::string& file, const InputLimits& limits) {
-  prescan(text, file, limits);
-  YAML::Node root;
-  try {
-    root = YAML::Load(text);
-  } catch (const YAML::ParserException& e) {
-    throw ScenarioError(fmt::format("{}:{}: syntax: {}", file, e.mark.line + 1, e.msg));
-  }
-  try {
-    return Parser(file, limits).scenario(root);
-  } catch (const YAML::Exception& e) {  // a shape the parser did not foresee: still bad input, never an abort
-    throw ScenarioError(fmt::format("{}:{}: {}", file, e.mark.is_null() ? 0 : e.mark.line + 1, e.msg));
-  }
+  return parse_yaml_input<Scenario, ScenarioError>(text, file, limits.max_depth,
+                                    [&](const YAML::Node& root) { return Parser(file, limits).scenario(root); });
 }
 
 Scenario load_scenario(const std::string& path, const InputLimits& limits) {
-  std::error_code ec;
-  if (std::filesystem::is_directory(path, ec))
-    throw ScenarioError(fmt::format("{}: is a directory; give a scenario file, such as examples/bugs/slow_nic.yaml", path));
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw ScenarioError(fmt::format("{}: cannot read the scenario file", path));
-  // Read at most the limit and one byte more (a device such as /dev/zero never ends).
-  std::string text;
-  char block[1 << 16];
-  while (text.size() <= limits.max_bytes && in.read(block, sizeof block).gcount() > 0)
-    text.append(block, static_cast<size_t>(in.gcount()));
-  if (text.size() > limits.max_bytes)
-    throw ScenarioError(fmt::format("{}: larger than {} bytes, the input limit (--max-input-bytes raises it)", path,
-                                    limits.max_bytes));
-  return parse_scenario(text, path, limits);
+  return parse_scenario(read_input_file<ScenarioError>(path, limits.max_bytes, "a scenario file, such as examples/bugs/slow_nic.yaml",
+                                        "--max-input-bytes"),
+                        path, limits);
 }
 
 namespace {

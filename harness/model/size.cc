@@ -2,6 +2,11 @@
 
 #include <fmt/format.h>
 
+#include <cctype>
+#include <charconv>
+#include <stdexcept>
+#include <string_view>
+
 #include <fstream>
 
 namespace collcheck {
@@ -45,6 +50,30 @@ std::string format_bytes(uint64_t bytes) {
     ++u;
   }
   return u == 0 ? fmt::format("{} B", bytes) : fmt::format("{:.1f} {}", v, units[u]);
+}
+
+uint64_t parse_size_text(std::string_view text, std::string_view flag) {
+  if (text.empty()) throw std::invalid_argument(fmt::format("{} needs a size such as 4096, 64K, 32M or 1G (K, M, G, T: powers of 1024)", flag));
+  size_t mult = 1;
+  std::string_view digits = text;
+  switch (std::toupper(static_cast<unsigned char>(text.back()))) {
+    case 'K': mult = size_t{1} << 10; digits.remove_suffix(1); break;
+    case 'M': mult = size_t{1} << 20; digits.remove_suffix(1); break;
+    case 'G': mult = size_t{1} << 30; digits.remove_suffix(1); break;
+    case 'T': mult = size_t{1} << 40; digits.remove_suffix(1); break;
+    default: break;
+  }
+  if (!digits.empty() && digits[0] == '-')
+    throw std::invalid_argument(fmt::format("{} must be a non-negative size (bytes, or with a K/M/G/T suffix), got '{}'", flag, text));
+  size_t v = 0;
+  auto [ptr, ec] = std::from_chars(digits.data(), digits.data() + digits.size(), v);
+  if (ec != std::errc() || ptr != digits.data() + digits.size() || digits.empty())
+    throw std::invalid_argument(fmt::format("{} must be a size such as 4096, 64K, 32M or 1G, got '{}'", flag, text));
+  const auto bytes = checked_mul(v, mult);
+  if (!bytes || *bytes > kMaxBufferBytes)
+    throw std::invalid_argument(fmt::format("{} is {}: more than one buffer can hold; the largest size is 256T (2^48 bytes)", flag,
+                                 text));
+  return *bytes;
 }
 
 }  // namespace collcheck

@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <string_view>
 
 #include "impl/dtype.h"
 
@@ -27,6 +28,11 @@ uint64_t max_count(DType t);
 // Why `count` elements of `t` cannot be a buffer ("" when they can): names the
 // largest count, for an error that starts with the field's name.
 std::string count_problem(uint64_t count, DType t);
+
+// A size as the user writes it: "4096", "64K", "32M", "1G", "2T" (powers of
+// 1024, like nccl-tests), at most kMaxBufferBytes. Anything else throws
+// std::invalid_argument naming `what` (a flag, or a file's field).
+uint64_t parse_size_text(std::string_view text, std::string_view what);
 
 // What this machine can still give (MemAvailable in /proc/meminfo), or
 // nullopt where that cannot be read.

@@ -1,0 +1,89 @@
+// `collcheck soak` (issue 14): a long unattended run that mixes the plan's
+// workloads (verify cases, fault scenarios, checked sweep rows) over its
+// implementations until its duration is spent, never stopping at a failure.
+//
+// - Every unit of work is one line of JSON in the results file, written and
+//   flushed as it ends: a soak killed by its scheduler loses at most the unit
+//   in flight, and --resume continues from the file (same seed, same plan,
+//   the next unit).
+// - Failures are grouped by signature (workload, implementation, property or
+//   diagnosis, dtype/op, the minimal case's shape): a bug that fires 10,000
+//   times is one line with a count, its first replay line, its last unit.
+// - SIGINT or SIGTERM: the unit in flight ends (each is bounded by its
+//   deadlines), the summary is written, and the exit code is the verdict so
+//   far; a second signal ends the process at once.
+// - In the MPI world rank 0 draws and judges every unit and tells the other
+//   processes what to run; it alone writes results and metrics.
+#pragma once
+
+#include <cstdint>
+#include <cstdio>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "harness/report/report.h"
+#include "harness/soak/plan.h"
+
+namespace collcheck {
+
+class Metrics;
+class World;
+
+struct SoakOptions {
+  Plan plan;
+  uint64_t seed = 0;
+  double duration_s = 600;
+  std::string results_path = "collcheck-soak.jsonl";
+  bool resume = false;
+  bool progress_tty = false;         // a live \r line on stderr
+  double progress_interval_s = 60;   // otherwise a full line this often on stdout
+  Metrics* metrics = nullptr;        // where units are counted (root only), may be null
+  double metrics_interval_s = 15;    // push and textfile this often
+  std::string metrics_textfile;      // "" = none
+  bool push = false;                 // metrics->push() every interval and at the end
+  std::string launcher;              // "mpirun -np 4 " in replay lines, "" for threads
+  std::string run_flags;             // " --world mpi" in replay lines
+  std::string version;               // collcheck's, in the results header
+};
+
+struct FailureGroup {
+  std::string signature;
+  std::string workload, impl, property;
+  size_t count = 0;
+  size_t first_unit = 0, last_unit = 0;
+  std::string replay;  // the first failure's replay line, or its scenario file
+  std::string detail;  // the first failure's report
+};
+
+struct SoakTotals {
+  size_t units = 0;
+  std::map<std::string, size_t> by_workload;        // units
+  std::map<std::string, size_t> cases_by_workload;  // verify cases, scenarios, rows
+  struct Row {
+    size_t units = 0, cases = 0, failed = 0;
+  };
+  std::map<std::pair<std::string, std::string>, Row> by_workload_impl;
+  size_t failed_units = 0;
+  std::map<std::string, FailureGroup> groups;  // by signature
+  double elapsed_s = 0;
+};
+
+struct SoakResult {
+  SoakTotals totals;
+  std::string stop_reason;  // "duration", "SIGINT", "SIGTERM", "world lost"
+  int exit_code() const { return totals.failed_units > 0 || stop_reason == "world lost" ? 1 : 0; }
+};
+
+// What the largest unit of the plan needs in this process (the up-front
+// memory check): its largest verify case, or 4 x ranks x its largest sweep row.
+uint64_t soak_memory_needed(const SoakOptions& o);
+// Throws PlanError (bad plan or results file: exit 2) before any work.
+SoakResult run_soak(const SoakOptions& o, std::FILE* out);
+// The loop of every MPI process but the root's: runs what rank 0 says until it
+// says stop; returns the exit code it sends (1 when it goes silent).
+int serve_soak(const SoakOptions& o, World& world);
+
+Report soak_report(const SoakOptions& o, const SoakResult& r);
+
+}  // namespace collcheck
