@@ -171,6 +171,24 @@ void MpiLinks::progress() {
 
 void MpiLinks::forget(MpiRequest* r) { std::erase(pending_, r); }
 
+size_t MpiLinks::drain() {
+  size_t n = 0;
+  std::vector<std::byte> scratch;
+  for (;;) {
+    int flag = 0;
+    MPI_Message msg;
+    MPI_Status st;
+    if (MPI_Improbe(MPI_ANY_SOURCE, MPI_ANY_TAG, comm_, &flag, &msg, &st) != MPI_SUCCESS || !flag) break;
+    int bytes = 0;
+    MPI_Get_count(&st, MPI_BYTE, &bytes);
+    scratch.resize(static_cast<size_t>(std::max(bytes, 1)));
+    MPI_Mrecv(scratch.data(), bytes, MPI_BYTE, &msg, MPI_STATUS_IGNORE);
+    ++n;
+  }
+  reap_abandoned();
+  return n;
+}
+
 namespace {
 
 void check_peer(const MpiLinks& l, int peer, Tag tag, LinkDirection dir, size_t bytes) {

@@ -37,6 +37,9 @@ class MpiLinks final : public Links {
   // on any request calls it).
   void progress();
   void forget(MpiRequest* r);  // a receive destroyed before it matched
+  // Receives and drops every message that has arrived for this process on
+  // these links (what an earlier, failed run left behind); returns how many.
+  size_t drain();
 
  private:
   MPI_Comm comm_;

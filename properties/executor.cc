@@ -196,6 +196,10 @@ CaseOutcome WorldExecutor::run(const Case& c) {
   (void)world_.broadcast("C" + encode_case(c), Clock::now() + case_limit(c, cfg_));
   CaseOutcome out = run_case(world_, c, cfg_);
   if (out.world_broken) throw WorldLost("a rank of the world never returned or never answered", out);
+  if (!out.ok) {  // a failed case may leave messages in flight: every process drops them
+    (void)world_.broadcast("D", Clock::now() + std::chrono::seconds(30));
+    world_.drain(Clock::now() + std::chrono::seconds(60));
+  }
   return out;
 }
 
@@ -212,6 +216,10 @@ std::optional<int> serve_cases(World& world, const RunConfig& cfg) {
       return std::nullopt;
     }
     if (cmd->starts_with("S")) return std::atoi(cmd->c_str() + 1);
+    if (*cmd == "D") {
+      world.drain(Clock::now() + std::chrono::seconds(60));
+      continue;
+    }
     if (!cmd->starts_with("C")) {
       std::fprintf(stderr, "collcheck: malformed command from rank 0\n");
       return std::nullopt;

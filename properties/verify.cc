@@ -227,7 +227,7 @@ VerifyResult run_verify(const VerifyOptions& o, CaseExecutor& exec, std::FILE* o
       break;
     }
     const rc::Random ri = base.split();
-    const int size = static_cast<int>(i % (rc::kNominalSize + 1));
+    const int size = static_cast<int>((o.first_size + i) % (rc::kNominalSize + 1));
     const rc::Shrinkable<Case> sh = gen(ri, size);
     const Case c = sh.value();
     const CaseOutcome oc = run_retrying(o, exec, c);

@@ -23,6 +23,9 @@ struct VerifyOptions {
   std::string world_desc;   // "ranks as threads" or "MPI world of 4 processes on 1 host"
   CaseSpace space;
   size_t cases = 1000;
+  // Case i is drawn at RapidCheck size (first_size + i) mod 101: a run of few
+  // cases (a soak unit) starts elsewhere than at the smallest.
+  size_t first_size = 0;
   uint64_t seed = 0;
   double time_budget_s = 0;      // 0: none
   double shrink_budget_s = 120;  // shrinking stops here and reports the smallest case so far

@@ -100,6 +100,7 @@ struct SoakFlags {
   std::string push_job = "collcheck_soak";
   std::string metrics_textfile;
   double metrics_interval = 15;
+  double metrics_linger = 0;
   std::string max_input_bytes = "1M";
   std::string junit;
   ReportFlags report;

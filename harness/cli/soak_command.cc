@@ -3,6 +3,7 @@
 #include <unistd.h>
 
 #include <random>
+#include <thread>
 
 #include "harness/cli/commands.h"
 #include "harness/metrics/metrics.h"
@@ -45,6 +46,10 @@ void add_soak(CLI::App& app, SoakFlags& f) {
                 "and at the end");
   s->add_option("--metrics-interval", f.metrics_interval, "seconds between pushes and textfile writes")
       ->capture_default_str();
+  s->add_option("--metrics-linger", f.metrics_linger,
+                "with --metrics-listen: keep serving /metrics this many seconds after the end, for a last scrape "
+                "(a short batch run)")
+      ->capture_default_str();
   s->add_option("--max-input-bytes", f.max_input_bytes, "the largest plan file read")->capture_default_str();
   s->add_option("--junit", f.junit, "write JUnit XML to PATH (the same as --report junit=PATH)");
   add_report_flag(s, f.report);
@@ -62,7 +67,18 @@ int run_soak_command(SoakFlags& f) {
   if (!(f.duration > 0) || f.duration > 31 * 86400.0)
     throw UsageError(fmt::format("--duration must be in (0, 2678400] seconds, got {}", f.duration));
   o.duration_s = f.duration;
-  if (!f.seed.empty()) o.seed = parse_seed(f.seed, "--seed");
+  if (f.resume) {
+    // The soak goes on as it began: its seed and plan are in its results file.
+    if (!f.seed.empty() || !f.plan.empty())
+      throw UsageError("--resume takes the seed and the plan from the results file's start line: leave out --seed and --plan");
+    try {
+      const SoakHeader h = read_soak_header(f.results);
+      o.seed = h.seed;
+      o.plan = h.plan;
+    } catch (const PlanError& e) {
+      throw UsageError(e.what());
+    }
+  } else if (!f.seed.empty()) o.seed = parse_seed(f.seed, "--seed");
   else if (o.plan.seed) o.seed = *o.plan.seed;
   else o.seed = (static_cast<uint64_t>(std::random_device{}()) << 32) ^ std::random_device{}();
   if (mpi) {  // every process draws the same units: rank 0's seed
@@ -78,6 +94,8 @@ int run_soak_command(SoakFlags& f) {
   if (!(f.progress_interval > 0))
     throw UsageError(fmt::format("--progress-interval must be > 0 seconds, got {}", f.progress_interval));
   o.progress_interval_s = f.progress_interval;
+  if (!(f.metrics_linger >= 0) || f.metrics_linger > 3600)
+    throw UsageError(fmt::format("--metrics-linger must be in [0, 3600] seconds, got {}", f.metrics_linger));
   if (!(f.metrics_interval >= 0.1))
     throw UsageError(fmt::format("--metrics-interval must be >= 0.1 seconds, got {}", f.metrics_interval));
   o.metrics_interval_s = f.metrics_interval;
@@ -132,7 +150,7 @@ int run_soak_command(SoakFlags& f) {
   o.metrics_textfile = f.metrics_textfile;
   if (!f.pushgateway.empty()) {
     try {
-      metrics.set_pushgateway(f.pushgateway, f.push_job, mpi ? "" : "");
+      metrics.set_pushgateway(f.pushgateway, f.push_job, "");
     } catch (const std::invalid_argument& e) {
       throw UsageError(e.what());
     }
@@ -161,7 +179,13 @@ int run_soak_command(SoakFlags& f) {
     }
     throw UsageError(e.what());
   }
-  return finish_reports(f.report, soak_report(o, r), r.exit_code());
+  const int code = finish_reports(f.report, soak_report(o, r), r.exit_code());
+  if (!f.metrics_listen.empty() && f.metrics_linger > 0) {
+    fmt::print("metrics: serving the final values for {} s more\n", f.metrics_linger);
+    std::fflush(stdout);
+    std::this_thread::sleep_for(std::chrono::duration<double>(f.metrics_linger));
+  }
+  return code;
 }
 
 }  // namespace collcheck::cli

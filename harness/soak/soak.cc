@@ -167,6 +167,7 @@ class Soak {
         break;
       }
       const Unit u = draw_unit(o_.plan, o_.seed, index);
+      remaining_s_ = o_.duration_s - elapsed;
       if (!lanes_[u.impl].cfg.impl || (u.workload == "perf" && !is_reference(lanes_[u.impl].spec.impl))) {
         // perf on a peer library: the unit goes to verify instead (said in the header)
         Unit v = u;
@@ -233,6 +234,7 @@ class Soak {
         (void)run_sweep(perf_options(l, j), sink ? sink : stdout);
         if (sink) std::fclose(sink);
       }
+      world.drain(Clock::now() + std::chrono::seconds(120));
     }
   }
 
@@ -365,6 +367,8 @@ class Soak {
     if (u.workload == "verify") world_ok = verify_unit(l, u, j);
     else if (u.workload == "faults") faults_unit(u, j);
     else perf_unit(l, u, j);
+    // What a failed unit left in flight must not reach a later one.
+    if (mpi_ && world_ok) mpi_->drain(Clock::now() + std::chrono::seconds(120));
     j["seconds"] = seconds_since(t0);
     j["t"] = t + seconds_since(t0);
     count_unit(j);
@@ -382,6 +386,7 @@ class Soak {
     vo.space = l.space;
     vo.cases = o_.plan.verify.cases;
     vo.seed = u.seed;
+    vo.first_size = static_cast<size_t>(splitmix64(u.seed ^ 0x85ebca6b) % (rc::kNominalSize + 1));
     vo.shrink_budget_s = 60;
     vo.repeat = 5;
     char* buf = nullptr;
@@ -525,7 +530,13 @@ class Soak {
     std::vector<size_t> sizes;
     for (size_t b = o_.plan.perf.min_bytes; b <= o_.plan.perf.max_bytes; b *= 2) sizes.push_back(b);
     const uint64_t h = splitmix64(u.seed ^ 0x9e3779b9);
-    const size_t bytes = sizes[h % sizes.size()];
+    size_t bytes = sizes[h % sizes.size()];
+    // A row must not run far past the soak's end: halve it while 4 times the
+    // slowest rate seen so far (larger rows run slower per byte, and an MPI
+    // world on few cores much slower) says it would not end in the time left.
+    // Until a row of 1 MiB or more has been timed, rows stay at 1 MiB.
+    if (perf_s_per_byte_ == 0) bytes = std::min(bytes, std::max(o_.plan.perf.min_bytes, size_t{1} << 20));
+    while (bytes > o_.plan.perf.min_bytes && 4 * perf_s_per_byte_ * static_cast<double>(bytes) > remaining_s_) bytes /= 2;
     const DType t = o_.plan.perf.dtypes[(h >> 20) % o_.plan.perf.dtypes.size()];
     const int lo = std::min(std::max(2, o_.plan.min_ranks), o_.plan.max_ranks);
     const int p = mpi_ ? mpi_->size() : lo + static_cast<int>((h >> 40) % static_cast<uint64_t>(o_.plan.max_ranks - lo + 1));
@@ -533,6 +544,7 @@ class Soak {
                     {"seed", u.seed & 0xffffffff}};
     if (mpi_) (void)mpi_->broadcast("U" + desc.dump(), Clock::now() + std::chrono::seconds(60));
     std::FILE* sink = std::fopen("/dev/null", "w");
+    const auto perf_t0 = Clock::now();
     const SweepResult r = run_sweep(perf_options(l, desc), sink ? sink : stdout);
     if (sink) std::fclose(sink);
     j["cases"] = 1;
@@ -545,6 +557,8 @@ class Soak {
       return;
     }
     const SweepRow& row = r.rows.front();
+    if (row.bytes >= (size_t{1} << 20))
+      perf_s_per_byte_ = std::max(perf_s_per_byte_, seconds_since(perf_t0) / static_cast<double>(row.bytes));
     j["bytes"] = row.bytes;
     j["dtype"] = dtype_name(row.dtype);
     j["p"] = desc.at("p");
@@ -670,11 +684,36 @@ class Soak {
   std::ofstream file_;
   SoakTotals totals_;
   size_t next_index_ = 0;
+  double perf_s_per_byte_ = 0;  // the slowest sweep row so far
+  double remaining_s_ = 0;      // of the duration, when the unit started
   double elapsed_before_ = 0;
   std::string current_;
 };
 
 }  // namespace
+
+SoakHeader read_soak_header(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw PlanError(fmt::format("--resume: no results file {} to continue", path));
+  std::string first;
+  std::getline(in, first);
+  json j;
+  try {
+    j = json::parse(first);
+  } catch (const json::exception&) {
+  }
+  if (!j.is_object() || j.value("type", "") != "start" || !j.contains("seed") || !j.contains("plan"))
+    throw PlanError(fmt::format("--resume: {}:1: not a collcheck soak results file (no start line)", path));
+  SoakHeader h;
+  try {
+    h.seed = std::stoull(j.at("seed").get<std::string>(), nullptr, 0);
+  } catch (const std::exception&) {
+    throw PlanError(fmt::format("--resume: {}:1: seed: not a seed", path));
+  }
+  h.plan = parse_plan(j.at("plan").get<std::string>(), path + " (its start line's plan)");
+  h.plan.file = j.value("plan_file", h.plan.file);
+  return h;
+}
 
 uint64_t soak_memory_needed(const SoakOptions& o) {
   Soak s(o, stdout);

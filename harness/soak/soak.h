@@ -75,6 +75,14 @@ struct SoakResult {
   int exit_code() const { return totals.failed_units > 0 || stop_reason == "world lost" ? 1 : 0; }
 };
 
+// --resume: the seed and plan of the soak a results file records (its start
+// line); throws PlanError when the file is not one.
+struct SoakHeader {
+  uint64_t seed = 0;
+  Plan plan;
+};
+SoakHeader read_soak_header(const std::string& results_path);
+
 // What the largest unit of the plan needs in this process (the up-front
 // memory check): its largest verify case, or 4 x ranks x its largest sweep row.
 uint64_t soak_memory_needed(const SoakOptions& o);

@@ -219,6 +219,28 @@ Clock::time_point MpiWorld::start() {
   }
 }
 
+size_t MpiWorld::drain_links(Deadline deadline) {
+  size_t n = 0;
+  auto drain_all = [&] {
+    for (auto& l : links_)
+      if (l) n += l->drain();
+  };
+  for (int round = 0; round < 2; ++round) {
+    MPI_Request req;
+    MPI_Ibarrier(control_, &req);
+    for (int flag = 0, spins = 0;;) {
+      drain_all();
+      MPI_Test(&req, &flag, MPI_STATUS_IGNORE);
+      if (flag) break;
+      if (Clock::now() >= deadline)
+        throw std::runtime_error(fmt::format("rank {}: not every process came to drain the links in time", rank_));
+      poll_sleep(spins);
+    }
+  }
+  drain_all();
+  return n;
+}
+
 WorldRun MpiWorld::run(const RankFn& fn, std::chrono::milliseconds limit, int ranks) {
   const uint64_t run = ++runs_;
   const int n = ranks == 0 ? size_ : ranks;

@@ -83,6 +83,14 @@ class MpiWorld final : public World {
   int processes_on_node(bool counts);
   bool any_process(bool mine);
 
+  // Collective: drops every message a failed run left in flight on the links
+  // (a rank that sent what no one received), so that no later run can match
+  // it: its tags' epoch has 8 bits and comes round again after 256 runs.
+  // Two rounds of a barrier on the control channel, each process draining
+  // until both complete; returns the messages this process dropped.
+  size_t drain_links(Deadline deadline);
+  void drain(Deadline deadline) override { (void)drain_links(deadline); }
+
   // Every rank returns rank 0's `code` (rank 0 sends it; the others wait for
   // it, at most two minutes, and return 1 if it never comes).
   int agree_exit_code(int code);

@@ -87,6 +87,9 @@ class World {
   // The root's `text` to every process, for a process that waits to be told
   // what to run next: the root passes it and gets it back; another process
   // gets the root's text, or nullopt if nothing came by `deadline`.
+  // Collective, between runs: drops what a failed run left in flight, so no
+  // later run can receive it (the MPI world; threads leave nothing behind).
+  virtual void drain(Deadline /*deadline*/) {}
   virtual std::optional<std::string> broadcast(const std::string& text, Deadline deadline) = 0;
 
   // Each rank's text to the root: `local[r]` is read for the ranks this process
