@@ -449,6 +449,12 @@ class Soak {
       out = check_detection(dc, [&](const Scenario& sc) { return replay_scenario(sc, ReplayOptions{}, *mpi_); });
     } else {
       out = check_detection(dc);
+      // Right diagnosis, but slower than its limit: on a loaded machine that
+      // is the machine. Run it once more; slow twice is a failure.
+      if (!out.ok && out.why.rfind("the run took", 0) == 0 && expectation_holds(*s.expect, out.result, nullptr)) {
+        j["slow_once"] = out.why;
+        out = check_detection(dc);
+      }
     }
     std::string outcome;
     if (out.ok) outcome = dc.fault ? "detected" : "clean";
