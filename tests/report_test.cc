@@ -118,8 +118,8 @@ TEST(ReportCli, EveryCommandWritesItsVerdicts) {
 
 TEST(ReportCli, BadRequestsAreUsageErrorsBeforeTheRun) {
   for (const auto& [args, says] : std::vector<std::pair<std::string, std::string>>{
-           {"faults --report xml=/tmp/x", "--report: unknown format 'xml'; formats: junit, text"},
-           {"sweep --report junit", "--report: 'junit' is not FORMAT=PATH; formats: junit, text"},
+           {"faults --report xml=/tmp/x", "--report: unknown format 'xml'; formats: junit, text, markdown"},
+           {"sweep --report junit", "--report: 'junit' is not FORMAT=PATH; formats: junit, text, markdown"},
            {"verify --report text=", "--report: text= needs a file name"},
            {"analyze /nonexistent --report junit=/nonexistent-dir/x.xml", "--report: cannot write '/nonexistent-dir/x.xml'"},
        }) {

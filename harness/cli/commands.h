@@ -26,6 +26,7 @@ inline constexpr int kExitSkipped = 77;
 struct ReportFlags {
   std::vector<std::string> specs;
   std::vector<ReportRequest> requests;  // parsed from specs (parse_reports)
+  Report* capture = nullptr;            // when set, finish_reports also keeps the report here (gate)
 };
 void add_report_flag(CLI::App* command, ReportFlags& f);
 // Before the run: every request is a known format and a writable file.
@@ -49,6 +50,7 @@ struct SweepFlags {
   std::string b = "1K", e = "256K", d = "float32", op = "sum", algo = "ring", count, data = "mixed", seed = "1";
   int check = 1;
   std::string world = "threads";
+  std::string json;  // --json FILE
   ReportFlags report;
 };
 void add_sweep(CLI::App& app, SweepFlags& f);
@@ -107,6 +109,22 @@ struct SoakFlags {
 };
 void add_soak(CLI::App& app, SoakFlags& f);
 int run_soak_command(SoakFlags& f);
+
+struct GateFlags {
+  // Correctness: verify over a budget plus the fault table.
+  std::string impl;
+  std::string against;
+  double budget = 300;
+  // Performance: two sweep --json files.
+  std::string baseline, candidate;
+  std::string max_regression = "5%";
+  double alpha = 0.05;
+  size_t min_samples = 9;
+  std::string markdown;  // also appended to $GITHUB_STEP_SUMMARY when that is set and this is not
+  std::string junit;
+};
+void add_gate(CLI::App& app, GateFlags& f);
+int run_gate_command(GateFlags& f);
 
 struct ReplayFlags {
   std::string world = "threads";

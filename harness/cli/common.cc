@@ -31,6 +31,7 @@ void parse_reports(ReportFlags& f) {
 }
 
 int finish_reports(const ReportFlags& f, const Report& r, int code) {
+  if (f.capture) *f.capture = r;
   if (f.requests.empty()) return code;
   try {
     write_reports(f.requests, r);

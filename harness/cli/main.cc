@@ -42,6 +42,8 @@ int main(int argc, char** argv) {
   add_analyze(app, analyze);
   SoakFlags soak;
   add_soak(app, soak);
+  GateFlags gate;
+  add_gate(app, gate);
 
   // An empty value is bad input, never the same as leaving the flag out
   // (--seed "" drew a random seed, sweep -N '' ran the default sizes).
@@ -125,7 +127,8 @@ int main(int argc, char** argv) {
     if (app.got_subcommand("analyze")) return run_analyze_command(analyze);
     if (app.got_subcommand("faults")) return run_faults_command(faults);
     if (app.got_subcommand("soak")) return run_soak_command(soak);
-    std::fprintf(stderr, "collcheck: error: no subcommand given; allowed: verify, replay, analyze, faults, sweep, soak (see --help)\n");
+    if (app.got_subcommand("gate")) return run_gate_command(gate);
+    std::fprintf(stderr, "collcheck: error: no subcommand given; allowed: verify, replay, analyze, faults, sweep, soak, gate (see --help)\n");
     return 2;
   } catch (const UsageError& ex) {
     // In the MPI world every rank finds the same error; rank 0 says it.

@@ -6,8 +6,10 @@
 #include <tuple>
 
 #include "harness/cli/commands.h"
+#include "harness/model/atomic_file.h"
 #include "harness/model/size.h"
 #include "harness/world/mpi_world.h"
+#include "harness/peers/peer_registry.h"
 #include "impl/algorithm.h"
 
 namespace collcheck::cli {
@@ -25,10 +27,15 @@ void add_sweep(CLI::App& app, SweepFlags& f) {
   s->add_option("-d,--datatype", d, "dtype, comma list, or all")->capture_default_str();
   s->add_option("-o,--op", op, "sum, prod, max, min, avg, premulsum, comma list, or all")->capture_default_str();
   s->add_option("-n,--iters", o.iters, "timed iterations per row")->capture_default_str();
+  s->add_option("--reps", o.reps, "timed repetitions of -n iterations per row, one busbw sample each (the gate "
+                                 "compares rows over at least 9)")
+      ->capture_default_str();
+  s->add_option("--json", f.json, "also write the rows as JSON to FILE (nccl-tests' field names, busbw_samples)");
   s->add_option("-w,--warmup_iters", o.warmup, "untimed iterations before timing")->capture_default_str();
   s->add_option("-c,--check", check, "check results against the oracle (0 or 1)")->capture_default_str();
   s->add_option("--ranks", o.ranks, "world size (ranks as threads)")->capture_default_str();
-  s->add_option("--algo", algo, algorithm_choices() + ", comma list, or all")->capture_default_str();
+  s->add_option("--algo", algo, algorithm_choices() + ", all, or any --impl value (plugin:x.so, gloo:ring, ...), comma list")
+      ->capture_default_str();
   s->add_flag("--inplace", o.inplace, "in-place calls (send buffer == recv buffer)");
   s->add_option("--seed", f.seed, "seed of the input data (decimal or 0x hex)")->capture_default_str();
   s->add_option("--data", data, "input data: exact, random, mixed, extreme, special or wrap")->capture_default_str();
@@ -52,7 +59,26 @@ int run_sweep_command(SweepFlags& f, bool ranks_given) {
   if (!(sweep.factor > 1.0)) throw UsageError(fmt::format("-f/--stepfactor must be > 1, got {}", sweep.factor));
   sweep.dtypes = parse_dtype_list(f.d, "-d/--datatype");
   sweep.ops = parse_op_list(f.op, "-o/--op");
-  sweep.algos = parse_algo_list(f.algo, "--algo");
+  // The reference algorithms by name (or all), and any implementation --impl
+  // takes (plugin:x.so, gloo:ring, ...): the gate compares a plugin's rows.
+  sweep.algos.clear();
+  for (const auto& a : f.algo == "all" ? parse_algo_list(f.algo, "--algo") : [&] {
+         std::vector<std::string> v;
+         size_t start = 0;
+         for (size_t comma; (comma = f.algo.find(',', start)) != std::string::npos; start = comma + 1)
+           v.push_back(f.algo.substr(start, comma - start));
+         v.push_back(f.algo.substr(start));
+         return v;
+       }()) {
+    collcheck::ImplPtr x;
+    try {
+      x = collcheck::make_implementation(a);
+    } catch (const collcheck::ImplementationError& e) {
+      throw UsageError(fmt::format("--algo: {}", e.what()));
+    }
+    if (auto why = x->unavailable()) throw UsageError(fmt::format("--algo {}: cannot run here: {}", a, *why));
+    sweep.algos.push_back(a);
+  }
   sweep.seed = parse_seed(f.seed, "--seed");
   if (!std::isfinite(sweep.scalar) || std::fabs(sweep.scalar) > 1e30)
     throw UsageError(fmt::format("--scalar must be a finite number of magnitude at most 1e30, got {}", sweep.scalar));
@@ -70,6 +96,14 @@ int run_sweep_command(SweepFlags& f, bool ranks_given) {
     throw UsageError(fmt::format("--ranks must be between 1 and {} for the thread world, got {}", kMaxThreadRanks,
                                  sweep.ranks));
   if (sweep.iters < 1) throw UsageError(fmt::format("-n/--iters must be >= 1, got {}", sweep.iters));
+  if (sweep.reps < 1 || sweep.reps > 1000) throw UsageError(fmt::format("--reps must be in 1..1000, got {}", sweep.reps));
+  if (!f.json.empty()) {
+    try {
+      check_report_path(f.json, "--json");
+    } catch (const std::invalid_argument& e) {
+      throw UsageError(e.what());
+    }
+  }
   if (sweep.warmup < 0) throw UsageError(fmt::format("-w/--warmup_iters must be >= 0, got {}", sweep.warmup));
   if (f.check != 0 && f.check != 1) throw UsageError(fmt::format("-c/--check must be 0 or 1, got {}", f.check));
   sweep.check = f.check == 1;
@@ -94,6 +128,15 @@ int run_sweep_command(SweepFlags& f, bool ranks_given) {
   });
   const auto start = Clock::now();
   const SweepResult result = run_sweep(sweep, stdout);
+  if (!f.json.empty() && (!w || w->root())) {
+    try {
+      write_file_atomically(f.json, sweep_to_json(sweep, result, w ? fmt::format("mpi:{}", w->size()) : "threads",
+                                                  COLLCHECK_VERSION));
+    } catch (const std::exception& e) {
+      std::fprintf(stderr, "collcheck: error: --json: %s\n", e.what());
+      return 2;
+    }
+  }
   int code = result.exit_code();
   if (!w || w->root()) {
     // One verdict per row: its results against the oracle (with -c 1).

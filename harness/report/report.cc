@@ -24,6 +24,7 @@ std::vector<ReportFormat>& formats() {
   static std::vector<ReportFormat> f{
       {"junit", "JUnit XML: one testsuite, one testcase per verdict (CI test reports)", render_junit},
       {"text", "plain text: one line per verdict, then each failure's body", render_text},
+      {"markdown", "Markdown: a verdict table and each failure's body (a CI step summary)", render_markdown},
   };
   return f;
 }
@@ -45,6 +46,12 @@ std::string report_format_choices() {
   std::string s;
   for (const auto& f : formats()) s += (s.empty() ? "" : ", ") + f.name;
   return s;
+}
+
+std::string render_report(std::string_view format, const Report& r) {
+  for (const auto& f : report_formats())
+    if (f.name == format) return f.render(r);
+  throw std::invalid_argument(fmt::format("unknown report format '{}'; formats: {}", format, report_format_choices()));
 }
 
 ReportRequest parse_report_request(std::string_view text) {

@@ -41,13 +41,15 @@ struct ReportFormat {
   std::function<std::string(const Report&)> render;
 };
 
-// The formats, in registration order: junit, text.
+// The formats, in registration order: junit, text, markdown.
 const std::vector<ReportFormat>& report_formats();
 // Adds a format (a name already taken throws std::invalid_argument); the other
 // removes one, for tests that add a throwaway format.
 void register_report_format(ReportFormat f);
 void unregister_report_format(std::string_view name);
-// "junit, text": for help and error text.
+// The report in one registered format (std::invalid_argument for another).
+std::string render_report(std::string_view format, const Report& r);
+// "junit, text, markdown": for help and error text.
 std::string report_format_choices();
 
 struct ReportRequest {

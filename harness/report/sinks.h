@@ -9,5 +9,6 @@ namespace collcheck {
 
 std::string render_junit(const Report& r);  // junit.cc
 std::string render_text(const Report& r);   // text.cc
+std::string render_markdown(const Report& r);  // markdown.cc
 
 }  // namespace collcheck

@@ -1,6 +1,7 @@
 #include "harness/run/sweep.h"
 
 #include <fmt/format.h>
+#include <nlohmann/json.hpp>
 
 #include <algorithm>
 #include <cmath>
@@ -75,18 +76,21 @@ SweepRow run_row(World& world, const SweepOptions& o, size_t count, DType t, Red
 
   // Timed iterations.
   reset_buffers();
-  std::vector<double> seconds(static_cast<size_t>(p), 0);
+  const size_t reps = static_cast<size_t>(std::max(o.reps, 1));
+  std::vector<std::vector<double>> seconds(static_cast<size_t>(p), std::vector<double>(reps, 0));
   WorldRun timed = world.run(
       [&](RankContext& ctx) {
         Communicator comm(ctx.links(), copts);
         const size_t r = static_cast<size_t>(ctx.rank());
         for (int i = 0; i < o.warmup; ++i) comm.all_reduce(send_of(ctx.rank()), out_of(ctx.rank()), count, t, op, o.scalar);
-        ctx.barrier(Clock::now() + o.timeout);
-        const auto t0 = Clock::now();
-        for (int i = 0; i < o.iters; ++i) comm.all_reduce(send_of(ctx.rank()), out_of(ctx.rank()), count, t, op, o.scalar);
-        seconds[r] = std::chrono::duration<double>(Clock::now() - t0).count();
+        for (size_t k = 0; k < reps; ++k) {
+          ctx.barrier(Clock::now() + o.timeout);
+          const auto t0 = Clock::now();
+          for (int i = 0; i < o.iters; ++i) comm.all_reduce(send_of(ctx.rank()), out_of(ctx.rank()), count, t, op, o.scalar);
+          seconds[r][k] = std::chrono::duration<double>(Clock::now() - t0).count();
+        }
       },
-      limit);
+      limit * static_cast<int>(reps));
   if (!timed.ok()) {
     row.wrong = std::max<size_t>(count, 1);
     row.error = timed.failures();
@@ -94,10 +98,19 @@ SweepRow run_row(World& world, const SweepOptions& o, size_t count, DType t, Red
   }
   {
     std::vector<std::byte*> secs;
-    for (auto& x : seconds) secs.push_back(reinterpret_cast<std::byte*>(&x));
-    world.gather_bytes(secs, sizeof(double));
+    for (auto& x : seconds) secs.push_back(reinterpret_cast<std::byte*>(x.data()));
+    world.gather_bytes(secs, reps * sizeof(double));
   }
-  const double sec = *std::max_element(seconds.begin(), seconds.end()) / std::max(o.iters, 1);
+  // Each repetition's time is its slowest rank's; the row's, their mean.
+  double total = 0;
+  for (size_t k = 0; k < reps; ++k) {
+    double slowest = 0;
+    for (const auto& x : seconds) slowest = std::max(slowest, x[k]);
+    const double sec = slowest / std::max(o.iters, 1);
+    total += sec;
+    row.busbw_samples.push_back(sec > 0 ? static_cast<double>(bytes) / sec / 1e9 * busbw_factor(p) : 0);
+  }
+  const double sec = total / static_cast<double>(reps);
   row.time_us = sec * 1e6;
   row.algbw = sec > 0 ? static_cast<double>(bytes) / sec / 1e9 : 0;
   row.busbw = row.algbw * busbw_factor(p);
@@ -211,20 +224,64 @@ SweepResult run_sweep(const SweepOptions& o, std::FILE* out_or_null) {
   fmt::print(out, "#\n# {:>12} {:>12} {:>9} {:>9} {:>6} {:>10} {:>11} {:>11} {:>8} {:>9}\n", "size(B)", "count", "type",
              "redop", "algo", "time(us)", "algbw(GB/s)", "busbw(GB/s)", "#wrong", "maxerr");
   std::fflush(out);
+  struct Spec {
+    std::string algo;
+    DType t;
+    RedOp op;
+    size_t count;
+  };
+  std::vector<Spec> specs;
   for (const auto& algo : o.algos)
     for (DType t : o.dtypes)
       for (RedOp op : o.ops)
-        for (size_t count : sweep_counts(o, t)) {
-          SweepRow row = run_row(*world, o, count, t, op, algo);
-          const std::string err = o.check ? fmt::format("{:.3g}", row.max_err_units) : "N/A";
-          fmt::print(out, "  {:>12} {:>12} {:>9} {:>9} {:>6} {:>10.1f} {:>11.3f} {:>11.3f} {:>8} {:>9}\n",
-                     row.bytes, row.count, dtype_name(t), op_name(op), algo, row.time_us, row.algbw,
-                     row.busbw, o.check ? fmt::format("{}", row.wrong) : "N/A", err);
-          if (!row.error.empty()) fmt::print(out, "#   ^ {}\n", row.error);
-          std::fflush(out);
-          result.total_wrong += row.wrong;
-          result.rows.push_back(std::move(row));
-        }
+        for (size_t count : sweep_counts(o, t)) specs.push_back({algo, t, op, count});
+  auto print_row = [&](const SweepRow& row) {
+    const std::string err = o.check ? fmt::format("{:.3g}", row.max_err_units) : "N/A";
+    fmt::print(out, "  {:>12} {:>12} {:>9} {:>9} {:>6} {:>10.1f} {:>11.3f} {:>11.3f} {:>8} {:>9}\n", row.bytes,
+               row.count, dtype_name(row.dtype), op_name(row.op), row.algo, row.time_us, row.algbw, row.busbw,
+               o.check ? fmt::format("{}", row.wrong) : "N/A", err);
+    if (!row.error.empty()) fmt::print(out, "#   ^ {}\n", row.error);
+    std::fflush(out);
+  };
+  if (o.reps <= 1) {
+    for (const auto& sp : specs) {
+      SweepRow row = run_row(*world, o, sp.count, sp.t, sp.op, sp.algo);
+      print_row(row);
+      result.total_wrong += row.wrong;
+      result.rows.push_back(std::move(row));
+    }
+  } else {
+    // Repetitions in rounds over every row, not back to back: what a shared
+    // machine does for a while (another job's burst) then falls on some
+    // samples of every row, not on all samples of one row. Checked once, in
+    // the last round.
+    std::vector<SweepRow> rows(specs.size());
+    SweepOptions one = o;
+    one.reps = 1;
+    for (int k = 0; k < o.reps; ++k) {
+      one.check = o.check && k == o.reps - 1;
+      for (size_t i = 0; i < specs.size(); ++i) {
+        SweepRow r = run_row(*world, one, specs[i].count, specs[i].t, specs[i].op, specs[i].algo);
+        SweepRow& acc = rows[i];
+        const double time_sum = acc.time_us * k + r.time_us;
+        std::vector<double> samples = std::move(acc.busbw_samples);
+        samples.insert(samples.end(), r.busbw_samples.begin(), r.busbw_samples.end());
+        const std::string error = acc.error.empty() ? r.error : acc.error;
+        if (k == o.reps - 1 || !r.error.empty()) acc = r;
+        acc.busbw_samples = std::move(samples);
+        acc.error = error;
+        acc.time_us = time_sum / (k + 1);
+        const double sec = acc.time_us / 1e6;
+        acc.algbw = sec > 0 ? static_cast<double>(acc.bytes) / sec / 1e9 : 0;
+        acc.busbw = r.time_us > 0 ? acc.algbw * (r.busbw / std::max(r.algbw, 1e-300)) : 0;
+      }
+    }
+    for (auto& row : rows) {
+      print_row(row);
+      result.total_wrong += row.wrong;
+      result.rows.push_back(std::move(row));
+    }
+  }
   if (o.memcpy_peer && !result.rows.empty() && world->root()) {
     size_t largest = 0;
     for (const auto& r : result.rows) largest = std::max(largest, r.bytes);
@@ -246,6 +303,33 @@ SweepResult run_sweep(const SweepOptions& o, std::FILE* out_or_null) {
   fmt::print(out, "#\n# Out of bounds values : {} {}\n", result.total_wrong, result.total_wrong ? "FAILED" : "OK");
   fmt::print(out, "# {} rows, {} wrong elements\n", result.rows.size(), result.total_wrong);
   return result;
+}
+
+std::string sweep_to_json(const SweepOptions& o, const SweepResult& r, const std::string& world, const std::string& version) {
+  nlohmann::json rows = nlohmann::json::array();
+  for (const auto& x : r.rows) {
+    nlohmann::json perf{{"time", x.time_us}, {"algbw", x.algbw}, {"busbw", x.busbw}, {"wrong", x.wrong}};
+    rows.push_back({{"size", x.bytes},
+                    {"count", x.count},
+                    {"type", std::string(dtype_name(x.dtype))},
+                    {"redop", std::string(op_name(x.op))},
+                    {"root", -1},
+                    {"algo", x.algo},
+                    {o.inplace ? "in-place" : "out-of-place", perf},
+                    {"busbw_samples", x.busbw_samples},
+                    {"error", x.error}});
+  }
+  const nlohmann::json doc{{"collcheck", {{"version", version},
+                                          {"command", "sweep"},
+                                          {"world", world},
+                                          {"ranks", o.ranks},
+                                          {"iters", o.iters},
+                                          {"warmup", o.warmup},
+                                          {"reps", o.reps},
+                                          {"check", o.check},
+                                          {"seed", o.seed}}},
+                           {"results", rows}};
+  return doc.dump(2) + "\n";
 }
 
 }  // namespace collcheck

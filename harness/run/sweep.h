@@ -27,6 +27,9 @@ struct SweepOptions {
   std::vector<RedOp> ops = {RedOp::Sum};
   std::vector<std::string> algos = {"ring"};
   int iters = 20;
+  // Timed repetitions of `iters` calls each: one busbw sample each (the gate
+  // compares rows over them); the row's time is their mean.
+  int reps = 1;
   int warmup = 5;
   bool check = true;
   int ranks = 4;
@@ -47,6 +50,7 @@ struct SweepRow {
   double time_us = 0;
   double algbw = 0;
   double busbw = 0;
+  std::vector<double> busbw_samples;  // one per repetition, GB/s
   size_t wrong = 0;
   double max_err_units = 0;
   std::string error;  // first problem found, if any
@@ -71,6 +75,11 @@ struct OutputCheck {
 OutputCheck check_outputs(const Reduction& red, std::span<const void* const> pristine,
                           std::span<const void* const> outputs, std::span<const void* const> inputs_after,
                           size_t count);
+
+// The rows as JSON for tools: nccl-tests' field names where they fit (size,
+// count, type, redop, root, and per placement time in us, algbw, busbw,
+// wrong), with collcheck's own (algo, ranks, busbw_samples).
+std::string sweep_to_json(const SweepOptions& o, const SweepResult& r, const std::string& world, const std::string& version);
 
 // Runs the sweep, printing the table to `out` as rows complete.
 SweepResult run_sweep(const SweepOptions& o, std::FILE* out);

@@ -225,19 +225,23 @@ size_t MpiWorld::drain_links(Deadline deadline) {
     for (auto& l : links_)
       if (l) n += l->drain();
   };
+  // Round 1 drains while it waits: until every process has come, every
+  // process has finished its run, so what it left is sent. Round 2 only
+  // waits: a process that has passed it may send the next run's messages,
+  // and nobody may drain then (a process still draining would drop them).
   for (int round = 0; round < 2; ++round) {
     MPI_Request req;
     MPI_Ibarrier(control_, &req);
     for (int flag = 0, spins = 0;;) {
-      drain_all();
+      if (round == 0) drain_all();
       MPI_Test(&req, &flag, MPI_STATUS_IGNORE);
       if (flag) break;
       if (Clock::now() >= deadline)
         throw std::runtime_error(fmt::format("rank {}: not every process came to drain the links in time", rank_));
       poll_sleep(spins);
     }
+    if (round == 0) drain_all();
   }
-  drain_all();
   return n;
 }
 

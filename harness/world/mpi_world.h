@@ -86,8 +86,9 @@ class MpiWorld final : public World {
   // Collective: drops every message a failed run left in flight on the links
   // (a rank that sent what no one received), so that no later run can match
   // it: its tags' epoch has 8 bits and comes round again after 256 runs.
-  // Two rounds of a barrier on the control channel, each process draining
-  // until both complete; returns the messages this process dropped.
+  // Two rounds of a barrier on the control channel: each process drains
+  // through the first and after it, never during or after the second (which
+  // lets the next run begin); returns the messages this process dropped.
   size_t drain_links(Deadline deadline);
   void drain(Deadline deadline) override { (void)drain_links(deadline); }
 

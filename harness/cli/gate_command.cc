@@ -1,0 +1,163 @@
+// collcheck gate: one command for a CI job (issue 14). Correctness: verify
+// over a time budget plus the fault table, for the implementation under test.
+// Performance: two sweep --json files compared row by row (perf_gate.h).
+// Either way: JUnit, a Markdown summary, and the exit code (0 pass, 1 fail,
+// 2 bad input).
+#include <fmt/format.h>
+
+#include <cstdlib>
+#include <fstream>
+
+#include "harness/cli/commands.h"
+#include "harness/model/atomic_file.h"
+#include "harness/run/perf_gate.h"
+
+namespace collcheck::cli {
+
+void add_gate(CLI::App& app, GateFlags& f) {
+  auto* g = app.add_subcommand("gate", "Gate a change in CI: --impl (correctness: verify over --budget and the fault "
+                                       "table) or --baseline/--candidate (performance: sweep --json files); JUnit, "
+                                       "Markdown, exit code");
+  g->add_option("--impl", f.impl, "correctness: the implementation under test, e.g. plugin:./build/libnew.so");
+  g->add_option("--against", f.against, "correctness: peers to compare with (default: the implementation's default)");
+  g->add_option("--budget", f.budget, "correctness: seconds of verify cases")->capture_default_str();
+  g->add_option("--baseline", f.baseline, "performance: sweep --json of the baseline");
+  g->add_option("--candidate", f.candidate, "performance: sweep --json of the candidate");
+  g->add_option("--max-regression", f.max_regression, "performance: the largest busbw drop allowed, as 5% or 0.05")
+      ->capture_default_str();
+  g->add_option("--alpha", f.alpha, "performance: significance over all rows (Bonferroni)")->capture_default_str();
+  g->add_option("--min-samples", f.min_samples, "performance: busbw samples a row needs (sweep --reps)")
+      ->capture_default_str();
+  g->add_option("--markdown", f.markdown,
+                "write the Markdown summary here (default: appended to $GITHUB_STEP_SUMMARY when it is set)");
+  g->add_option("--junit", f.junit, "write JUnit XML here");
+}
+
+namespace {
+
+void write_markdown(const GateFlags& f, const std::string& md) {
+  if (!f.markdown.empty()) {
+    write_file_atomically(f.markdown, md);
+  } else if (const char* summary = std::getenv("GITHUB_STEP_SUMMARY"); summary && *summary) {
+    std::ofstream(summary, std::ios::app) << md;
+  }
+}
+
+int perf_gate(GateFlags& f) {
+  double limit = 0;
+  {
+    std::string t = f.max_regression;
+    const bool percent = !t.empty() && t.back() == '%';
+    if (percent) t.pop_back();
+    char* end = nullptr;
+    limit = std::strtod(t.c_str(), &end);
+    if (t.empty() || *end != '\0' || !(limit >= 0)) limit = -1;
+    if (percent) limit /= 100;
+    if (!(limit >= 0 && limit < 1))
+      throw UsageError(fmt::format("--max-regression must be a fraction in [0, 1) or a percentage such as 5%, got '{}'",
+                                   f.max_regression));
+  }
+  if (!(f.alpha > 0 && f.alpha < 1)) throw UsageError(fmt::format("--alpha must be in (0, 1), got {}", f.alpha));
+  if (f.min_samples < 3) throw UsageError(fmt::format("--min-samples must be at least 3, got {}", f.min_samples));
+  GateResult r;
+  try {
+    r = compare_sweeps(f.baseline, f.candidate, limit, f.alpha, f.min_samples);
+  } catch (const GateInputError& e) {
+    throw UsageError(e.what());
+  }
+  fmt::print("collcheck gate: performance, {} row(s) of {} against {}; max regression {:.1f} %\n", r.rows.size(),
+             f.candidate, f.baseline, limit * 100);
+  fmt::print("  {:<44} {:>12} {:>12} {:>8} {:>9}  {}\n", "row", "base GB/s", "cand GB/s", "change", "p", "verdict");
+  for (const auto& x : r.rows)
+    fmt::print("  {:<44} {:>12.4g} {:>12.4g} {:>+7.1f}% {:>9.2g}  {}\n", x.key, x.base_median, x.cand_median,
+               x.change * 100, x.p_value, x.regressed ? "REGRESSED" : "ok");
+  for (const auto& k : r.only_in_baseline) fmt::print("  note: only in the baseline, not compared: {}\n", k);
+  for (const auto& k : r.only_in_candidate) fmt::print("  note: only in the candidate, not compared: {}\n", k);
+  fmt::print("{}\n", r.regressed() ? fmt::format("FAIL: {} row(s) regressed", r.regressed()) : "PASS: no row regressed");
+  Report rep;
+  rep.command = "gate";
+  rep.suite = "collcheck gate performance";
+  rep.properties = {{"baseline", f.baseline}, {"candidate", f.candidate}, {"max_regression", f.max_regression}};
+  for (const auto& x : r.rows)
+    rep.cases.push_back({x.key, x.regressed ? ReportCase::Status::Failed : ReportCase::Status::Passed,
+                         fmt::format("busbw {:.4g} -> {:.4g} GB/s ({:+.1f} %), p = {:.2g}", x.base_median,
+                                     x.cand_median, x.change * 100, x.p_value),
+                         "", 0});
+  const int code = r.regressed() ? 1 : 0;
+  write_markdown(f, gate_markdown(r, limit));
+  ReportFlags out;
+  if (!f.junit.empty()) out.requests.push_back({"junit", f.junit});
+  return finish_reports(out, rep, code);
+}
+
+int correctness_gate(GateFlags& f) {
+  if (!(f.budget > 0)) throw UsageError(fmt::format("--budget must be > 0 seconds, got {}", f.budget));
+  Report verify_rep, faults_rep;
+  VerifyFlags v;
+  v.impl = f.impl;
+  v.against = f.against;
+  v.cases = "100000000";
+  v.time_budget = f.budget;
+  v.progress = "off";
+  v.report.capture = &verify_rep;
+  const int vcode = run_verify_command(v);
+  FaultsFlags fl;
+  fl.impl = f.impl;
+  fl.report.capture = &faults_rep;
+  int fcode = 0;
+  try {
+    fcode = run_faults_command(fl);
+  } catch (const UsageError& e) {
+    // The fault table replays scenarios; an implementation that cannot run
+    // in one (a plugin, say) is said, not failed.
+    fmt::print("collcheck gate: the fault table cannot run {}: {}\n", f.impl, e.what());
+    faults_rep.suite = "collcheck faults";
+    faults_rep.cases.push_back({"fault table", ReportCase::Status::Skipped, e.what(), "", 0});
+  }
+  Report rep;
+  rep.command = "gate";
+  rep.suite = fmt::format("collcheck gate {}", f.impl);
+  rep.properties = verify_rep.properties;
+  rep.seconds = verify_rep.seconds + faults_rep.seconds;
+  for (auto c : verify_rep.cases) {
+    c.name = "verify: " + c.name;
+    rep.cases.push_back(std::move(c));
+  }
+  for (auto c : faults_rep.cases) {
+    c.name = "faults: " + c.name;
+    rep.cases.push_back(std::move(c));
+  }
+  // Bad input or a skip (no GPU) outranks a verdict; else any failure fails.
+  int code = 0;
+  for (int c : {vcode, fcode})
+    if (c == 2 || c == kExitSkipped) return c;
+  if (vcode != 0 || fcode != 0) code = std::max(vcode, fcode);
+  fmt::print("\ncollcheck gate: {}\n", code == 0 ? "PASS" : fmt::format("FAIL (exit {})", code));
+  write_markdown(f, render_report("markdown", rep));
+  ReportFlags out;
+  if (!f.junit.empty()) out.requests.push_back({"junit", f.junit});
+  return finish_reports(out, rep, code);
+}
+
+}  // namespace
+
+int run_gate_command(GateFlags& f) {
+  const bool perf = !f.baseline.empty() || !f.candidate.empty();
+  if (perf && !f.impl.empty())
+    throw UsageError("give --impl (correctness) or --baseline and --candidate (performance), not both: two CI steps");
+  if (!perf && f.impl.empty())
+    throw UsageError("nothing to gate: give --impl (correctness) or --baseline and --candidate (performance)");
+  if (perf && (f.baseline.empty() || f.candidate.empty()))
+    throw UsageError("--baseline and --candidate go together: two sweep --json files");
+  for (const auto& [path, flag] : {std::pair{f.junit, "--junit"}, std::pair{f.markdown, "--markdown"}})
+    if (!path.empty()) {
+      try {
+        check_report_path(path, flag);
+      } catch (const std::invalid_argument& e) {
+        throw UsageError(e.what());
+      }
+    }
+  return perf ? perf_gate(f) : correctness_gate(f);
+}
+
+}  // namespace collcheck::cli

@@ -1,0 +1,142 @@
+#include "harness/run/perf_gate.h"
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include <algorithm>
+#include <cmath>
+#include <fstream>
+#include <map>
+#include <set>
+
+namespace collcheck {
+
+size_t GateResult::regressed() const {
+  return static_cast<size_t>(std::count_if(rows.begin(), rows.end(), [](const GateRow& r) { return r.regressed; }));
+}
+
+namespace {
+
+double quantile(std::vector<double> v, double q) {
+  std::sort(v.begin(), v.end());
+  const double pos = q * static_cast<double>(v.size() - 1);
+  const auto lo = static_cast<size_t>(std::floor(pos));
+  const size_t hi = std::min(lo + 1, v.size() - 1);
+  return v[lo] + (v[hi] - v[lo]) * (pos - static_cast<double>(lo));
+}
+
+// Rows by "algo type redop size placement"; when the file holds one algo only,
+// by "type redop size placement" (a candidate implementation against a
+// baseline one: plugin:new.so against ring, or the same plugin rebuilt).
+std::map<std::string, std::vector<double>> load(const std::string& path, size_t min_samples) {
+  std::ifstream in(path);
+  if (!in) throw GateInputError(fmt::format("{}: cannot read the file", path));
+  const nlohmann::json j = nlohmann::json::parse(in, nullptr, false);
+  if (j.is_discarded() || !j.is_object() || !j.contains("results") || !j["results"].is_array())
+    throw GateInputError(fmt::format("{}: not a sweep --json file (no results list)", path));
+  std::map<std::string, std::vector<double>> rows;
+  std::set<std::string> algos;
+  for (const auto& r : j["results"])
+    if (r.is_object() && r.contains("algo") && r["algo"].is_string()) algos.insert(r["algo"].get<std::string>());
+  const bool one_algo = algos.size() <= 1;
+  size_t i = 0;
+  for (const auto& r : j["results"]) {
+    const auto field = [&](const char* f) { return fmt::format("{}: results[{}].{}", path, i, f); };
+    try {
+      const std::string place = r.contains("in-place") ? "in-place" : "out-of-place";
+      const std::string key = fmt::format("{}{} {} {} B {}", one_algo ? "" : r.at("algo").get<std::string>() + " ",
+                                          r.at("type").get<std::string>(), r.at("redop").get<std::string>(),
+                                          r.at("size").get<uint64_t>(), place);
+      if (!r.contains("busbw_samples")) throw GateInputError(field("busbw_samples") + ": missing (sweep --json writes it)");
+      auto v = r.at("busbw_samples").get<std::vector<double>>();
+      if (v.size() < min_samples)
+        throw GateInputError(fmt::format("{}: {} sample(s); the gate needs at least {} (sweep --reps {})",
+                                         field("busbw_samples"), v.size(), min_samples, min_samples));
+      for (double x : v)
+        if (!std::isfinite(x) || x < 0) throw GateInputError(field("busbw_samples") + ": not a bandwidth");
+      if (!rows.emplace(key, std::move(v)).second) throw GateInputError(fmt::format("{}: the row {} appears twice", path, key));
+    } catch (const nlohmann::json::exception& e) {
+      throw GateInputError(fmt::format("{}: results[{}]: {}", path, i, e.what()));
+    }
+    ++i;
+  }
+  if (rows.empty()) throw GateInputError(fmt::format("{}: no rows", path));
+  return rows;
+}
+
+}  // namespace
+
+double mann_whitney_less(const std::vector<double>& x, const std::vector<double>& y) {
+  const size_t nx = x.size(), ny = y.size(), n = nx + ny;
+  std::vector<std::pair<double, int>> all;
+  for (double v : x) all.emplace_back(v, 0);
+  for (double v : y) all.emplace_back(v, 1);
+  std::sort(all.begin(), all.end());
+  double rank_y = 0, ties = 0;
+  for (size_t i = 0; i < n;) {
+    size_t k = i;
+    while (k < n && all[k].first == all[i].first) ++k;
+    const double mid = (static_cast<double>(i + 1) + static_cast<double>(k)) / 2;  // 1-based midrank
+    for (size_t m = i; m < k; ++m)
+      if (all[m].second == 1) rank_y += mid;
+    const double t = static_cast<double>(k - i);
+    ties += t * t * t - t;
+    i = k;
+  }
+  const double u = rank_y - static_cast<double>(ny) * static_cast<double>(ny + 1) / 2;
+  const double mean = static_cast<double>(nx) * static_cast<double>(ny) / 2;
+  const double dn = static_cast<double>(n);
+  const double var = static_cast<double>(nx) * static_cast<double>(ny) / 12 * ((dn + 1) - ties / (dn * (dn - 1)));
+  if (var <= 0) return 1;
+  const double z = (u - mean + 0.5) / std::sqrt(var);  // small U: y ranks low, y smaller
+  return 0.5 * std::erfc(-z / std::sqrt(2.0));
+}
+
+GateResult compare_sweeps(const std::string& baseline_path, const std::string& candidate_path, double max_regression,
+                          double alpha, size_t min_samples) {
+  const auto base = load(baseline_path, min_samples), cand = load(candidate_path, min_samples);
+  GateResult r;
+  for (const auto& [k, v] : base)
+    if (!cand.count(k)) r.only_in_baseline.push_back(k);
+  for (const auto& [k, v] : cand)
+    if (!base.count(k)) r.only_in_candidate.push_back(k);
+  size_t common = 0;
+  for (const auto& [k, v] : base) common += cand.count(k);
+  if (common == 0)
+    throw GateInputError(fmt::format("{} and {} have no row in common (rows are matched by algo, type, redop, size "
+                                     "and placement)", baseline_path, candidate_path));
+  r.alpha_per_row = alpha / static_cast<double>(common);
+  for (const auto& [k, b] : base) {
+    const auto it = cand.find(k);
+    if (it == cand.end()) continue;
+    const auto& c = it->second;
+    GateRow row;
+    row.key = k;
+    row.n_base = b.size();
+    row.n_cand = c.size();
+    row.base_median = quantile(b, 0.5);
+    row.cand_median = quantile(c, 0.5);
+    row.change = row.base_median > 0 ? row.cand_median / row.base_median - 1 : 0;
+    row.p_value = mann_whitney_less(b, c);
+    row.regressed = -row.change > max_regression && row.p_value < r.alpha_per_row && quantile(c, 0.75) < quantile(b, 0.25);
+    r.rows.push_back(row);
+  }
+  return r;
+}
+
+std::string gate_markdown(const GateResult& r, double max_regression) {
+  std::string md = fmt::format("### collcheck gate: performance — {}\n\n",
+                               r.regressed() ? fmt::format("{} row(s) regressed", r.regressed()) : "no regression");
+  md += fmt::format("Rows compared: {}; a row regresses when its median busbw drops by more than {:.1f} %, a one-sided "
+                    "Mann-Whitney U test gives p < {:.2g} (0.05 over the rows), and the samples are apart.\n\n",
+                    r.rows.size(), max_regression * 100, r.alpha_per_row);
+  md += "| row | baseline busbw (GB/s, median) | candidate | change | p | verdict |\n|---|---:|---:|---:|---:|---|\n";
+  for (const auto& x : r.rows)
+    md += fmt::format("| {} | {:.4g} | {:.4g} | {:+.1f} % | {:.2g} | {} |\n", x.key, x.base_median, x.cand_median,
+                      x.change * 100, x.p_value, x.regressed ? "**REGRESSED**" : "ok");
+  for (const auto& k : r.only_in_baseline) md += fmt::format("\nOnly in the baseline (not compared): {}", k);
+  for (const auto& k : r.only_in_candidate) md += fmt::format("\nOnly in the candidate (not compared): {}", k);
+  return md + "\n";
+}
+
+}  // namespace collcheck

@@ -1,0 +1,56 @@
+// The performance half of `collcheck gate` (issue 14): two sweep JSON files
+// (sweep --json, --reps >= 9), compared row by row over their busbw samples.
+// Rows match by algo, type, redop, size and placement; by all but the algo
+// when each file holds one algo (a candidate implementation's rows against a
+// baseline implementation's).
+// A row regressed when three things hold together:
+// - its candidate median busbw is more than `max_regression` below the
+//   baseline's;
+// - a one-sided Mann-Whitney U test (normal approximation, ties and
+//   continuity corrected) says the candidate is slower at level `alpha`
+//   divided by the number of rows compared (Bonferroni: many rows must not
+//   multiply the false alarms);
+// - the samples are apart: the candidate's upper quartile is below the
+//   baseline's lower quartile (a shared, noisy machine moves whole runs).
+#pragma once
+
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+namespace collcheck {
+
+class GateInputError : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+struct GateRow {
+  std::string key;  // "ring float32 sum 1048576 B out-of-place" (without the algo when each file has one)
+  size_t n_base = 0, n_cand = 0;
+  double base_median = 0, cand_median = 0;  // busbw, GB/s
+  double change = 0;                        // cand/base - 1
+  double p_value = 1;
+  bool regressed = false;
+};
+
+struct GateResult {
+  std::vector<GateRow> rows;
+  std::vector<std::string> only_in_baseline, only_in_candidate;
+  double alpha_per_row = 0;
+  size_t regressed() const;
+};
+
+// One-sided Mann-Whitney U: the p-value of "y is stochastically smaller than x".
+double mann_whitney_less(const std::vector<double>& x, const std::vector<double>& y);
+
+// Throws GateInputError naming the file and the field for a file that is not
+// a sweep --json file, or rows with fewer than `min_samples` samples.
+GateResult compare_sweeps(const std::string& baseline_path, const std::string& candidate_path, double max_regression,
+                          double alpha, size_t min_samples);
+
+// The comparison as a Markdown table, for a CI step summary.
+std::string gate_markdown(const GateResult& r, double max_regression);
+
+}  // namespace collcheck
