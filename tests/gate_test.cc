@@ -31,7 +31,9 @@ std::string slurp(const std::string& path) {
 
 // Two sweeps, one after the other as CI would make them, then the gate.
 testutil::CommandResult perf_pair(const std::string& base_impl, const std::string& cand_impl, int i) {
-  const std::string sweep = " sweep -b 4K -e 256K -f 8 --reps 9 --json ";
+  // 50 calls a sample: each sample spans long enough that a scheduling hiccup
+  // of this shared machine is a small part of it.
+  const std::string sweep = " sweep -b 4K -e 256K -f 8 -n 50 --reps 11 --json ";
   const auto b = tmp("base" + std::to_string(i) + ".json"), c = tmp("cand" + std::to_string(i) + ".json");
   auto r = testutil::collcheck(sweep.substr(1) + b + " --algo " + base_impl, 300);
   if (r.code != 0) return r;
