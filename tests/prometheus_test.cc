@@ -170,6 +170,23 @@ TEST(Metrics, PromtoolAcceptsTheExposition) {
     EXPECT_NE(text.find(name), std::string::npos) << name << "\n" << text;
 }
 
+// sweep and verify export at their end: their rows and cases, checked by promtool.
+TEST(Metrics, SweepAndVerifyWriteTheirMetricsAtTheEnd) {
+  if (!have("promtool")) GTEST_SKIP() << "promtool is not installed (ci/install-deps installs the prometheus package)";
+  std::filesystem::create_directories(kDir);
+  // 1K, 4K, 16K, 64K: four rows.
+  auto r = testutil::collcheck("sweep -b 1K -e 64K -f 4 --metrics-textfile " + kDir + "/s.prom", 120);
+  ASSERT_EQ(r.code, 0) << r.out;
+  EXPECT_EQ(testutil::run_command("promtool check metrics < " + kDir + "/s.prom", 60).code, 0);
+  EXPECT_NE(slurp(kDir + "/s.prom").find("collcheck_cases_total{impl=\"ring\",workload=\"sweep\"} 4"), std::string::npos)
+      << slurp(kDir + "/s.prom");
+  r = testutil::collcheck("verify --cases 40 --metrics-textfile " + kDir + "/v.prom", 120);
+  ASSERT_EQ(r.code, 0) << r.out;
+  EXPECT_EQ(testutil::run_command("promtool check metrics < " + kDir + "/v.prom", 60).code, 0);
+  EXPECT_NE(slurp(kDir + "/v.prom").find("collcheck_cases_total{impl=\"ring\",workload=\"verify\"} 40"), std::string::npos)
+      << slurp(kDir + "/v.prom");
+}
+
 TEST(Metrics, PrometheusAndPushgatewaySeeWhatTheSoakReported) {
   if (!have("prometheus") || !have("prometheus-pushgateway"))
     GTEST_SKIP() << "prometheus or prometheus-pushgateway is not installed (ci/install-deps installs them)";

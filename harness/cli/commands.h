@@ -8,10 +8,12 @@
 
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <string>
 #include <vector>
 
 #include "harness/cli/cli_util.h"
+#include "harness/metrics/metrics.h"
 #include "harness/report/report.h"
 #include "harness/run/scenario_runner.h"
 #include "harness/run/sweep.h"
@@ -42,6 +44,25 @@ int finish_reports(const ReportFlags& f, const Report& r, int code);
 // and all agree: when any node is short, every process refuses.
 void refuse_unless_fits(uint64_t need, const std::function<std::string(uint64_t have)>& why);
 
+// The metrics flags of the long-running commands (soak; sweep and verify at
+// their end): --metrics-listen, --pushgateway, --push-job, --metrics-textfile.
+struct MetricsFlags {
+  std::string listen, pushgateway, push_job, textfile;
+  double linger = 0;
+};
+// `periodic`: the command exports during the run too (soak), so --metrics-listen
+// and --metrics-linger are offered.
+void add_metrics_flags(CLI::App* command, MetricsFlags& f, const std::string& default_job, bool periodic);
+// Checks the flags (UsageError), on every process alike.
+void check_metrics_flags(const MetricsFlags& f);
+// Checks them and, on the root when any is given, makes the
+// registry, binds the endpoint (printing its address) and sets the gateway;
+// nullptr when no metrics were asked for.
+std::unique_ptr<Metrics> start_metrics(const MetricsFlags& f);
+// The end of the run: the textfile and the push (a failure is a warning on
+// stderr: the verdict stands), then the linger.
+void finish_metrics(const MetricsFlags& f, Metrics* m);
+
 // A seed as the user writes it: decimal or 0x hex, non-negative.
 uint64_t parse_seed(const std::string& text, const std::string& flag);
 
@@ -51,6 +72,7 @@ struct SweepFlags {
   int check = 1;
   std::string world = "threads";
   std::string json;  // --json FILE
+  MetricsFlags metrics;
   ReportFlags report;
 };
 void add_sweep(CLI::App& app, SweepFlags& f);
@@ -78,6 +100,7 @@ struct VerifyFlags {
   std::string sequences = "on";
   std::string perturb = "on";
   std::string repeat;
+  MetricsFlags metrics;
   ReportFlags report;
 };
 void add_verify(CLI::App& app, VerifyFlags& f);
@@ -97,12 +120,8 @@ struct SoakFlags {
   bool resume = false;
   std::string progress = "auto";
   double progress_interval = 60;
-  std::string metrics_listen;
-  std::string pushgateway;
-  std::string push_job = "collcheck_soak";
-  std::string metrics_textfile;
+  MetricsFlags metrics;
   double metrics_interval = 15;
-  double metrics_linger = 0;
   std::string max_input_bytes = "1M";
   std::string junit;
   ReportFlags report;

@@ -2,10 +2,16 @@
 #include <fmt/format.h>
 
 #include <cstdio>
+#include <chrono>
+#include <map>
 #include <stdexcept>
+#include <thread>
 
 #include "harness/cli/commands.h"
 #include "harness/model/size.h"
+#include "harness/peers/gloo_impl.h"
+#include "harness/peers/mpi_impl.h"
+#include "harness/peers/nccl_impl.h"
 #include "harness/world/mpi_world.h"
 
 namespace collcheck::cli {
@@ -66,6 +72,100 @@ void refuse_unless_fits(uint64_t need, const std::function<std::string(uint64_t 
   throw UsageError(fmt::format("another node of this job cannot fit the run: {} per process is more than its memory "
                                "available allows (rank 0's node has {} for each of its {} processes)",
                                format_bytes(need), format_bytes(have.value_or(0) / on_node), on_node));
+}
+
+void add_metrics_flags(CLI::App* c, MetricsFlags& f, const std::string& default_job, bool periodic) {
+  f.push_job = default_job;
+  if (periodic) {
+    c->add_option("--metrics-listen", f.listen,
+                  "serve /metrics on ADDR:PORT or PORT (127.0.0.1 unless ADDR is given; port 0 picks a free one and "
+                  "prints it)");
+    c->add_option("--metrics-linger", f.linger,
+                  "with --metrics-listen: keep serving /metrics this many seconds after the end, for a last scrape")
+        ->capture_default_str();
+  }
+  c->add_option("--pushgateway", f.pushgateway,
+                std::string("push the metrics to a Pushgateway at HOST:PORT") +
+                    (periodic ? ", every --metrics-interval and at the end" : " at the end") +
+                    " (the job's group is replaced each time)");
+  c->add_option("--push-job", f.push_job, "the Pushgateway job name")->capture_default_str();
+  c->add_option("--metrics-textfile", f.textfile,
+                std::string("write the metrics atomically to PATH (node_exporter's textfile collector)") +
+                    (periodic ? ", every --metrics-interval and at the end" : " at the end"));
+}
+
+void check_metrics_flags(const MetricsFlags& f) {
+  if (!(f.linger >= 0) || f.linger > 3600)
+    throw UsageError(fmt::format("--metrics-linger must be in [0, 3600] seconds, got {}", f.linger));
+  if (f.push_job.empty() || f.push_job.find('/') != std::string::npos)
+    throw UsageError(fmt::format("--push-job must be a name without '/', got '{}'", f.push_job));
+  if (!f.textfile.empty()) {
+    try {
+      check_report_path(f.textfile, "--metrics-textfile");
+    } catch (const std::invalid_argument& e) {
+      throw UsageError(e.what());
+    }
+  }
+  if (!f.pushgateway.empty()) {
+    try {
+      (void)split_host_port(f.pushgateway, "--pushgateway");
+    } catch (const std::invalid_argument& e) {
+      throw UsageError(e.what());
+    }
+  }
+  std::string addr = f.listen;
+  if (!addr.empty() && addr.find(':') == std::string::npos) addr = "127.0.0.1:" + addr;
+  if (!addr.empty()) {
+    try {
+      (void)split_host_port(addr, "--metrics-listen");
+    } catch (const std::invalid_argument& e) {
+      throw UsageError(e.what());
+    }
+  }
+}
+
+std::unique_ptr<Metrics> start_metrics(const MetricsFlags& f) {
+  check_metrics_flags(f);
+  std::string addr = f.listen;
+  if (!addr.empty() && addr.find(':') == std::string::npos) addr = "127.0.0.1:" + addr;
+  MpiWorld* mpi = MpiWorld::get();
+  if ((mpi && !mpi->root()) || (f.listen.empty() && f.pushgateway.empty() && f.textfile.empty())) return nullptr;
+  // In the MPI world rank 0 judges every unit: its registry holds the world's.
+  auto m = std::make_unique<Metrics>(std::map<std::string, std::string>{{"version", COLLCHECK_VERSION},
+                                                                       {"mpi", mpi_library_version()},
+                                                                       {"gloo", gloo_version()},
+                                                                       {"nccl", nccl_version_string()}});
+  if (!f.pushgateway.empty()) m->set_pushgateway(f.pushgateway, f.push_job, "");
+  if (!addr.empty()) {
+    try {
+      const int port = m->listen(addr);
+      fmt::print("metrics: http://{}:{}/metrics\n", addr.substr(0, addr.rfind(':')), port);
+      std::fflush(stdout);
+    } catch (const std::exception& e) {
+      throw UsageError(fmt::format("--metrics-listen: {}", e.what()));
+    }
+  }
+  return m;
+}
+
+void finish_metrics(const MetricsFlags& f, Metrics* m) {
+  if (!m) return;
+  if (!f.textfile.empty()) {
+    try {
+      m->write_textfile(f.textfile);
+    } catch (const std::exception& e) {
+      fmt::print(stderr, "collcheck: warning: --metrics-textfile: {}\n", e.what());
+    }
+  }
+  if (!f.pushgateway.empty()) {
+    const int code = m->push();
+    if (code < 200 || code >= 300) fmt::print(stderr, "collcheck: warning: --pushgateway: push failed ({})\n", code);
+  }
+  if (!f.listen.empty() && f.linger > 0) {
+    fmt::print("metrics: serving the final values for {} s more\n", f.linger);
+    std::fflush(stdout);
+    std::this_thread::sleep_for(std::chrono::duration<double>(f.linger));
+  }
 }
 
 uint64_t parse_seed(const std::string& text, const std::string& flag) {

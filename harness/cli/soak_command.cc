@@ -34,21 +34,8 @@ void add_soak(CLI::App& app, SoakFlags& f) {
   s->add_option("--progress-interval", f.progress_interval,
                 "without a live line, one progress line on stdout this often (seconds)")
       ->capture_default_str();
-  s->add_option("--metrics-listen", f.metrics_listen,
-                "serve /metrics on ADDR:PORT or PORT (127.0.0.1 unless ADDR is given; port 0 picks a free one and "
-                "prints it)");
-  s->add_option("--pushgateway", f.pushgateway,
-                "push the metrics to a Pushgateway at HOST:PORT, every --metrics-interval and at the end (the job's "
-                "group is replaced each time)");
-  s->add_option("--push-job", f.push_job, "the Pushgateway job name")->capture_default_str();
-  s->add_option("--metrics-textfile", f.metrics_textfile,
-                "write the metrics atomically to PATH (node_exporter's textfile collector), every --metrics-interval "
-                "and at the end");
+  add_metrics_flags(s, f.metrics, "collcheck_soak", true);
   s->add_option("--metrics-interval", f.metrics_interval, "seconds between pushes and textfile writes")
-      ->capture_default_str();
-  s->add_option("--metrics-linger", f.metrics_linger,
-                "with --metrics-listen: keep serving /metrics this many seconds after the end, for a last scrape "
-                "(a short batch run)")
       ->capture_default_str();
   s->add_option("--max-input-bytes", f.max_input_bytes, "the largest plan file read")->capture_default_str();
   s->add_option("--junit", f.junit, "write JUnit XML to PATH (the same as --report junit=PATH)");
@@ -94,8 +81,6 @@ int run_soak_command(SoakFlags& f) {
   if (!(f.progress_interval > 0))
     throw UsageError(fmt::format("--progress-interval must be > 0 seconds, got {}", f.progress_interval));
   o.progress_interval_s = f.progress_interval;
-  if (!(f.metrics_linger >= 0) || f.metrics_linger > 3600)
-    throw UsageError(fmt::format("--metrics-linger must be in [0, 3600] seconds, got {}", f.metrics_linger));
   if (!(f.metrics_interval >= 0.1))
     throw UsageError(fmt::format("--metrics-interval must be >= 0.1 seconds, got {}", f.metrics_interval));
   o.metrics_interval_s = f.metrics_interval;
@@ -112,15 +97,6 @@ int run_soak_command(SoakFlags& f) {
     }
     f.report.requests.push_back({"junit", f.junit});
   }
-  if (!f.metrics_textfile.empty()) {
-    try {
-      check_report_path(f.metrics_textfile, "--metrics-textfile");
-    } catch (const std::invalid_argument& e) {
-      throw UsageError(e.what());
-    }
-  }
-  if (f.push_job.empty() || f.push_job.find('/') != std::string::npos)
-    throw UsageError(fmt::format("--push-job must be a name without '/', got '{}'", f.push_job));
   // The resumed soak's seed and plan are in its results file: read there (run_soak checks the file).
   try {
     const uint64_t need = soak_memory_needed(o);
@@ -134,6 +110,7 @@ int run_soak_command(SoakFlags& f) {
     throw UsageError(e.what());
   }
 
+  check_metrics_flags(f.metrics);  // on every process alike; only the root keeps a registry
   if (mpi && !root) {
     try {
       return serve_soak(o, *mpi);
@@ -143,31 +120,10 @@ int run_soak_command(SoakFlags& f) {
   }
 
   // Metrics: the root's registry holds the world's (it judges every unit).
-  std::map<std::string, std::string> versions{{"version", COLLCHECK_VERSION}, {"mpi", mpi_library_version()},
-                                              {"gloo", gloo_version()}, {"nccl", nccl_version_string()}};
-  Metrics metrics(versions);
-  o.metrics = &metrics;
-  o.metrics_textfile = f.metrics_textfile;
-  if (!f.pushgateway.empty()) {
-    try {
-      metrics.set_pushgateway(f.pushgateway, f.push_job, "");
-    } catch (const std::invalid_argument& e) {
-      throw UsageError(e.what());
-    }
-    o.push = true;
-  }
-  if (!f.metrics_listen.empty()) {
-    std::string addr = f.metrics_listen;
-    if (addr.find(':') == std::string::npos) addr = "127.0.0.1:" + addr;
-    try {
-      (void)split_host_port(addr, "--metrics-listen");
-      const int port = metrics.listen(addr);
-      fmt::print("metrics: http://{}:{}/metrics\n", addr.substr(0, addr.rfind(':')), port);
-      std::fflush(stdout);
-    } catch (const std::exception& e) {
-      throw UsageError(fmt::format("--metrics-listen: {}", e.what()));
-    }
-  }
+  std::unique_ptr<Metrics> metrics = start_metrics(f.metrics);
+  o.metrics = metrics.get();
+  o.metrics_textfile = f.metrics.textfile;
+  o.push = metrics && !f.metrics.pushgateway.empty();
   SoakResult r;
   try {
     r = run_soak(o, stdout);
@@ -180,10 +136,12 @@ int run_soak_command(SoakFlags& f) {
     throw UsageError(e.what());
   }
   const int code = finish_reports(f.report, soak_report(o, r), r.exit_code());
-  if (!f.metrics_listen.empty() && f.metrics_linger > 0) {
-    fmt::print("metrics: serving the final values for {} s more\n", f.metrics_linger);
-    std::fflush(stdout);
-    std::this_thread::sleep_for(std::chrono::duration<double>(f.metrics_linger));
+  // The soak pushed and wrote at its end already; what is left is the linger.
+  if (metrics && !f.metrics.listen.empty() && f.metrics.linger > 0) {
+    MetricsFlags linger_only;
+    linger_only.listen = f.metrics.listen;
+    linger_only.linger = f.metrics.linger;
+    finish_metrics(linger_only, metrics.get());
   }
   return code;
 }

@@ -30,6 +30,7 @@ void add_sweep(CLI::App& app, SweepFlags& f) {
   s->add_option("--reps", o.reps, "timed repetitions of -n iterations per row, one busbw sample each (the gate "
                                  "compares rows over at least 9)")
       ->capture_default_str();
+  add_metrics_flags(s, f.metrics, "collcheck_sweep", false);
   s->add_option("--json", f.json, "also write the rows as JSON to FILE (nccl-tests' field names, busbw_samples)");
   s->add_option("-w,--warmup_iters", o.warmup, "untimed iterations before timing")->capture_default_str();
   s->add_option("-c,--check", check, "check results against the oracle (0 or 1)")->capture_default_str();
@@ -96,6 +97,7 @@ int run_sweep_command(SweepFlags& f, bool ranks_given) {
     throw UsageError(fmt::format("--ranks must be between 1 and {} for the thread world, got {}", kMaxThreadRanks,
                                  sweep.ranks));
   if (sweep.iters < 1) throw UsageError(fmt::format("-n/--iters must be >= 1, got {}", sweep.iters));
+  check_metrics_flags(f.metrics);
   if (sweep.reps < 1 || sweep.reps > 1000) throw UsageError(fmt::format("--reps must be in 1..1000, got {}", sweep.reps));
   if (!f.json.empty()) {
     try {
@@ -128,6 +130,16 @@ int run_sweep_command(SweepFlags& f, bool ranks_given) {
   });
   const auto start = Clock::now();
   const SweepResult result = run_sweep(sweep, stdout);
+  if (auto m = start_metrics(f.metrics)) {  // the rows: a histogram sample, a busbw gauge, a checked case each
+    for (const auto& row : result.rows) {
+      m->unit(row.algo, "sweep", row.wrong == 0 && row.error.empty() ? "" : "results_match_oracle");
+      m->wrong_elements(row.algo, row.wrong);
+      m->collective(row.algo, std::string(op_name(row.op)), std::string(dtype_name(row.dtype)), row.bytes,
+                    row.time_us / 1e6);
+      m->busbw(row.algo, std::string(dtype_name(row.dtype)), row.bytes, row.busbw * 1e9);
+    }
+    finish_metrics(f.metrics, m.get());
+  }
   if (!f.json.empty() && (!w || w->root())) {
     try {
       write_file_atomically(f.json, sweep_to_json(sweep, result, w ? fmt::format("mpi:{}", w->size()) : "threads",

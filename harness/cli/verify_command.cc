@@ -33,6 +33,7 @@ void add_verify(CLI::App& app, VerifyFlags& f) {
       ->capture_default_str();
   v->add_option("--mpi-algo", f.mpi_algo,
                 "Open MPI coll/tuned allreduce algorithm for mpi: " + mpi_algo_choices());
+  add_metrics_flags(v, f.metrics, "collcheck_verify", false);
   v->add_option("--cases", f.cases, "number of random cases")->capture_default_str();
   v->add_option("--seed", f.seed, "seed of the case generator (default: random, printed)");
   v->add_option("--max-ranks", f.max_ranks,
@@ -72,6 +73,18 @@ void add_verify(CLI::App& app, VerifyFlags& f) {
                 "default 20); with --replay: runs of the case, failing if any run fails (default 1)");
   add_report_flag(v, f.report);
 }
+
+namespace {
+// At the end of a run: its cases, passed and failed, by property.
+void export_verify_metrics(const VerifyFlags& f, const collcheck::VerifyResult& r) {
+  auto m = start_metrics(f.metrics);
+  if (!m) return;
+  const bool failed = r.failed || r.harness_error;
+  m->unit(f.impl, "verify", "", failed ? r.cases_run - 1 : r.cases_run);
+  if (failed) m->unit(f.impl, "verify", r.harness_error ? "harness" : r.failure.property, 1);
+  finish_metrics(f.metrics, m.get());
+}
+}  // namespace
 
 int run_verify_command(VerifyFlags& f) {
   using collcheck::UsageError;
@@ -143,6 +156,7 @@ int run_verify_command(VerifyFlags& f) {
     }
   }
 
+  check_metrics_flags(f.metrics);
   if (!f.junit.empty()) {  // --junit PATH is --report junit=PATH; fail before the run, not after it
     try {
       check_report_path(f.junit, "--junit");
@@ -293,6 +307,7 @@ int run_verify_command(VerifyFlags& f) {
       mpi->abort(1);
     }
     std::fflush(stdout);
+    export_verify_metrics(f, result);
     const int code = finish_reports(f.report, collcheck::verify_report(o, result), result.exit_code());
     exec.stop(code);
     return code;
@@ -301,6 +316,7 @@ int run_verify_command(VerifyFlags& f) {
   auto exec = collcheck::make_executor(cfg, isolate);
   const auto result = collcheck::run_verify(o, *exec, stdout);
   std::fflush(stdout);
+  export_verify_metrics(f, result);
   return finish_reports(f.report, collcheck::verify_report(o, result), result.exit_code());
 }
 
