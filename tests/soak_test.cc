@@ -67,9 +67,20 @@ void expect_consistent(const std::vector<json>& v) {
   EXPECT_EQ(v.back().at("summary").at("failed_units").get<size_t>(), failed);
 }
 
+int soak_seconds() {
+  // 60 s; the sanitizer presets run shorter (COLLCHECK_SOAK_SECONDS) and say so.
+  const char* env = std::getenv("COLLCHECK_SOAK_SECONDS");
+  const int seconds = env ? std::atoi(env) : 60;
+  if (seconds != 60) std::printf("[ note     ] COLLCHECK_SOAK_SECONDS: a %d s soak instead of 60 s\n", seconds);
+  return seconds;
+}
+
 TEST(Soak, TheDefaultPlanRunsCleanForItsDuration) {
   const auto results = temp("default.jsonl");
-  const auto r = testutil::collcheck("soak --duration 10 --seed " + fresh_seed() + " --results " + results, 120);
+  const int seconds = soak_seconds();
+  const auto r = testutil::collcheck("soak --duration " + std::to_string(seconds) + " --seed " + fresh_seed() +
+                                         " --results " + results,
+                                     seconds + 180);
   EXPECT_EQ(r.code, 0) << r.out;
   EXPECT_NE(r.out.find("PASS: "), std::string::npos) << r.out;
   const auto v = lines(results);
@@ -226,10 +237,7 @@ TEST(Soak, BadPlansAndFlagsAreBadInput) {
 TEST(Soak, UnderMpirunFourProcesses) {
   const auto results = temp("mpi.jsonl");
   const auto prom = temp("mpi.prom");
-  // 60 s; the sanitizer presets run it shorter (COLLCHECK_SOAK_SECONDS) and say so.
-  const char* env = std::getenv("COLLCHECK_SOAK_SECONDS");
-  const int seconds = env ? std::atoi(env) : 60;
-  if (seconds != 60) std::printf("[ note     ] COLLCHECK_SOAK_SECONDS: a %d s soak instead of 60 s\n", seconds);
+  const int seconds = soak_seconds();
   const auto r = testutil::run_command(testutil::mpirun(4) + " soak --world mpi --duration " + std::to_string(seconds) + " --seed " + fresh_seed() +
                                            " --results " + results + " --metrics-textfile " + prom,
                                        300);
