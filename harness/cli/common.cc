@@ -97,7 +97,7 @@ void add_metrics_flags(CLI::App* c, MetricsFlags& f, const std::string& default_
 void check_metrics_flags(const MetricsFlags& f) {
   if (!(f.linger >= 0) || f.linger > 3600)
     throw UsageError(fmt::format("--metrics-linger must be in [0, 3600] seconds, got {}", f.linger));
-  if (f.push_job.empty() || f.push_job.find('/') != std::string::npos)
+  if (!f.pushgateway.empty() && (f.push_job.empty() || f.push_job.find('/') != std::string::npos))
     throw UsageError(fmt::format("--push-job must be a name without '/', got '{}'", f.push_job));
   if (!f.textfile.empty()) {
     try {

@@ -71,6 +71,8 @@ int perf_gate(GateFlags& f) {
   for (const auto& x : r.rows)
     fmt::print("  {:<44} {:>12.4g} {:>12.4g} {:>+7.1f}% {:>9.2g}  {}\n", x.key, x.base_median, x.cand_median,
                x.change * 100, x.p_value, x.regressed ? "REGRESSED" : "ok");
+  if (!r.rows.empty() && r.rows.front().relative)
+    fmt::print("  (change and p: busbw relative to a memcpy measured in the same process after each sample)\n");
   for (const auto& k : r.only_in_baseline) fmt::print("  note: only in the baseline, not compared: {}\n", k);
   for (const auto& k : r.only_in_candidate) fmt::print("  note: only in the candidate, not compared: {}\n", k);
   fmt::print("{}\n", r.regressed() ? fmt::format("FAIL: {} row(s) regressed", r.regressed()) : "PASS: no row regressed");

@@ -28,13 +28,18 @@ double quantile(std::vector<double> v, double q) {
 // Rows by "algo type redop size placement"; when the file holds one algo only,
 // by "type redop size placement" (a candidate implementation against a
 // baseline one: plugin:new.so against ring, or the same plugin rebuilt).
-std::map<std::string, std::vector<double>> load(const std::string& path, size_t min_samples) {
+struct Samples {
+  std::vector<double> busbw;
+  std::vector<double> memcpy;  // same length, or empty
+};
+
+std::map<std::string, Samples> load(const std::string& path, size_t min_samples) {
   std::ifstream in(path);
   if (!in) throw GateInputError(fmt::format("{}: cannot read the file", path));
   const nlohmann::json j = nlohmann::json::parse(in, nullptr, false);
   if (j.is_discarded() || !j.is_object() || !j.contains("results") || !j["results"].is_array())
     throw GateInputError(fmt::format("{}: not a sweep --json file (no results list)", path));
-  std::map<std::string, std::vector<double>> rows;
+  std::map<std::string, Samples> rows;
   std::set<std::string> algos;
   for (const auto& r : j["results"])
     if (r.is_object() && r.contains("algo") && r["algo"].is_string()) algos.insert(r["algo"].get<std::string>());
@@ -54,7 +59,15 @@ std::map<std::string, std::vector<double>> load(const std::string& path, size_t 
                                          field("busbw_samples"), v.size(), min_samples, min_samples));
       for (double x : v)
         if (!std::isfinite(x) || x < 0) throw GateInputError(field("busbw_samples") + ": not a bandwidth");
-      if (!rows.emplace(key, std::move(v)).second) throw GateInputError(fmt::format("{}: the row {} appears twice", path, key));
+      Samples sm;
+      sm.busbw = std::move(v);
+      if (r.contains("memcpy_samples")) {
+        sm.memcpy = r.at("memcpy_samples").get<std::vector<double>>();
+        for (double x : sm.memcpy)
+          if (!std::isfinite(x) || x <= 0) throw GateInputError(field("memcpy_samples") + ": not a bandwidth");
+        if (sm.memcpy.size() != sm.busbw.size()) sm.memcpy.clear();  // not one per sample: not used
+      }
+      if (!rows.emplace(key, std::move(sm)).second) throw GateInputError(fmt::format("{}: the row {} appears twice", path, key));
     } catch (const nlohmann::json::exception& e) {
       throw GateInputError(fmt::format("{}: results[{}]: {}", path, i, e.what()));
     }
@@ -106,17 +119,29 @@ GateResult compare_sweeps(const std::string& baseline_path, const std::string& c
     throw GateInputError(fmt::format("{} and {} have no row in common (rows are matched by algo, type, redop, size "
                                      "and placement)", baseline_path, candidate_path));
   r.alpha_per_row = alpha / static_cast<double>(common);
-  for (const auto& [k, b] : base) {
+  for (const auto& [k, bs] : base) {
     const auto it = cand.find(k);
     if (it == cand.end()) continue;
-    const auto& c = it->second;
+    const auto& cs = it->second;
     GateRow row;
     row.key = k;
-    row.n_base = b.size();
-    row.n_cand = c.size();
-    row.base_median = quantile(b, 0.5);
-    row.cand_median = quantile(c, 0.5);
-    row.change = row.base_median > 0 ? row.cand_median / row.base_median - 1 : 0;
+    row.n_base = bs.busbw.size();
+    row.n_cand = cs.busbw.size();
+    row.base_median = quantile(bs.busbw, 0.5);
+    row.cand_median = quantile(cs.busbw, 0.5);
+    // The samples the test reads: busbw, or, when both files measured a
+    // memcpy after each sample, busbw relative to it (the same load slows
+    // both, so a machine busier during one run than the other cancels out).
+    row.relative = !bs.memcpy.empty() && !cs.memcpy.empty();
+    auto samples = [&](const Samples& s) {
+      if (!row.relative) return s.busbw;
+      std::vector<double> v;
+      for (size_t i = 0; i < s.busbw.size(); ++i) v.push_back(s.busbw[i] / s.memcpy[i]);
+      return v;
+    };
+    const auto b = samples(bs), c = samples(cs);
+    const double bm = quantile(b, 0.5), cm = quantile(c, 0.5);
+    row.change = bm > 0 ? cm / bm - 1 : 0;
     row.p_value = mann_whitney_less(b, c);
     row.regressed = -row.change > max_regression && row.p_value < r.alpha_per_row && quantile(c, 0.75) < quantile(b, 0.25);
     r.rows.push_back(row);
@@ -131,9 +156,10 @@ std::string gate_markdown(const GateResult& r, double max_regression) {
                     "Mann-Whitney U test gives p < {:.2g} (0.05 over the rows), and the samples are apart.\n\n",
                     r.rows.size(), max_regression * 100, r.alpha_per_row);
   md += "| row | baseline busbw (GB/s, median) | candidate | change | p | verdict |\n|---|---:|---:|---:|---:|---|\n";
+  // change: of busbw relative to a memcpy measured after each sample, where both files have one
   for (const auto& x : r.rows)
-    md += fmt::format("| {} | {:.4g} | {:.4g} | {:+.1f} % | {:.2g} | {} |\n", x.key, x.base_median, x.cand_median,
-                      x.change * 100, x.p_value, x.regressed ? "**REGRESSED**" : "ok");
+    md += fmt::format("| {} | {:.4g} | {:.4g} | {:+.1f} %{} | {:.2g} | {} |\n", x.key, x.base_median, x.cand_median,
+                      x.change * 100, x.relative ? " (vs memcpy)" : "", x.p_value, x.regressed ? "**REGRESSED**" : "ok");
   for (const auto& k : r.only_in_baseline) md += fmt::format("\nOnly in the baseline (not compared): {}", k);
   for (const auto& k : r.only_in_candidate) md += fmt::format("\nOnly in the candidate (not compared): {}", k);
   return md + "\n";

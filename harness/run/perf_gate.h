@@ -12,6 +12,9 @@
 //   multiply the false alarms);
 // - the samples are apart: the candidate's upper quartile is below the
 //   baseline's lower quartile (a shared, noisy machine moves whole runs).
+// The samples are busbw, or busbw relative to the memcpy that sweep measured
+// after each repetition when both files have one (memcpy_samples): a machine
+// busier during one run than during the other slows the memcpy too.
 #pragma once
 
 #include <optional>
@@ -30,7 +33,8 @@ struct GateRow {
   std::string key;  // "ring float32 sum 1048576 B out-of-place" (without the algo when each file has one)
   size_t n_base = 0, n_cand = 0;
   double base_median = 0, cand_median = 0;  // busbw, GB/s
-  double change = 0;                        // cand/base - 1
+  double change = 0;                        // cand/base - 1, of the samples compared
+  bool relative = false;                    // samples were busbw / memcpy (both files had memcpy_samples)
   double p_value = 1;
   bool regressed = false;
 };

@@ -263,12 +263,15 @@ SweepResult run_sweep(const SweepOptions& o, std::FILE* out_or_null) {
       for (size_t i = 0; i < specs.size(); ++i) {
         SweepRow r = run_row(*world, one, specs[i].count, specs[i].t, specs[i].op, specs[i].algo);
         SweepRow& acc = rows[i];
+        std::vector<double> mem = std::move(acc.memcpy_samples);
+        if (world->root()) mem.push_back(memcpy_bandwidth(std::max<size_t>(r.bytes, 1), std::max(o.iters, 3)));
         const double time_sum = acc.time_us * k + r.time_us;
         std::vector<double> samples = std::move(acc.busbw_samples);
         samples.insert(samples.end(), r.busbw_samples.begin(), r.busbw_samples.end());
         const std::string error = acc.error.empty() ? r.error : acc.error;
         if (k == o.reps - 1 || !r.error.empty()) acc = r;
         acc.busbw_samples = std::move(samples);
+        acc.memcpy_samples = std::move(mem);
         acc.error = error;
         acc.time_us = time_sum / (k + 1);
         const double sec = acc.time_us / 1e6;
@@ -317,6 +320,7 @@ std::string sweep_to_json(const SweepOptions& o, const SweepResult& r, const std
                     {"algo", x.algo},
                     {o.inplace ? "in-place" : "out-of-place", perf},
                     {"busbw_samples", x.busbw_samples},
+                    {"memcpy_samples", x.memcpy_samples},
                     {"error", x.error}});
   }
   const nlohmann::json doc{{"collcheck", {{"version", version},

@@ -51,6 +51,10 @@ struct SweepRow {
   double algbw = 0;
   double busbw = 0;
   std::vector<double> busbw_samples;  // one per repetition, GB/s
+  // With --reps: a memcpy of the row's bytes in this process right after each
+  // repetition, GB/s: the peer each sample is read against (a loaded machine
+  // slows both alike).
+  std::vector<double> memcpy_samples;
   size_t wrong = 0;
   double max_err_units = 0;
   std::string error;  // first problem found, if any
