@@ -84,6 +84,7 @@ void prescan_yaml(const std::string& text, const std::string& file, int max_dept
   int line = 1, depth = 0, indent = 0;
   bool at_line_start = true, comment = false;
   char quote = 0;
+  bool escaped = false;
   for (char ch : text) {
     if (ch == '\0')
       throw Error(fmt::format("{}:{}: a NUL byte: this is not a YAML text file", file, line));
@@ -103,7 +104,9 @@ void prescan_yaml(const std::string& text, const std::string& file, int max_dept
     at_line_start = false;
     if (comment) continue;
     if (quote) {
-      if (ch == quote) quote = 0;
+      if (escaped) escaped = false;
+      else if (quote == '"' && ch == '\\') escaped = true;  // \" does not end the string
+      else if (ch == quote) quote = 0;
       continue;
     }
     if (ch == '#') comment = true;

@@ -53,6 +53,10 @@ class PlanParser : public YamlFields<PlanError> {
           if (n[i]["against"]) x.against = list_text(n[i]["against"], f + ".against");
         }
         if (x.impl.empty()) fail(n[i], f, "empty; allowed: ring, tree, dbtree, gloo:<algo>, mpi, nccl, plugin:<path.so>");
+        for (const std::string* v : {&x.impl, &x.against})
+          for (unsigned char ch : *v)
+            if (ch < 0x21 || ch > 0x7e)
+              fail(n[i], f, "an implementation is printable ASCII without spaces, such as ring or plugin:./build/libx.so");
         p.impls.push_back(x);
       }
     }
