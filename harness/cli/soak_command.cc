@@ -8,9 +8,6 @@
 #include "harness/cli/commands.h"
 #include "harness/metrics/metrics.h"
 #include "harness/model/size.h"
-#include "harness/peers/gloo_impl.h"
-#include "harness/peers/mpi_impl.h"
-#include "harness/peers/nccl_impl.h"
 #include "harness/soak/soak.h"
 #include "harness/world/mpi_world.h"
 

@@ -264,7 +264,8 @@ int run_verify_command(VerifyFlags& f) {
         std::vector<std::string> alt;
         collcheck::CaseSpace s = o.space;
         while (s.large_bytes >= (size_t{64} << 10) && !fits(s)) s.large_bytes /= 2;
-        if (fits(s)) alt.push_back(fmt::format("--large-bytes {}", s.large_bytes < (size_t{64} << 10) ? 0 : s.large_bytes));
+        if (fits(s) && s.large_bytes != o.space.large_bytes)
+          alt.push_back(fmt::format("--large-bytes {}", s.large_bytes < (size_t{64} << 10) ? 0 : s.large_bytes));
         s = o.space;
         while (s.max_count > 1 && !fits(s)) s.max_count /= 2;
         if (fits(s) && s.max_count != o.space.max_count) alt.push_back(fmt::format("--max-count {}", s.max_count));

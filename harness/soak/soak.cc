@@ -361,7 +361,6 @@ class Soak {
     Lane& l = lanes_[u.impl];
     json j{{"type", "unit"}, {"i", u.index}, {"workload", u.workload}, {"impl", l.spec.impl},
            {"seed", fmt::format("{:#x}", u.seed)}};
-    current_ = fmt::format("{} {}", u.workload, l.spec.impl);
     bool world_ok = true;
     const auto t0 = Clock::now();
     if (u.workload == "verify") world_ok = verify_unit(l, u, j);
@@ -693,7 +692,6 @@ class Soak {
   double perf_s_per_byte_ = 0;  // the slowest sweep row so far
   double remaining_s_ = 0;      // of the duration, when the unit started
   double elapsed_before_ = 0;
-  std::string current_;
 };
 
 }  // namespace
