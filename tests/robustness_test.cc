@@ -65,7 +65,7 @@ TEST(Robustness, AReplayTooBigForMemoryIsRefusedUpFront) {
   const std::string f = testing::TempDir() + "/too_big.yaml";
   std::ofstream(f) << "world: {ranks: 2}\nprogram:\n  - all_reduce: {tag: g, count: 20000000000}\n";
   const auto r = replay(f);
-  expect_usage_error(r, "the program's calls need about 447.0 GiB in this process");
+  expect_usage_error(r, "the program's calls need about 596.0 GiB in this process");
   EXPECT_NE(r.out.find("is available"), std::string::npos) << r.out;
 }
 

@@ -4,7 +4,11 @@
 // detection property holds for thread worlds of 2 to 8 ranks.
 #include <gtest/gtest.h>
 
+#include <fmt/format.h>
+#include <sys/resource.h>
+
 #include <algorithm>
+#include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -19,6 +23,12 @@
 #include "tests/run_command.h"
 
 using namespace collcheck;
+
+#if defined(__SANITIZE_ADDRESS__)
+// A small quarantine, so that Replay.KeptOutputsAreBounded... measures the
+// replay's memory, not AddressSanitizer's (256 MiB by default).
+extern "C" const char* __asan_default_options() { return "quarantine_size_mb=16"; }
+#endif
 using namespace std::chrono_literals;
 
 namespace {
@@ -721,5 +731,58 @@ TEST(Scenario, ACallThatNeverReturnsIsNamedInBothWorlds) {
     EXPECT_EQ(m.code, 0) << m.out;
     EXPECT_NE(m.out.find("hung_call [rank 0] [call #1]"), std::string::npos) << m.out;
     EXPECT_EQ(m.out.find("terminate called"), std::string::npos) << m.out;
+  }
+}
+
+// A replay's waited outputs are checked and released as it goes once they
+// pass the rank's kept budget: memory stays O(budget + one call), not
+// O(sum of counts), and every result is still checked.
+TEST(Replay, KeptOutputsAreBoundedAndEveryResultIsStillChecked) {
+  std::string yaml = "world: {ranks: 2}\ndeadline: 60\nprogram:\n";
+  const int calls = 32;
+  const uint64_t count = 1 << 20, sum = uint64_t{calls} * count * 4 * 2;  // outputs of both ranks: 256 MiB
+  for (int i = 0; i < calls; ++i) yaml += fmt::format("  - all_reduce: {{tag: c{}, count: {}}}\n", i, count);
+  const Scenario s = parse_scenario(yaml, "long.yaml");
+  ReplayOptions o;
+  o.kept_output_bytes = uint64_t{4} << 20;
+  const uint64_t estimate = replay_memory_needed(s, 2, o.kept_output_bytes);
+  EXPECT_LT(estimate, sum / 4) << "the estimate counts every output";
+  rusage before{}, after{};
+  getrusage(RUSAGE_SELF, &before);
+  const ReplayResult r = replay_scenario(s, o);
+  getrusage(RUSAGE_SELF, &after);
+  EXPECT_TRUE(r.diagnoses.empty()) << format_diagnosis(r.diagnoses.front());
+  EXPECT_EQ(r.results_checked, size_t{2 * calls});
+  const uint64_t grew = static_cast<uint64_t>(after.ru_maxrss - before.ru_maxrss) * 1024;
+  // Kept to the end, the outputs alone would be `sum`. AddressSanitizer holds
+  // freed memory in its quarantine before reuse: 16 MiB in this program.
+#if defined(__SANITIZE_ADDRESS__)
+  const uint64_t quarantine = uint64_t{16} << 20;
+#else
+  const uint64_t quarantine = 0;
+#endif
+  EXPECT_LT(grew, sum / 3 + quarantine) << "peak memory grew by " << grew << " bytes for " << sum << " bytes of outputs";
+  std::printf("replay of %d calls x 2 ranks (%llu bytes of outputs): peak memory grew by %llu bytes; estimate %llu\n",
+              calls, static_cast<unsigned long long>(sum), static_cast<unsigned long long>(grew),
+              static_cast<unsigned long long>(estimate));
+}
+
+// A wrong result in an output checked and released early is still the
+// diagnosis, at its call; the same run with every output kept agrees.
+TEST(Replay, AWrongResultReleasedEarlyIsStillFoundAtItsCall) {
+  std::string yaml = "world: {ranks: 4}\nimpl: plugin:" MUTANT_DIR "/chunk_off_by_one.so\nprogram:\n";
+  // Off by one at 4 ranks and 65537 elements: rank 3's last element.
+  for (int i = 0; i < 24; ++i) yaml += fmt::format("  - all_reduce: {{tag: c{}, count: 65537}}\n", i);
+  const Scenario s = parse_scenario(yaml, "wrong.yaml");
+  for (const uint64_t kept : {uint64_t{1} << 20, uint64_t{1} << 30}) {
+    ReplayOptions o;
+    o.kept_output_bytes = kept;
+    const ReplayResult r = replay_scenario(s, o);
+    ASSERT_FALSE(r.diagnoses.empty()) << "kept " << kept;
+    EXPECT_EQ(r.diagnoses.front().kind, DiagnosisKind::WrongResult) << format_diagnosis(r.diagnoses.front());
+    EXPECT_EQ(r.diagnoses.front().seq, std::optional<uint64_t>(1)) << format_diagnosis(r.diagnoses.front());
+    EXPECT_EQ(r.diagnoses.front().ranks, std::vector<int>{3}) << format_diagnosis(r.diagnoses.front());
+    EXPECT_GE(r.time_to_diagnosis, 0) << "a wrong result has its time to diagnosis";
+    EXPECT_EQ(r.results_checked, size_t{4 * 24}) << "kept " << kept;
   }
 }

@@ -80,8 +80,8 @@ int run_replay_command(ReplayFlags& f) {
   // Refuse up front, before any work, what cannot fit this machine's memory.
   const uint64_t need = collcheck::replay_memory_needed(s, mpi ? 1 : s.ranks);
   refuse_unless_fits(need, [&](uint64_t have) {
-    return fmt::format("{}: the program's calls need about {} in this process ({} rank(s) x every call's input and "
-                       "output, and the oracle's inputs of the largest call); {} is available. Make the counts smaller",
+    return fmt::format("{}: the program's calls need about {} in this process ({} rank(s) x the buffers a rank holds "
+                       "at once: inputs, outputs, messages in flight and the oracle's inputs); {} is available. Make the counts smaller",
                        s.file, collcheck::format_bytes(need), mpi ? 1 : s.ranks, collcheck::format_bytes(have));
   });
   collcheck::ReplayResult r;

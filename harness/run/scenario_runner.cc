@@ -31,12 +31,19 @@ namespace {
 // every rank; a larger one on each rank's share (check_outs).
 constexpr size_t kWholeCheckElements = 16384;
 
+// The waited outputs a rank keeps to check at the end of the run: 512 MiB over
+// the ranks of the world, 1 MiB at least (RankResults).
+uint64_t kept_output_budget(int p) {
+  return std::max<uint64_t>((uint64_t{512} << 20) / static_cast<uint64_t>(std::max(p, 1)), uint64_t{1} << 20);
+}
+
 struct CallOut {
   CallStep call;
   uint64_t seq = 0;
   uint64_t seed = 0;
   std::vector<std::byte> out;
   bool waited = false;
+  bool settled = false;  // checked, hashed and its buffer released (RankResults)
 };
 
 uint64_t call_seed(int index, const std::string& tag) {
@@ -67,56 +74,109 @@ bool has_diagnosis(const ReplayResult& r, std::initializer_list<DiagnosisKind> k
   return false;
 }
 
-// Rank r's waited results against the oracle (exact data: compared bit for
-// bit), each on r's share of the elements only: every rank holds the same
-// bits when the run is right, which the root checks from each result's hash
-// (result_hashes), so together the shares cover every element at O(p) work per
-// call, not O(p^2). A wrong share is checked whole, for the full detail.
-std::optional<Diagnosis> check_outs(int p, int r, const std::vector<CallOut>& outs, size_t& checked) {
-  for (const CallOut& c : outs) {
-    if (!c.waited) continue;
-    const size_t n = c.call.count, es = dtype_size(c.call.dtype);
-    const size_t lo = n * static_cast<size_t>(r) / static_cast<size_t>(p);
-    const size_t hi = n * static_cast<size_t>(r + 1) / static_cast<size_t>(p);
-    const Reduction red = resolve_reduction(c.call.dtype, c.call.op, p, c.call.scalar);
-    auto check = [&](size_t from, size_t to) {
-      std::vector<std::vector<std::byte>> ins(static_cast<size_t>(p));
-      std::vector<const void*> ptrs;
-      for (int q = 0; q < p; ++q) {
-        auto& in = ins[static_cast<size_t>(q)];
-        in.resize((to - from) * es);
-        for (size_t i = from; i < to; ++i)
-          store_element(c.call.dtype, in.data(), i - from,
-                        input_element(c.call.dtype, c.call.op, p, q, i, c.seed, DataClass::Exact));
-        ptrs.push_back(in.data());
-      }
-      return check_all_reduce(red, ptrs, c.out.data() + from * es, to - from);
-    };
-    ++checked;
-    // A small call is checked whole on every rank (p * count inputs: cheap);
-    // a large one on this rank's share first.
-    const bool small = n * static_cast<size_t>(p) <= kWholeCheckElements;
-    if (!small && check(lo, hi).wrong == 0) continue;
-    const CheckSummary cs = check(0, n);
-    if (cs.wrong == 0) continue;
-    Diagnosis d;
-    d.kind = DiagnosisKind::WrongResult;
-    d.ranks = {r};
-    d.seq = c.seq;
-    d.text = fmt::format("call #{} ({}) on rank {}: {} of {} elements wrong; {}", c.seq, c.call.tag, r, cs.wrong,
-                         cs.checked, cs.first_wrong_detail);
-    return d;
-  }
-  return std::nullopt;
+// One waited result of rank r against the oracle (exact data: compared bit
+// for bit), on r's share of the elements only: every rank holds the same bits
+// when the run is right, which the root checks from each result's hash, so
+// together the shares cover every element at O(p) work per call, not O(p^2).
+// A wrong share is checked whole, for the full detail.
+std::optional<Diagnosis> check_out(int p, int r, const CallOut& c) {
+  const size_t n = c.call.count, es = dtype_size(c.call.dtype);
+  const size_t lo = n * static_cast<size_t>(r) / static_cast<size_t>(p);
+  const size_t hi = n * static_cast<size_t>(r + 1) / static_cast<size_t>(p);
+  const Reduction red = resolve_reduction(c.call.dtype, c.call.op, p, c.call.scalar);
+  auto check = [&](size_t from, size_t to) {
+    std::vector<std::vector<std::byte>> ins(static_cast<size_t>(p));
+    std::vector<const void*> ptrs;
+    for (int q = 0; q < p; ++q) {
+      auto& in = ins[static_cast<size_t>(q)];
+      in.resize((to - from) * es);
+      for (size_t i = from; i < to; ++i)
+        store_element(c.call.dtype, in.data(), i - from,
+                      input_element(c.call.dtype, c.call.op, p, q, i, c.seed, DataClass::Exact));
+      ptrs.push_back(in.data());
+    }
+    return check_all_reduce(red, ptrs, c.out.data() + from * es, to - from);
+  };
+  // A small call is checked whole on every rank (p * count inputs: cheap);
+  // a large one on this rank's share first.
+  const bool small = n * static_cast<size_t>(p) <= kWholeCheckElements;
+  if (!small && check(lo, hi).wrong == 0) return std::nullopt;
+  const CheckSummary cs = check(0, n);
+  if (cs.wrong == 0) return std::nullopt;
+  Diagnosis d;
+  d.kind = DiagnosisKind::WrongResult;
+  d.ranks = {r};
+  d.seq = c.seq;
+  d.text = fmt::format("call #{} ({}) on rank {}: {} of {} elements wrong; {}", c.seq, c.call.tag, r, cs.wrong,
+                       cs.checked, cs.first_wrong_detail);
+  return d;
 }
 
-// The hash of each waited result of a rank, by call number.
-nlohmann::json result_hashes(const std::vector<CallOut>& outs) {
-  nlohmann::json h = nlohmann::json::array();
-  for (const CallOut& c : outs)
-    if (c.waited) h.push_back({c.seq, fnv1a(c.out.data(), c.out.size())});
-  return h;
-}
+// A rank's results: every call's output buffer, each checked against the
+// oracle and hashed once its wait has returned, then released. The waited
+// outputs are kept while they fit in the rank's budget, and checked at the end
+// of the run (a late write into a waited buffer shows); past it, the oldest are
+// checked and released as the run goes, so memory stays O(budget + one call),
+// not O(sum of counts).
+class RankResults {
+ public:
+  RankResults() = default;
+  RankResults(int p, int r, uint64_t budget) : p_(p), r_(r), budget_(budget ? budget : kept_output_budget(p)) {}
+
+  // A new call's output; its index for waited().
+  size_t add(CallOut c) {
+    outs_.push_back(std::move(c));
+    return outs_.size() - 1;
+  }
+  CallOut& at(size_t i) { return outs_[i]; }
+  // Call i's wait returned: its output is final.
+  void waited(size_t i) {
+    outs_[i].waited = true;
+    kept_ += outs_[i].out.size();
+    while (kept_ > budget_ && next_ < outs_.size()) settle_oldest();
+  }
+  // The end of the rank's program (or its failure): every waited output not
+  // yet checked is checked. A call never waited keeps its buffer (the
+  // implementation may still write it) and is not judged.
+  void finish() {
+    for (size_t i = 0; i < outs_.size(); ++i)
+      if (outs_[i].waited && !outs_[i].settled) settle(outs_[i]);
+  }
+  size_t checked() const { return checked_; }
+  const std::optional<Diagnosis>& wrong() const { return wrong_; }
+  // [seq, hash] of each waited result, by call number.
+  nlohmann::json hashes() const {
+    nlohmann::json h = nlohmann::json::array();
+    for (const auto& [seq, hash] : hashes_) h.push_back({seq, hash});
+    return h;
+  }
+
+ private:
+  void settle_oldest() {
+    for (; next_ < outs_.size(); ++next_)
+      if (outs_[next_].waited && !outs_[next_].settled) {
+        settle(outs_[next_++]);
+        return;
+      }
+  }
+  void settle(CallOut& c) {
+    ++checked_;
+    // The first wrong result in call order is the one reported.
+    if (!wrong_ || c.seq < *wrong_->seq)
+      if (auto d = check_out(p_, r_, c)) wrong_ = std::move(d);
+    hashes_[c.seq] = fnv1a(c.out.data(), c.out.size());
+    kept_ -= c.out.size();
+    std::vector<std::byte>().swap(c.out);
+    c.settled = true;
+  }
+  int p_ = 1, r_ = 0;
+  uint64_t budget_ = 0, kept_ = 0;
+  std::vector<CallOut> outs_;  // a settled one holds no buffer
+  size_t next_ = 0;            // no output before it is waited and unsettled
+  size_t checked_ = 0;
+  std::optional<Diagnosis> wrong_;
+  std::map<uint64_t, uint64_t> hashes_;
+};
 
 // What one rank's program needs from the world it runs in.
 struct RankEnv {
@@ -126,7 +186,7 @@ struct RankEnv {
   ImplPtr impl;
   std::chrono::milliseconds timeout;
   FlightRecorder& rec;
-  std::vector<CallOut>& outs;
+  RankResults& outs;
   std::function<void(const CallFingerprint&)> before_call;  // guarded mode, or empty
   std::function<void()> stall;  // a stalled rank: wait, never entering the remaining calls
   std::vector<FaultTally>& tallies;  // what each fault's links saw and changed here, at the end
@@ -153,22 +213,26 @@ void run_rank_program(RankEnv& env, Links& base) {
   co.poison_async = true;
   co.before_call = env.before_call;
   Communicator comm(*links, co);
+  // An async call's Work, with its input (which must outlive the call).
   struct Pending {
     std::unique_ptr<Work> work;
     WaitAt at;
     size_t index;
+    std::vector<std::byte> input;
   };
   std::vector<Pending> pending;
-  std::vector<std::vector<std::byte>> inputs_alive;
   auto& mine = env.outs;
   auto wait_for = [&](WaitAt at) {
     for (auto& pw : pending) {
       if (pw.work && pw.at == at) {
         pw.work->wait();
-        mine[pw.index].waited = true;
         pw.work.reset();
+        std::vector<std::byte>().swap(pw.input);
+        mine.waited(pw.index);
       }
     }
+    // Waited ones are done with; a never-waited one keeps its input to the end.
+    std::erase_if(pending, [](const Pending& pw) { return !pw.work; });
   };
   int index = 0;
   for (const Step& st : s.program(r)) {
@@ -191,8 +255,8 @@ void run_rank_program(RankEnv& env, Links& base) {
     std::vector<std::byte> input(c.count * dtype_size(c.dtype));
     fill_input(input.data(), c.count, c.dtype, c.op, p, r, co_out.seed, DataClass::Exact);
     co_out.out.resize(input.size());
-    mine.push_back(std::move(co_out));
-    CallOut& out = mine.back();
+    const size_t at = mine.add(std::move(co_out));
+    CallOut& out = mine.at(at);
     if (c.async) {
       auto w = comm.all_reduce_async(input.data(), out.out.data(), c.count, c.dtype, c.op, c.scalar, c.tag);
       if (c.read_before_wait) {
@@ -201,11 +265,10 @@ void run_rank_program(RankEnv& env, Links& base) {
         (void)seen;
       }
       // The input must outlive the async call: keep it with the Work.
-      pending.push_back({std::move(w), c.wait, mine.size() - 1});
-      inputs_alive.push_back(std::move(input));
+      pending.push_back({std::move(w), c.wait, at, std::move(input)});
     } else {
       comm.all_reduce(input.data(), out.out.data(), c.count, c.dtype, c.op, c.scalar, c.tag);
-      out.waited = true;
+      mine.waited(at);
     }
     ++index;
   }
@@ -243,16 +306,16 @@ std::string temp_dir(const char* what, Clock::time_point epoch) {
 }
 
 // A rank's oracle verdict on its waited results, as the root reads it.
-std::string verdict_text(int p, int r, const std::vector<CallOut>& outs, const std::vector<FaultTally>& tallies) {
-  size_t checked = 0;
-  auto wrong = check_outs(p, r, outs, checked);
+std::string verdict_text(RankResults& outs, const std::vector<FaultTally>& tallies) {
+  outs.finish();
+  const auto& wrong = outs.wrong();
   nlohmann::json faults = nlohmann::json::array();
   for (const auto& t : tallies) faults.push_back({t.seen, t.fired});
-  return nlohmann::json{{"checked", checked},
+  return nlohmann::json{{"checked", outs.checked()},
                         {"wrong", wrong ? wrong->text : ""},
                         {"wrong_seq", wrong && wrong->seq ? *wrong->seq : 0},
                         {"faults", faults},
-                        {"hashes", result_hashes(outs)}}
+                        {"hashes", outs.hashes()}}
       .dump();
 }
 
@@ -309,7 +372,7 @@ ReplayResult replay_scenario(const Scenario& in, const ReplayOptions& o, World& 
     ImplPtr impl;
     std::unique_ptr<CallGuard> guard;
     std::vector<std::unique_ptr<FlightRecorder>> recs;
-    std::vector<std::vector<CallOut>> outs;
+    std::vector<RankResults> outs;
     std::vector<std::string> verdicts;
     std::vector<std::vector<FaultTally>> tallies;
   };
@@ -323,7 +386,7 @@ ReplayResult replay_scenario(const Scenario& in, const ReplayOptions& o, World& 
       sh->recs[static_cast<size_t>(r)] = std::make_unique<FlightRecorder>(r, p, epoch);
       sh->recs[static_cast<size_t>(r)]->set_run(run_id, run_what);
     }
-  sh->outs.resize(static_cast<size_t>(p));
+  for (int r = 0; r < p; ++r) sh->outs.emplace_back(p, r, o.kept_output_bytes);
   sh->verdicts.resize(static_cast<size_t>(p));
   sh->tallies.resize(static_cast<size_t>(p));
   auto& recs = sh->recs;
@@ -342,7 +405,7 @@ ReplayResult replay_scenario(const Scenario& in, const ReplayOptions& o, World& 
         // end, or the run's limit.
         env.stall = [&ctx, epoch, limit_s] { ctx.wait_for_others(epoch + millis(limit_s - 1)); };
         const auto finish = [&] {
-          sh->verdicts[ri] = verdict_text(p, r, sh->outs[ri], sh->tallies[ri]);
+          sh->verdicts[ri] = verdict_text(sh->outs[ri], sh->tallies[ri]);
           if (some_rank_stalls && !stalls(sh->s, r)) ctx.announce_end();
         };
         try {
@@ -407,8 +470,6 @@ ReplayResult replay_scenario(const Scenario& in, const ReplayOptions& o, World& 
     dumps = load_dumps(res.dump_dir);
     res.diagnoses = analyze(dumps, ao);
   }
-  if (!res.diagnoses.empty() && res.time_to_diagnosis < 0)
-    res.time_to_diagnosis = std::chrono::duration<double>(Clock::now() - epoch).count();
 
   // Every waited result against the oracle (exact data: compared bit for bit),
   // each rank's counted; the first wrong one is a diagnosis unless the calls
@@ -475,30 +536,44 @@ ReplayResult replay_scenario(const Scenario& in, const ReplayOptions& o, World& 
     }
   }
   if (res.diagnoses.empty() && !run.ok()) res.unexplained = run.failures();
+  if (!res.diagnoses.empty() && res.time_to_diagnosis < 0)
+    res.time_to_diagnosis = std::chrono::duration<double>(Clock::now() - epoch).count();
   res.dumps = std::move(dumps);
   return res;
 }
 
-uint64_t replay_memory_needed(const Scenario& s, int ranks) {
+uint64_t replay_memory_needed(const Scenario& s, int ranks, uint64_t kept_output_bytes) {
   const uint64_t saturated = ~uint64_t{0};
+  const uint64_t budget = kept_output_bytes ? kept_output_bytes : kept_output_budget(s.ranks);
   uint64_t worst_rank = 0;
   for (int r = 0; r < s.ranks; ++r) {
-    uint64_t total = 0, check = 0;
+    // Bytes of every call, of async calls waited only at the end (or never:
+    // input and output held to the end), the largest call, the oracle's scratch.
+    uint64_t all = 0, held = 0, largest = 0, pending = 0, check = 0;
     for (const auto& st : s.program(r)) {
       if (st.kind != Step::Call) continue;
       const auto bytes = checked_mul(st.call.count, dtype_size(st.call.dtype));
       if (!bytes) return saturated;
       // The oracle's inputs: p whole buffers for a small call, p shares (about
-      // one buffer) for a large one, as check_outs does.
+      // one buffer) for a large one, as check_out does.
       const uint64_t p = static_cast<uint64_t>(s.ranks), es = dtype_size(st.call.dtype);
       check = std::max(check, st.call.count * p <= kWholeCheckElements ? *bytes * p : *bytes + p * es);
-      const auto t = checked_add(total, 2 * *bytes);  // input and output, 2^48 at most each
-      if (!t) return saturated;
-      total = *t;
+      largest = std::max(largest, *bytes);
+      const auto a = checked_add(all, *bytes);
+      if (!a) return saturated;
+      all = *a;
+      if (st.call.async && st.call.wait != WaitAt::Next) held += *bytes;  // held <= all
+      if (st.call.async && st.call.wait == WaitAt::Next) pending = std::max(pending, *bytes);
     }
-    const auto all = checked_add(total, check);
-    if (!all) return saturated;
-    worst_rank = std::max(worst_rank, *all);
+    // Outputs: those held to the end, the rest up to the kept budget and one
+    // call; inputs: those held, the current call's and one pending; the
+    // messages in flight on the links (a call's bytes, about); the scratch.
+    // Each term but `all` is at most 2^50 or so (2^48 bytes a buffer).
+    auto rank = checked_add(std::min(all - held, budget + largest), 2 * largest + pending + check);
+    if (rank) rank = checked_add(*rank, held);
+    if (rank) rank = checked_add(*rank, held);
+    if (!rank) return saturated;
+    worst_rank = std::max(worst_rank, *rank);
   }
   const auto n = checked_mul(worst_rank, static_cast<uint64_t>(ranks));
   return n ? *n : saturated;

@@ -23,6 +23,10 @@ struct ReplayOptions {
   // Where each rank's flight-recorder dump goes. Unguarded mode always dumps
   // ("" = a fresh temporary directory); guarded mode dumps when this is set.
   std::string dump_dir;
+  // The waited outputs each rank keeps to check at the end of the run; past
+  // it, the oldest are checked and released as the run goes. 0: 512 MiB over
+  // the world's ranks, 1 MiB at least.
+  uint64_t kept_output_bytes = 0;
 };
 
 struct ReplayResult {
@@ -56,10 +60,12 @@ ReplayResult replay_scenario(const Scenario& s, const ReplayOptions& o = {});
 
 // The memory a replay of `s` needs in one process holding `ranks` of its
 // ranks (all of them in the thread world, one under MPI), at the most: each
-// rank keeps every call's input and output, and checks each output against
-// the oracle's inputs (p buffers for a small call, p shares of one for a
-// large one). Saturates rather than wraps.
-uint64_t replay_memory_needed(const Scenario& s, int ranks);
+// rank holds the current call's input and output, the async calls' buffers
+// until their wait (to the end for a call waited at the end or never), the
+// waited outputs up to its kept budget (ReplayOptions::kept_output_bytes; 0:
+// the default), and the oracle's inputs for one check (p buffers for a small
+// call, p shares of one for a large one). Saturates rather than wraps.
+uint64_t replay_memory_needed(const Scenario& s, int ranks, uint64_t kept_output_bytes = 0);
 
 // Whether `r` matches the expectation `e` (diagnosis kind, and the ranks, seq,
 // edge and fields it names); `why` says what differs.
