@@ -29,6 +29,20 @@ std::string ranks_text(const std::vector<int>& r) {
   return (r.size() == 1 ? "rank " : "ranks ") + s;
 }
 
+std::string rank_ranges_text(const std::vector<int>& r) {
+  std::string s;
+  for (size_t i = 0; i < r.size();) {
+    size_t j = i;
+    while (j + 1 < r.size() && r[j + 1] == r[j] + 1) ++j;
+    if (j >= i + 2)
+      s += fmt::format("{}{}-{}", s.empty() ? "" : ", ", r[i], r[j]);
+    else
+      for (size_t k = i; k <= j; ++k) s += fmt::format("{}{}", s.empty() ? "" : ", ", r[k]);
+    i = j + 1;
+  }
+  return (r.size() == 1 ? "rank " : "ranks ") + s;
+}
+
 std::string_view diagnosis_name(DiagnosisKind k) {
   for (const auto& [kind, name] : kNames)
     if (kind == k) return name;

@@ -61,5 +61,7 @@ std::vector<RankDump> load_dumps(const std::string& dir);
 
 // "rank 2", "ranks 0, 1, 3".
 std::string ranks_text(const std::vector<int>& r);
+// The same with runs of three or more as ranges: "ranks 0-21, 23-109, 111".
+std::string rank_ranges_text(const std::vector<int>& r);
 
 }  // namespace collcheck

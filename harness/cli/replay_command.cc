@@ -3,6 +3,9 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include <filesystem>
+
+#include "harness/check/torch_analysis.h"
 #include "harness/cli/commands.h"
 #include "harness/report/diagnosis_text.h"
 #include "harness/run/scenario_runner.h"
@@ -136,14 +139,84 @@ int run_replay_command(ReplayFlags& f) {
 }
 
 void add_analyze(CLI::App& app, AnalyzeFlags& f) {
-  auto* an = app.add_subcommand("analyze", "Diagnose from the per-rank flight-recorder dumps alone "
-                                            "(rank-*.json in a directory)");
-  an->add_option("dir", f.dir, "directory with rank-<r>.json files")->required();
+  auto* an = app.add_subcommand("analyze", "Diagnose from the per-rank flight-recorder dumps alone: collcheck's "
+                                            "(rank-*.json in a directory) or PyTorch's Flight Recorder (one file per "
+                                            "rank, pickle or JSON, its name ending in the rank)");
+  an->add_option("dir", f.dir, "directory with rank-<r>.json files, or PyTorch Flight Recorder dumps")->required();
   add_report_flag(an, f.report);
 }
 
+namespace {
+
+// Whether `dir` holds collcheck's own dumps (rank-<r>.json).
+bool has_collcheck_dumps(const std::string& dir) {
+  std::error_code ec;
+  for (const auto& e : std::filesystem::directory_iterator(dir, ec)) {
+    const std::string n = e.path().filename().string();
+    if (n.starts_with("rank-") && n.ends_with(".json")) return true;
+  }
+  return false;
+}
+
+std::string fixed(std::string s, size_t width) {
+  if (s.size() > width) s = s.substr(0, width - 1) + "~";
+  return s;
+}
+
+// PyTorch Flight Recorder dumps: per process group, who is missing where.
+int analyze_torch_dumps(AnalyzeFlags& f) {
+  std::vector<collcheck::TorchDump> dumps;
+  try {
+    dumps = collcheck::load_torch_traces(f.dir);
+  } catch (const collcheck::TorchTraceError& e) {
+    throw collcheck::UsageError(e.what());
+  }
+  const auto a = collcheck::analyze_torch(dumps);
+  std::vector<int> ranks;
+  for (const auto& d : dumps) ranks.push_back(d.rank);
+  fmt::print("collcheck analyze: PyTorch Flight Recorder dumps of {} from {} (format {}{})\n",
+             collcheck::rank_ranges_text(ranks), f.dir, dumps.front().version,
+             dumps.front().nccl_version.empty() ? "" : ", NCCL " + dumps.front().nccl_version);
+  if (a.diagnoses.empty()) fmt::print("diagnosis: none\n");
+  for (const auto& d : a.diagnoses) fmt::print("  {}\n", collcheck::format_diagnosis(d));
+  if (!a.lags.empty()) {
+    fmt::print("process groups whose ranks stopped at different collectives, the first entered first:\n");
+    fmt::print("  {:<6} {:<40} {:<18} {:<16} {:<10} {:<16} {}\n", "PGID", "description", "collective", "size", "dtype",
+               "missing ranks", "entered");
+    for (const auto& l : a.lags) {
+      std::string op = "?", size = "?", dtype = "?";
+      if (l.stuck) {
+        op = l.stuck->op.starts_with("nccl:") ? l.stuck->op.substr(5) : l.stuck->op;
+        size = l.stuck->input_sizes.empty() ? "-" : fmt::format("{}", fmt::join(l.stuck->input_sizes.front(), "x"));
+        dtype = l.stuck->input_dtypes.empty() ? "-" : l.stuck->input_dtypes.front();
+      }
+      std::string missing = collcheck::rank_ranges_text(l.missing);
+      missing = missing.substr(missing.find(' ') + 1);
+      fmt::print("  {:<6} {:<40} {:<18} {:<16} {:<10} {:<16} {}\n", fixed(l.name, 6), fixed(l.desc, 40), fixed(op, 18),
+                 fixed(size, 16), fixed(dtype, 10), missing,
+                 l.stuck ? fmt::format("+{:.3f} s", static_cast<double>(l.entered_ns - a.lags.front().entered_ns) / 1e9)
+                         : "?");
+    }
+  }
+  for (const auto& n : a.notes) fmt::print("note: {}\n", n);
+  std::fflush(stdout);
+  Report rep;
+  rep.command = "analyze";
+  rep.suite = fmt::format("collcheck analyze {}", f.dir);
+  rep.properties = {{"ranks", std::to_string(dumps.size())}, {"format", "PyTorch Flight Recorder " + dumps.front().version}};
+  const auto& found = a.diagnoses;
+  ReportCase c{"no diagnosis", found.empty() ? ReportCase::Status::Passed : ReportCase::Status::Failed,
+               found.empty() ? "" : std::string(collcheck::diagnosis_name(found.front().kind)), "", 0};
+  for (const auto& d : found) c.detail += collcheck::format_diagnosis(d) + "\n";
+  rep.cases.push_back(std::move(c));
+  return finish_reports(f.report, rep, found.empty() ? 0 : 1);
+}
+
+}  // namespace
+
 int run_analyze_command(AnalyzeFlags& f) {
   const std::string& dir = f.dir;
+  if (!has_collcheck_dumps(dir)) return analyze_torch_dumps(f);
   std::vector<collcheck::RankDump> dumps;
   try {
     dumps = collcheck::load_dumps(dir);

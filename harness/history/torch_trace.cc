@@ -1,0 +1,238 @@
+#include "harness/history/torch_trace.h"
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include <algorithm>
+#include <cctype>
+#include <filesystem>
+#include <set>
+
+#include <nlohmann/json.hpp>
+
+#include "harness/model/pickle.h"
+#include "harness/model/yaml_input.h"
+
+namespace collcheck {
+
+namespace {
+
+using nlohmann::json;
+
+constexpr size_t kMaxDumpBytes = size_t{256} << 20;
+
+struct Fields {
+  const std::string& file;
+  [[noreturn]] void bad(const std::string& where, const std::string& what) const {
+    throw TorchTraceError(fmt::format("{}: {}: {}", file, where, what));
+  }
+  const json& at(const json& o, const char* key, const std::string& where) const {
+    if (!o.is_object()) bad(where, "expected a dict");
+    const auto it = o.find(key);
+    if (it == o.end()) bad(where.empty() ? key : where + "." + key, "missing");
+    return *it;
+  }
+  const json* maybe(const json& o, const char* key) const {
+    const auto it = o.find(key);
+    return it == o.end() || it->is_null() ? nullptr : &*it;
+  }
+  std::string str(const json& v, const std::string& where) const {
+    if (!v.is_string()) bad(where, fmt::format("expected a string, got {}", v.type_name()));
+    return v.get<std::string>();
+  }
+  int64_t integer(const json& v, const std::string& where) const {
+    if (v.is_number_integer() && !(v.is_number_unsigned() && v.get<uint64_t>() > uint64_t{INT64_MAX}))
+      return v.get<int64_t>();
+    if (v.is_boolean()) return v.get<bool>();
+    bad(where, fmt::format("expected an integer, got {}", v.is_number() ? v.dump() : std::string(v.type_name())));
+  }
+  bool boolean(const json& v, const std::string& where) const {
+    if (!v.is_boolean()) bad(where, fmt::format("expected True or False, got {}", v.type_name()));
+    return v.get<bool>();
+  }
+  std::vector<std::string> strings(const json& v, const std::string& where) const {
+    if (!v.is_array()) bad(where, fmt::format("expected a list of strings, got {}", v.type_name()));
+    std::vector<std::string> out;
+    for (size_t k = 0; k < v.size(); ++k) out.push_back(str(v[k], fmt::format("{}[{}]", where, k)));
+    return out;
+  }
+  std::vector<std::vector<int64_t>> shapes(const json& v, const std::string& where) const {
+    if (!v.is_array()) bad(where, fmt::format("expected a list of shapes, got {}", v.type_name()));
+    std::vector<std::vector<int64_t>> out;
+    for (size_t k = 0; k < v.size(); ++k) {
+      const std::string w = fmt::format("{}[{}]", where, k);
+      if (!v[k].is_array()) bad(w, fmt::format("expected a list of dims, got {}", v[k].type_name()));
+      std::vector<int64_t> dims;
+      for (size_t j = 0; j < v[k].size(); ++j) {
+        const int64_t d = integer(v[k][j], fmt::format("{}[{}]", w, j));
+        if (d < 0) bad(fmt::format("{}[{}]", w, j), fmt::format("a dim of {}", d));
+        dims.push_back(d);
+      }
+      out.push_back(std::move(dims));
+    }
+    return out;
+  }
+  // pg_config's ranks: "[0, 1, 2]" (the pickle writes the list as text) or a list.
+  std::vector<int> ranks(const json& v, const std::string& where) const {
+    std::vector<int> out;
+    auto rank = [&](int64_t r) {
+      if (r < 0 || r > 1'000'000) bad(where, fmt::format("rank {} is out of range (0 to 1000000)", r));
+      out.push_back(static_cast<int>(r));
+    };
+    if (v.is_array()) {
+      for (size_t k = 0; k < v.size(); ++k) rank(integer(v[k], fmt::format("{}[{}]", where, k)));
+      return out;
+    }
+    const std::string s = str(v, where);
+    size_t k = 0;
+    auto skip = [&] {
+      while (k < s.size() && std::isspace(static_cast<unsigned char>(s[k]))) ++k;
+    };
+    skip();
+    if (k == s.size() || s[k] != '[') bad(where, fmt::format("expected a list of ranks such as \"[0, 1]\", got \"{}\"", s.substr(0, 60)));
+    ++k;
+    skip();
+    while (k < s.size() && s[k] != ']') {
+      size_t j = k;
+      while (j < s.size() && std::isdigit(static_cast<unsigned char>(s[j]))) ++j;
+      if (j == k || j - k > 7) bad(where, fmt::format("expected a list of ranks such as \"[0, 1]\", got \"{}\"", s.substr(0, 60)));
+      rank(std::stoll(s.substr(k, j - k)));
+      k = j;
+      skip();
+      if (k < s.size() && s[k] == ',') ++k;
+      skip();
+    }
+    if (k >= s.size()) bad(where, "the list of ranks is not closed");
+    return out;
+  }
+};
+
+// The number a file name ends in: nccl_trace_rank_12 -> 12, rank_3.json -> 3.
+std::optional<int> rank_of_name(const std::string& name) {
+  std::string stem = name;
+  for (const char* ext : {".json", ".pkl", ".pickle"})
+    if (stem.size() > std::strlen(ext) && stem.ends_with(ext)) stem.resize(stem.size() - std::strlen(ext));
+  size_t k = stem.size();
+  while (k > 0 && std::isdigit(static_cast<unsigned char>(stem[k - 1]))) --k;
+  if (k == stem.size() || stem.size() - k > 7) return std::nullopt;
+  return std::stoi(stem.substr(k));
+}
+
+TorchDump from_json(const json& d, const std::string& file) {
+  const Fields f{file};
+  TorchDump t;
+  t.file = file;
+  if (!d.is_object()) f.bad("the dump", fmt::format("expected a dict, got {}", d.type_name()));
+  t.version = f.str(f.at(d, "version", ""), "version");
+  if (const json* v = f.maybe(d, "nccl_version")) t.nccl_version = v->is_string() ? v->get<std::string>() : v->dump();
+  if (const json* r = f.maybe(d, "rank")) {
+    const int64_t rank = f.integer(*r, "rank");
+    if (rank < 0 || rank > 1'000'000) f.bad("rank", fmt::format("{} is out of range (0 to 1000000)", rank));
+    t.rank = static_cast<int>(rank);
+  }
+  const json& cfg = f.at(d, "pg_config", "");
+  if (!cfg.is_object()) f.bad("pg_config", fmt::format("expected a dict, got {}", cfg.type_name()));
+  for (const auto& [key, g] : cfg.items()) {
+    const std::string w = "pg_config[" + key + "]";
+    TorchGroup tg;
+    tg.name = key;
+    if (const json* n = f.maybe(g, "name")) tg.name = f.str(*n, w + ".name");
+    if (const json* n = f.maybe(g, "desc")) tg.desc = f.str(*n, w + ".desc");
+    tg.ranks = f.ranks(f.at(g, "ranks", w), w + ".ranks");
+    t.groups[tg.name] = std::move(tg);
+  }
+  const json& entries = f.at(d, "entries", "");
+  if (!entries.is_array()) f.bad("entries", fmt::format("expected a list, got {}", entries.type_name()));
+  for (size_t k = 0; k < entries.size(); ++k) {
+    const json& e = entries[k];
+    const std::string w = fmt::format("entries[{}]", k);
+    TorchEntry te;
+    te.record_id = static_cast<uint64_t>(std::max<int64_t>(0, f.integer(f.at(e, "record_id", w), w + ".record_id")));
+    const json& pg = f.at(e, "process_group", w);
+    if (!pg.is_array() || pg.size() != 2) f.bad(w + ".process_group", "expected (name, desc)");
+    te.pg_name = f.str(pg[0], w + ".process_group[0]");
+    te.pg_desc = f.str(pg[1], w + ".process_group[1]");
+    te.collective_seq = f.integer(f.at(e, "collective_seq_id", w), w + ".collective_seq_id");
+    if (const json* v = f.maybe(e, "p2p_seq_id")) te.p2p_seq = f.integer(*v, w + ".p2p_seq_id");
+    if (const json* v = f.maybe(e, "is_p2p")) te.p2p = f.boolean(*v, w + ".is_p2p");
+    if (te.collective_seq < 0 || te.p2p_seq < 0) f.bad(w, "a negative sequence number");
+    te.op = f.str(f.at(e, "profiling_name", w), w + ".profiling_name");
+    te.input_sizes = f.shapes(f.at(e, "input_sizes", w), w + ".input_sizes");
+    te.output_sizes = f.shapes(f.at(e, "output_sizes", w), w + ".output_sizes");
+    te.input_dtypes = f.strings(f.at(e, "input_dtypes", w), w + ".input_dtypes");
+    te.output_dtypes = f.strings(f.at(e, "output_dtypes", w), w + ".output_dtypes");
+    te.state = f.str(f.at(e, "state", w), w + ".state");
+    if (te.state != "scheduled" && te.state != "started" && te.state != "completed")
+      f.bad(w + ".state", fmt::format("'{}'; allowed: scheduled, started, completed", te.state.substr(0, 40)));
+    te.created_ns = f.integer(f.at(e, "time_created_ns", w), w + ".time_created_ns");
+    if (const json* v = f.maybe(e, "timeout_ms")) te.timeout_ms = f.integer(*v, w + ".timeout_ms");
+    t.entries.push_back(std::move(te));
+  }
+  return t;
+}
+
+}  // namespace
+
+bool looks_like_torch_trace(const std::string& bytes) {
+  if (!bytes.empty() && static_cast<unsigned char>(bytes[0]) == 0x80) return true;  // a pickle's PROTO
+  const auto head = std::string_view(bytes).substr(0, 1 << 16);
+  const auto first = head.find_first_not_of(" \t\r\n");
+  return first != std::string_view::npos && head[first] == '{' && head.find("\"pg_config\"") != std::string_view::npos;
+}
+
+TorchDump parse_torch_trace(const std::string& bytes, const std::string& file) {
+  json d;
+  if (!bytes.empty() && static_cast<unsigned char>(bytes[0]) == 0x80) {
+    try {
+      d = read_pickle(bytes);
+    } catch (const PickleError& e) {
+      throw TorchTraceError(fmt::format("{}: not a Flight Recorder dump this reader takes: {}", file, e.what()));
+    }
+  } else {
+    d = json::parse(bytes, nullptr, false);
+    if (d.is_discarded()) throw TorchTraceError(fmt::format("{}: neither a pickle nor valid JSON", file));
+  }
+  TorchDump t = from_json(d, file);
+  if (t.rank < 0) {
+    const auto r = rank_of_name(std::filesystem::path(file).filename().string());
+    if (!r) throw TorchTraceError(fmt::format("{}: the dump has no rank, and its file name does not end in one", file));
+    t.rank = *r;
+  }
+  return t;
+}
+
+std::vector<TorchDump> load_torch_traces(const std::string& dir) {
+  std::error_code ec;
+  if (!std::filesystem::is_directory(dir, ec))
+    throw TorchTraceError(fmt::format("{}: not a directory of Flight Recorder dumps", dir));
+  std::vector<std::string> files;
+  for (const auto& e : std::filesystem::directory_iterator(dir, ec))
+    if (e.is_regular_file() && rank_of_name(e.path().filename().string())) files.push_back(e.path().string());
+  std::sort(files.begin(), files.end());
+  std::vector<TorchDump> dumps;
+  std::map<int, std::string> seen;
+  for (const auto& file : files) {
+    const std::string bytes =
+        read_input_file<TorchTraceError>(file, kMaxDumpBytes, "a Flight Recorder dump", "no flag");
+    if (!looks_like_torch_trace(bytes)) continue;
+    TorchDump t = parse_torch_trace(bytes, file);
+    if (const auto it = seen.find(t.rank); it != seen.end())
+      throw TorchTraceError(fmt::format("{} and {} are both rank {}'s dump", it->second, file, t.rank));
+    seen[t.rank] = file;
+    dumps.push_back(std::move(t));
+  }
+  if (dumps.empty())
+    throw TorchTraceError(fmt::format("{}: no Flight Recorder dumps (files whose name ends in the rank, such as "
+                                      "nccl_trace_rank_0, holding a pickle or JSON dump)", dir));
+  std::sort(dumps.begin(), dumps.end(), [](const TorchDump& a, const TorchDump& b) { return a.rank < b.rank; });
+  return dumps;
+}
+
+std::string torch_entry_text(const TorchEntry& e) {
+  std::string op = e.op.starts_with("nccl:") ? e.op.substr(5) : e.op;
+  std::string shape = e.input_sizes.empty() ? "-" : fmt::format("{}", fmt::join(e.input_sizes.front(), "x"));
+  if (!e.input_sizes.empty() && e.input_sizes.front().empty()) shape = "scalar";
+  return fmt::format("{} {} {}", op, shape, e.input_dtypes.empty() ? "-" : e.input_dtypes.front());
+}
+
+}  // namespace collcheck
