@@ -761,7 +761,15 @@ TEST(Replay, KeptOutputsAreBoundedAndEveryResultIsStillChecked) {
 #else
   const uint64_t quarantine = 0;
 #endif
+#if defined(__SANITIZE_THREAD__)
+  // ThreadSanitizer's allocator and shadow memory grow with fresh 4 MiB
+  // blocks (measured: 199 MB here), so its RSS does not measure the replay.
+  std::printf("[ note    ] peak memory not checked under ThreadSanitizer (its allocator and shadow grow with each "
+              "fresh block); the default and asan builds check it\n");
+  (void)quarantine;
+#else
   EXPECT_LT(grew, sum / 3 + quarantine) << "peak memory grew by " << grew << " bytes for " << sum << " bytes of outputs";
+#endif
   std::printf("replay of %d calls x 2 ranks (%llu bytes of outputs): peak memory grew by %llu bytes; estimate %llu\n",
               calls, static_cast<unsigned long long>(sum), static_cast<unsigned long long>(grew),
               static_cast<unsigned long long>(estimate));
