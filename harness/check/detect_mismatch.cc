@@ -24,12 +24,7 @@ std::optional<Diagnosis> mismatch(const Dumps& dumps) {
     }
     if (groups.size() < 2) continue;
     // The majority is the reference; on a tie, the group with the lowest rank.
-    auto ref = groups.begin();
-    for (auto it = groups.begin(); it != groups.end(); ++it) {
-      if (it->second.size() > ref->second.size() ||
-          (it->second.size() == ref->second.size() && it->second.front() < ref->second.front()))
-        ref = it;
-    }
+    const auto ref = majority_group(groups);
     Diagnosis d;
     d.seq = k;
     const CallRecord& r = *sample[ref->first];

@@ -61,6 +61,18 @@ std::vector<RankDump> load_dumps(const std::string& dir);
 
 // "rank 2", "ranks 0, 1, 3".
 std::string ranks_text(const std::vector<int>& r);
+// The reference among groups of ranks that disagree (a map from what they
+// did to the ranks that did it): the largest group; on a tie, the one holding
+// the lowest rank. The mismatch detectors of both dump formats use it.
+template <typename Groups>
+typename Groups::const_iterator majority_group(const Groups& groups) {
+  auto ref = groups.begin();
+  for (auto it = groups.begin(); it != groups.end(); ++it)
+    if (it->second.size() > ref->second.size() ||
+        (it->second.size() == ref->second.size() && it->second.front() < ref->second.front()))
+      ref = it;
+  return ref;
+}
 // The same with runs of three or more as ranges: "ranks 0-21, 23-109, 111".
 std::string rank_ranges_text(const std::vector<int>& r);
 

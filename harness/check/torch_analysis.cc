@@ -55,11 +55,7 @@ std::optional<Diagnosis> mismatch_in(const std::string& name, const std::string&
       sample[key] = e;
     }
     if (groups.size() < 2) continue;
-    auto ref = groups.begin();
-    for (auto it = groups.begin(); it != groups.end(); ++it)
-      if (it->second.size() > ref->second.size() ||
-          (it->second.size() == ref->second.size() && it->second.front() < ref->second.front()))
-        ref = it;
+    const auto ref = majority_group(groups);
     const TorchEntry& r = *sample[ref->first];
     Diagnosis d;
     d.seq = static_cast<uint64_t>(seq);
