@@ -50,11 +50,15 @@ struct InProcFabric::Impl {
   std::atomic<bool> aborted{false};
   // The first call whose transfers an abort fails (the smallest asked for).
   std::atomic<uint64_t> abort_from{UINT64_MAX};
+  // The process group of that call: other groups' transfers all fail.
+  std::atomic<uint64_t> abort_group{0};
   std::mutex abort_mu;
   std::string abort_reason;
 
   bool aborts(Tag tag) const {
-    return aborted.load(std::memory_order_acquire) && call_of_tag(tag) >= abort_from.load(std::memory_order_acquire);
+    return aborted.load(std::memory_order_acquire) &&
+           (group_of_tag(tag) != abort_group.load(std::memory_order_acquire) ||
+            call_of_tag(tag) >= abort_from.load(std::memory_order_acquire));
   }
 
   std::string reason() {
@@ -241,10 +245,15 @@ std::unique_ptr<Links> InProcFabric::links(int rank) {
   return std::make_unique<InProcLinks>(impl_, rank);
 }
 
-void InProcFabric::abort(const std::string& reason, uint64_t from_call) {
+void InProcFabric::abort(const std::string& reason, uint64_t from_call, uint64_t group) {
   {
     std::lock_guard<std::mutex> g(impl_->abort_mu);
-    if (!impl_->aborted.load()) impl_->abort_reason = reason;
+    if (!impl_->aborted.load()) {
+      impl_->abort_reason = reason;
+      impl_->abort_group.store(group, std::memory_order_release);
+    } else if (group != impl_->abort_group.load()) {
+      from_call = 0;  // failures in two groups: every transfer fails
+    }
     if (from_call < impl_->abort_from.load()) impl_->abort_from.store(from_call, std::memory_order_release);
   }
   impl_->aborted.store(true, std::memory_order_release);
@@ -270,6 +279,7 @@ void InProcFabric::reset() {
   std::lock_guard<std::mutex> g(impl_->abort_mu);
   impl_->abort_reason.clear();
   impl_->abort_from.store(UINT64_MAX, std::memory_order_release);
+  impl_->abort_group.store(0, std::memory_order_release);
   impl_->aborted.store(false, std::memory_order_release);
 }
 

@@ -22,11 +22,13 @@ class InProcFabric {
   // The links of one rank. The fabric must outlive them.
   std::unique_ptr<Links> links(int rank);
   // Fails every pending and future wait with LinkAborted(reason) until reset().
-  // With `from_call` > 0 only transfers of that call and later ones fail (a
-  // tag's call number is call_of_tag(tag)): a rank that failed in
-  // call k took part in every earlier call, so the others finish those and
-  // reach call k, and the flight recorders show what every rank called there.
-  void abort(const std::string& reason, uint64_t from_call = 0);
+  // With `from_call` > 0 only transfers of that call and later ones of process
+  // group `group` fail, and every transfer of the other groups (a tag's call
+  // number is call_of_tag(tag), its group group_of_tag(tag)): a rank that
+  // failed in call k took part in every earlier call, so the others finish
+  // those and reach call k, and the flight recorders show what every rank
+  // called there.
+  void abort(const std::string& reason, uint64_t from_call = 0, uint64_t group = 0);
   // True once any abort happened (scoped or not).
   bool aborted() const;
   std::string abort_reason() const;

@@ -88,13 +88,23 @@ class LinksDecorator : public Links {
   Links& inner_;
 };
 
-// The tag layout: communicators put a call's sequence number above the low 8
-// bits, and algorithms put their channel in them.
-constexpr Tag call_tag(uint64_t seq) { return seq << 8; }
-constexpr uint64_t call_of_tag(Tag tag) { return tag >> 8; }
+// The tag layout: bits 48-63 the communicator's process group (0: the whole
+// world), bits 8-47 the call's sequence number in that group, the low 8 bits the
+// algorithm's channel. Point-to-point calls number their own sequence per peer
+// and direction, with kP2pCall set, so they never meet a collective's tag.
+inline constexpr uint64_t kCallMask = (uint64_t{1} << 40) - 1;
+inline constexpr uint64_t kP2pCall = uint64_t{1} << 39;
+constexpr Tag call_tag(uint64_t seq, uint64_t group = 0) { return (group << 48) | ((seq & kCallMask) << 8); }
+constexpr uint64_t call_of_tag(Tag tag) { return (tag >> 8) & kCallMask; }
+constexpr uint64_t group_of_tag(Tag tag) { return tag >> 48; }
 constexpr unsigned channel_of_tag(Tag tag) { return static_cast<unsigned>(tag & 0xff); }
 
 std::string describe_tag(Tag tag);
+
+// The links of a subset of the world's ranks (a process group): the group's
+// rank i is world rank members[i] (ascending), and inner's rank must be one of
+// them. Tags pass unchanged: the communicator puts its group in them.
+std::unique_ptr<Links> subset_links(Links& inner, std::vector<int> members);
 
 // Waits for every request in order; the first failure is thrown and the
 // remaining requests are cancelled when the caller drops them.

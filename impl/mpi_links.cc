@@ -213,9 +213,12 @@ MpiLinks::MpiLinks(MPI_Comm comm) : comm_(comm) {
 }
 
 int MpiLinks::mpi_tag(Tag tag) const {
-  // tag = call sequence << 8 | channel; keep 15 bits of the sequence and 8 of
-  // the epoch, then fold into what this MPI allows.
-  const uint64_t mixed = ((epoch_ & 0xff) << 23) | ((call_of_tag(tag) & 0x7fff) << 8) | channel_of_tag(tag);
+  // tag = group << 48 | call sequence << 8 | channel; keep 15 bits of the
+  // sequence (the group and the point-to-point bit mixed in, so that two
+  // groups' calls of the same number do not meet) and 8 of the epoch, then
+  // fold into what this MPI allows.
+  const uint64_t call = call_of_tag(tag) + group_of_tag(tag) * 0x2f1 + ((call_of_tag(tag) & kP2pCall) ? 0x4d3 : 0);
+  const uint64_t mixed = ((epoch_ & 0xff) << 23) | ((call & 0x7fff) << 8) | channel_of_tag(tag);
   return static_cast<int>(mixed % (static_cast<uint64_t>(tag_ub_) + 1));
 }
 

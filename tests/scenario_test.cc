@@ -69,7 +69,19 @@ TEST(Scenario, BadFilesNameFileLineAndField) {
       {"world: {ranks: 2}\nprogram:\n  - all_reduce: {op: mean}\n", "program[0].all_reduce.op: unknown op 'mean'; allowed: sum"},
       {"world: {ranks: 2}\nprogram:\n  - all_reduce: {wait: end}\n", "program[0].all_reduce.wait: only an async call has a wait"},
       {"world: {ranks: 2}\nprogram:\n  - all_reduce: {async: true, wait: later}\n", "unknown wait 'later'; allowed: next, end, never"},
-      {"world: {ranks: 2}\nprogram:\n  - barrier: {}\n", "bad.yaml:3: program[0]: unknown step 'barrier'; allowed: all_reduce, sleep, stall"},
+      {"world: {ranks: 2}\nprogram:\n  - gather: {}\n", "bad.yaml:3: program[0]: unknown step 'gather'; allowed: all_reduce, broadcast, all_gather, reduce_scatter, all_to_all, barrier, send, recv, sleep, stall, synchronize"},
+      {"world: {ranks: 2}\nprogram:\n  - all_gather: {op: sum}\n", "bad.yaml:3: program[0].all_gather: unknown key 'op'; allowed: tag, count"},
+      {"world: {ranks: 2}\nprogram:\n  - broadcast: {count: 4}\n", "bad.yaml:3: program[0].broadcast.root: missing: the root (a world rank)"},
+      {"world: {ranks: 2}\nprogram:\n  - send: {peer: 1}\n", "bad.yaml:3: send.peer: rank 1 would send to itself; give rank 1 its own program"},
+      {"world: {ranks: 3}\nprogram:\n  - all_to_all: {count: 10}\n", "program[0].all_to_all.count: all_to_all sends count / p elements to each rank, so count must be a multiple of the 3 ranks of its group; 10 is not"},
+      {"world: {ranks: 3}\nprogram:\n  - all_reduce: {shape: [4, -2]}\n", "program[0].all_reduce.shape[1]: expected a non-negative integer, got -2"},
+      {"world: {ranks: 3}\nprogram:\n  - all_reduce: {shape: [4], count: 4}\n", "program[0].all_reduce.shape: give count or shape, not both"},
+      {"world: {ranks: 3}\ngroups: {tp: [0, 1]}\nprogram:\n  - all_reduce: {group: pp}\n", "bad.yaml:4: program[0].all_reduce.group: unknown group 'pp'; allowed: tp"},
+      {"world: {ranks: 3}\ngroups: {tp: [0, 5]}\nprogram: []\n", "bad.yaml:2: groups.tp[1]: expected an integer in [0, 2], got 5"},
+      {"world: {ranks: 3}\ngroups: {tp: [0, 0]}\nprogram: []\n", "bad.yaml:2: groups.tp: a rank is listed twice"},
+      {"world: {ranks: 3}\ngroups: {world: [0]}\nprogram: []\n", "groups.world: 'world' is every rank already"},
+      {"world: {ranks: 3}\ngroups: {tp: [0, 1]}\nprogram:\n  - broadcast: {group: tp, root: 2}\n", "program[0].broadcast.root: rank 2 is not in group tp; allowed: 0, 1"},
+      {"world: {ranks: 2}\nprogram:\n  - synchronize: false\n", "program[0].synchronize: expected true"},
       {"world: {ranks: 2}\nprogram: []\ncolour: red\n", "bad.yaml:3: scenario: unknown key 'colour'; allowed: name, description"},
       {"world: {ranks: 2, kind: slurm}\nprogram: []\n", "world.kind: unknown world 'slurm'; allowed: threads, mpi"},
       {"world: {ranks: 2}\nmode: paranoid\nprogram: []\n", "bad.yaml:2: mode: unknown mode 'paranoid'; allowed: guarded, unguarded"},
@@ -85,6 +97,25 @@ TEST(Scenario, BadFilesNameFileLineAndField) {
     EXPECT_NE(got.find(want), std::string::npos) << "for:\n" << yaml << "got: " << got << "\nwant: " << want;
   }
   EXPECT_EQ(error_of(kGood), "(accepted)");
+}
+
+TEST(Scenario, GroupsCollectivesAndShapesRoundTrip) {
+  const Scenario s = load_scenario(std::string(SOURCE_DIR) + "/examples/bugs/clean_parallel_step.yaml");
+  ASSERT_EQ(s.groups.size(), 3u);
+  EXPECT_EQ(s.groups[2].name, "dp");
+  EXPECT_EQ(s.groups[2].ranks, (std::vector<int>{0, 2}));
+  EXPECT_EQ(s.group_id("dp"), 3u);
+  EXPECT_EQ(s.group_id(""), 0u);
+  ASSERT_GE(s.defaults.size(), 1u);
+  EXPECT_EQ(s.defaults[0].call.coll, Collective::Broadcast);
+  EXPECT_EQ(s.defaults[0].call.count, 1024u);  // shape [256, 4]
+  EXPECT_EQ(s.defaults[0].call.shape, (std::vector<size_t>{256, 4}));
+  const Scenario back = parse_scenario(scenario_to_yaml(s), "back.yaml");
+  EXPECT_EQ(scenario_to_yaml(back), scenario_to_yaml(s));
+  ASSERT_EQ(back.groups.size(), 3u);
+  EXPECT_EQ(back.program(2).back().kind, Step::Synchronize);
+  EXPECT_EQ(back.program(2)[6].call.coll, Collective::Recv);
+  EXPECT_EQ(back.program(2)[6].call.peer, 0);
 }
 
 TEST(Scenario, JsonIsAccepted) {

@@ -2,6 +2,8 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <functional>
+#include <limits>
 #include <map>
 #include <set>
 #include <tuple>
@@ -33,6 +35,130 @@ std::optional<Diagnosis> deadlock(const Dumps& dumps) {
       }
       path.push_back(cur);
     }
+  }
+  return std::nullopt;
+}
+
+namespace {
+struct Stuck {
+  const RankDump* dump;  // the communicator's dump that holds the call
+  const CallRecord* call;
+};
+
+// The call a rank was blocked in at time t (the moment the first call gave up):
+// of the calls it had entered by then and not finished, the one it entered first.
+std::optional<Stuck> stuck_call(const std::vector<const RankDump*>& mine, double t) {
+  std::optional<Stuck> s;
+  for (const RankDump* d : mine)
+    for (const auto& c : d->calls)
+      if (c.t_started >= 0 && c.t_started < t && (c.t_completed < 0 || c.t_completed >= t) &&
+          (!s || c.t_started < s->call->t_started))
+        s = Stuck{d, &c};
+  return s;
+}
+
+// The n-th point-to-point call of `dump` with this collective and peer (n from 1).
+const CallRecord* nth_p2p(const RankDump& dump, Collective coll, int peer, size_t n) {
+  for (const auto& c : dump.calls)
+    if (c.coll == coll && c.peer == peer && --n == 0) return &c;
+  return nullptr;
+}
+size_t p2p_index(const RankDump& dump, const CallRecord& call) {
+  size_t n = 0;
+  for (const auto& c : dump.calls) {
+    if (c.coll == call.coll && c.peer == call.peer) ++n;
+    if (&c == &call) return n;
+  }
+  return 0;
+}
+
+std::string where(const RankDump& d, const CallRecord& c) {
+  const std::string g = d.group.empty() ? "the world" : "group " + d.group;
+  if (is_p2p(c.coll))
+    return fmt::format("{} {} message #{} {} rank {} ({})", g, collective_name(c.coll), p2p_index(d, c),
+                       c.coll == Collective::Send ? "to" : "from", c.peer, c.tag);
+  return fmt::format("{}'s {} #{} ({})", g, collective_name(c.coll), c.seq, c.tag);
+}
+}  // namespace
+
+// Ranks each stuck in a call that waits on another rank, which is itself stuck
+// elsewhere, around a cycle: across process groups (each rank runs its calls
+// in the order it issued them, one device stream) and point-to-point calls.
+// The picture is taken when the first call gave up (its deadline, or an
+// error): rank r waits on rank q when r was inside a call then that q had not
+// entered.
+std::optional<Diagnosis> call_cycle(const Dumps& dumps) {
+  double t = std::numeric_limits<double>::infinity();
+  for (const auto& d : dumps)
+    for (const auto& c : d.calls)
+      if (c.state == CallState::Failed && c.t_completed >= 0) t = std::min(t, c.t_completed);
+  std::map<int, std::vector<const RankDump*>> by_rank;
+  for (const auto& d : dumps) by_rank[d.rank].push_back(&d);
+  std::map<int, Stuck> stuck;
+  for (const auto& [r, mine] : by_rank)
+    if (auto s = stuck_call(mine, t)) stuck[r] = *s;
+  auto dump_of = [&](int q, const std::string& group, bool p2p) -> const RankDump* {
+    for (const RankDump* d : by_rank[q])
+      if (d->group == group && d->p2p == p2p) return d;
+    return nullptr;
+  };
+  auto waits_on = [&](int, int, const CallRecord* theirs) {
+    return !theirs || theirs->t_started < 0 || theirs->t_started >= t;
+  };
+  std::map<int, std::vector<int>> edges;
+  for (const auto& [r, s] : stuck) {
+    const RankDump& d = *s.dump;
+    const CallRecord& c = *s.call;
+    if (is_p2p(c.coll)) {
+      const int q = c.peer;
+      const RankDump* other = dump_of(q, d.group, true);
+      const Collective mirror = c.coll == Collective::Send ? Collective::Recv : Collective::Send;
+      const CallRecord* theirs = other ? nth_p2p(*other, mirror, r, p2p_index(d, c)) : nullptr;
+      if (waits_on(r, q, theirs)) edges[r].push_back(q);
+      continue;
+    }
+    std::vector<int> members = d.members;
+    if (d.group.empty())
+      for (const auto& [q, _] : by_rank) members.push_back(q);
+    for (int q : members) {
+      if (q == r) continue;
+      const RankDump* other = dump_of(q, d.group, false);
+      if (waits_on(r, q, other ? call_of(*other, c.seq) : nullptr)) edges[r].push_back(q);
+    }
+  }
+  // A cycle among stuck ranks, from the lowest rank that is on one.
+  for (const auto& [start, _] : edges) {
+    std::vector<int> path{start};
+    std::set<int> seen{start};
+    std::function<bool(int)> dfs = [&](int u) -> bool {
+      for (int v : edges[u]) {
+        if (!stuck.count(v)) continue;
+        if (v == start) return true;
+        if (seen.insert(v).second) {
+          path.push_back(v);
+          if (dfs(v)) return true;
+          path.pop_back();
+        }
+      }
+      return false;
+    };
+    if (!dfs(start)) continue;
+    Diagnosis dg;
+    dg.kind = DiagnosisKind::Deadlock;
+    dg.ranks = path;
+    std::sort(dg.ranks.begin(), dg.ranks.end());
+    std::string chain;
+    for (size_t i = 0; i < path.size(); ++i) {
+      const Stuck& s = stuck.at(path[i]);
+      chain += fmt::format("{}rank {} waits in {} for rank {}", i ? "; " : "", path[i], where(*s.dump, *s.call),
+                           path[(i + 1) % path.size()]);
+    }
+    std::string cycle;
+    for (int r : path) cycle += fmt::format("rank {} -> ", r);
+    dg.text = fmt::format("a wait-for cycle: {}rank {}: {}. Each rank runs its calls in the order it issued them (one "
+                          "device stream), so none of them reaches the call another waits in",
+                          cycle, path.front(), chain);
+    return dg;
   }
   return std::nullopt;
 }

@@ -13,12 +13,14 @@ namespace collcheck::detect {
 // The first sequence number at which ranks disagree on the call.
 std::optional<Diagnosis> mismatch(const Dumps& dumps) {
   for (const uint64_t k : seqs_in(dumps)) {
-    std::map<std::tuple<std::string, size_t, int, int>, std::vector<int>> groups;
-    std::map<std::tuple<std::string, size_t, int, int>, const CallRecord*> sample;
+    using Key = std::tuple<std::string, size_t, int, int, int, int>;
+    std::map<Key, std::vector<int>> groups;
+    std::map<Key, const CallRecord*> sample;
     for (const auto& d : dumps) {
       const CallRecord* c = call_of(d, k);
       if (!c) continue;
-      const auto key = std::make_tuple(c->tag, c->count, static_cast<int>(c->dtype), static_cast<int>(c->op));
+      const auto key = std::make_tuple(c->tag, c->count, static_cast<int>(c->dtype),
+                                       reduces(c->coll) ? static_cast<int>(c->op) : 0, static_cast<int>(c->coll), c->peer);
       groups[key].push_back(d.rank);
       sample[key] = c;
     }
@@ -35,14 +37,16 @@ std::optional<Diagnosis> mismatch(const Dumps& dumps) {
       d.ranks.insert(d.ranks.end(), it->second.begin(), it->second.end());
       const CallRecord& o = *sample[it->first];
       if (o.tag != r.tag) fields.insert("tag");
+      if (o.coll != r.coll) fields.insert("collective");
+      if (o.coll == r.coll && o.peer != r.peer) fields.insert(r.coll == Collective::Broadcast ? "root" : "peer");
       if (o.count != r.count) fields.insert("count");
       if (o.dtype != r.dtype) fields.insert("dtype");
-      if (o.op != r.op) fields.insert("op");
+      if (o.op != r.op && reduces(r.coll)) fields.insert("op");
       others += fmt::format("; {} called {}", ranks_text(it->second), fp_text(o));
     }
     std::sort(d.ranks.begin(), d.ranks.end());
     d.fields.assign(fields.begin(), fields.end());
-    d.kind = fields.count("tag") ? DiagnosisKind::OrderMismatch : DiagnosisKind::ShapeMismatch;
+    d.kind = fields.count("tag") || fields.count("collective") ? DiagnosisKind::OrderMismatch : DiagnosisKind::ShapeMismatch;
     std::string flist;
     for (const auto& f : d.fields) flist += (flist.empty() ? "" : ", ") + f;
     d.text = fmt::format("{} at call #{}: {} called {}{} (differs in: {})",

@@ -66,7 +66,13 @@ std::string last_completed_text(const Dumps& dumps) {
 }
 
 std::string fp_text(const CallRecord& c) {
-  return fmt::format("{} count={} {} {}", c.tag, c.count, dtype_name(c.dtype), op_name(c.op));
+  if (c.coll == Collective::AllReduce)
+    return fmt::format("{} count={} {} {}", c.tag, c.count, dtype_name(c.dtype), op_name(c.op));
+  std::string s = fmt::format("{} {}", c.tag, collective_name(c.coll));
+  if (c.coll == Collective::Broadcast) s += fmt::format(" root={}", c.peer);
+  if (c.coll != Collective::Barrier) s += fmt::format(" count={} {}", c.count, dtype_name(c.dtype));
+  if (reduces(c.coll)) s += fmt::format(" {}", op_name(c.op));
+  return s;
 }
 
 TransferPairs transfer_pairs(const Dumps& dumps) {

@@ -37,6 +37,9 @@ std::optional<Diagnosis> mismatch(const Dumps&);      // detect_mismatch.cc
 std::optional<Diagnosis> crash(const Dumps&);         // detect_crash.cc
 std::optional<Diagnosis> missing_rank(const Dumps&);  // detect_missing_rank.cc
 std::optional<Diagnosis> deadlock(const Dumps&);      // detect_deadlock.cc
+// Across process groups and point-to-point calls: every communicator's dumps.
+std::optional<Diagnosis> call_cycle(const Dumps&);    // detect_deadlock.cc
+void p2p(const Dumps&, const AnalysisOptions&, std::vector<Diagnosis>&);  // detect_p2p.cc: the p2p dumps
 void hung_call(const Dumps&, const AnalysisOptions&, std::vector<Diagnosis>&);          // detect_hung_call.cc
 void corrupted_payload(const Dumps&, const AnalysisOptions&, std::vector<Diagnosis>&);  // detect_corrupted_payload.cc
 void slow_link(const Dumps&, const AnalysisOptions&, std::vector<Diagnosis>&);          // detect_slow_link.cc

@@ -7,6 +7,7 @@
 #include <fstream>
 #include <map>
 #include <set>
+#include <tuple>
 
 #include "harness/check/detectors.h"
 
@@ -61,7 +62,9 @@ std::string diagnosis_choices() {
   return s;
 }
 
-std::vector<Diagnosis> analyze(const std::vector<RankDump>& dumps, const AnalysisOptions& o) {
+namespace {
+// The table of detectors over one communicator's dumps.
+std::vector<Diagnosis> run_table(const std::vector<RankDump>& dumps, const AnalysisOptions& o) {
   std::vector<Diagnosis> out;
   for (const auto& row : detect::detectors()) {
     if (row.last_resort && !out.empty()) continue;
@@ -71,6 +74,61 @@ std::vector<Diagnosis> analyze(const std::vector<RankDump>& dumps, const Analysi
       continue;
     row.detect(dumps, o, out);
   }
+  return out;
+}
+
+// Findings of several communicators, in this order: what explains the rest first.
+int precedence(DiagnosisKind k) {
+  using K = DiagnosisKind;
+  constexpr K order[] = {K::ShapeMismatch, K::OrderMismatch,  K::RankCrashed,    K::Deadlock,
+                         K::MissingRank,   K::HungCall,       K::CorruptedPayload, K::SlowLink,
+                         K::ReadBeforeWait, K::UnwaitedWork,  K::WrongResult,    K::CallFailed};
+  for (size_t i = 0; i < std::size(order); ++i)
+    if (order[i] == k) return static_cast<int>(i);
+  return 99;
+}
+}  // namespace
+
+std::vector<Diagnosis> analyze(const std::vector<RankDump>& dumps, const AnalysisOptions& o) {
+  const bool one_communicator =
+      std::all_of(dumps.begin(), dumps.end(), [](const RankDump& d) { return d.group.empty() && !d.p2p; });
+  if (one_communicator) return run_table(dumps, o);
+  // Process groups or point-to-point calls: each group's collectives through
+  // the table on their own, the point-to-point calls paired, and first the
+  // cycles of waits that cross them.
+  std::map<std::string, std::vector<RankDump>> groups;
+  for (const auto& d : dumps)
+    if (!d.p2p) groups[d.group].push_back(d);
+  std::vector<Diagnosis> out;
+  const auto cycle = detect::call_cycle(dumps);
+  if (cycle) out.push_back(*cycle);
+  // A cycle explains the ranks missing from the calls of its groups and the timeouts that follow.
+  auto explained = [&](const Diagnosis& d) {
+    using K = DiagnosisKind;
+    return cycle && (d.kind == K::MissingRank || d.kind == K::Deadlock || d.kind == K::HungCall || d.kind == K::CallFailed);
+  };
+  std::set<std::vector<int>> crashes;
+  for (const auto& [name, ds] : groups) {
+    if (std::all_of(ds.begin(), ds.end(), [](const RankDump& d) { return d.calls.empty(); }) &&
+        std::none_of(ds.begin(), ds.end(), [](const RankDump& d) { return d.crash.has_value(); }))
+      continue;  // a communicator nobody used
+    for (auto& f : run_table(ds, o)) {
+      if (explained(f)) continue;
+      if (f.kind == DiagnosisKind::RankCrashed && !crashes.insert(f.ranks).second) continue;  // every group's dump says it
+      f.group = name;
+      if (!name.empty() && f.kind != DiagnosisKind::RankCrashed) f.text = "process group " + name + ": " + f.text;
+      out.push_back(std::move(f));
+    }
+  }
+  std::vector<Diagnosis> pairs;
+  detect::p2p(dumps, o, pairs);
+  for (auto& f : pairs)
+    if (!explained(f)) out.push_back(std::move(f));
+  std::stable_sort(out.begin(), out.end(),
+                   [](const Diagnosis& a, const Diagnosis& b) { return precedence(a.kind) < precedence(b.kind); });
+  // A call failed is the last resort: only when nothing else explains the run.
+  if (out.size() > 1)
+    std::erase_if(out, [](const Diagnosis& d) { return d.kind == DiagnosisKind::CallFailed; });
   return out;
 }
 
@@ -111,15 +169,25 @@ std::vector<RankDump> load_dumps(const std::string& dir) {
   }
   const int size = out.front().size;
   std::set<int> have;
+  std::set<std::tuple<std::string, bool, int>> communicators;  // a process group's dumps: (group, p2p, rank)
+  size_t world_dumps = 0;
   for (const auto& d : out) {
     if (d.size != size)
       throw std::runtime_error(fmt::format("{}: the dumps are of different worlds: rank {} of size {}, rank {} of size {}",
                                            dir, out.front().rank, size, d.rank, d.size));
+    if (!d.group.empty() || d.p2p) {
+      if (!communicators.insert({d.group, d.p2p, d.rank}).second)
+        throw std::runtime_error(fmt::format("{}: rank {} dumped {}'s {} twice", dir, d.rank,
+                                             d.group.empty() ? "the world" : "group " + d.group,
+                                             d.p2p ? "point-to-point calls" : "collectives"));
+      continue;
+    }
+    ++world_dumps;
     if (d.rank < 0 || d.rank >= size || !have.insert(d.rank).second)
       throw std::runtime_error(fmt::format("{}: rank {} is not one of ranks 0..{}, or appears twice", dir, d.rank,
                                            size - 1));
   }
-  if (static_cast<int>(out.size()) != size) {
+  if (static_cast<int>(world_dumps) != size) {
     std::vector<int> missing;
     for (int r = 0; r < size; ++r)
       if (!have.count(r)) missing.push_back(r);

@@ -37,6 +37,7 @@ struct Diagnosis {
   DiagnosisKind kind = DiagnosisKind::CallFailed;
   std::vector<int> ranks;
   std::optional<uint64_t> seq;
+  std::string group;   // the process group of `seq` ("" for the world)
   std::vector<std::string> fields;
   std::optional<std::pair<int, int>> edge;
   double factor = 0;   // SlowLink: how much slower than the other edges

@@ -10,8 +10,11 @@ FingerprintGuard::FingerprintGuard(int nranks, Clock::time_point epoch, std::chr
     : nranks_(nranks), epoch_(epoch), settle_(settle) {}
 
 namespace {
-using Key = std::tuple<std::string, size_t, int, int>;
-Key key_of(const CallFingerprint& f) { return {f.tag, f.count, static_cast<int>(f.dtype), static_cast<int>(f.op)}; }
+using Key = std::tuple<std::string, size_t, int, int, int, int>;
+Key key_of(const CallFingerprint& f) {
+  return {f.tag, f.count, static_cast<int>(f.dtype), reduces(f.coll) ? static_cast<int>(f.op) : 0,
+          static_cast<int>(f.coll), f.peer};
+}
 }  // namespace
 
 std::optional<Diagnosis> FingerprintGuard::classify(uint64_t seq) const {

@@ -7,8 +7,12 @@
 namespace collcheck {
 
 std::string CallFingerprint::describe() const {
-  return fmt::format("all_reduce{} #{}{} count={} dtype={} op={} algo={}", async ? "_async" : "", seq,
-                     tag.empty() ? "" : " tag=" + tag, count, dtype_name(dtype), op_name(op), algorithm);
+  const std::string who = coll == Collective::Broadcast ? fmt::format(" root={}", peer)
+                          : is_p2p(coll)                 ? fmt::format(" peer={}", peer)
+                                                         : "";
+  const std::string red = reduces(coll) ? fmt::format(" op={}", op_name(op)) : "";
+  return fmt::format("{}{} #{}{} count={} dtype={}{}{} algo={}", collective_name(coll), async ? "_async" : "", seq,
+                     tag.empty() ? "" : " tag=" + tag, count, dtype_name(dtype), red, who, algorithm);
 }
 
 CallRecord record_of(const CallFingerprint& f) {
@@ -20,12 +24,15 @@ CallRecord record_of(const CallFingerprint& f) {
   r.op = f.op;
   r.async = f.async;
   r.impl = f.algorithm;
+  r.coll = f.coll;
+  r.peer = f.peer;
   return r;
 }
 
 std::string fingerprint_to_json(const CallFingerprint& f) {
   return nlohmann::json{{"seq", f.seq},   {"tag", f.tag},         {"count", f.count}, {"dtype", static_cast<int>(f.dtype)},
-                        {"op", static_cast<int>(f.op)}, {"algorithm", f.algorithm}, {"async", f.async}}
+                        {"op", static_cast<int>(f.op)}, {"algorithm", f.algorithm}, {"async", f.async},
+                        {"coll", static_cast<int>(f.coll)}, {"peer", f.peer}}
       .dump();
 }
 
@@ -39,6 +46,8 @@ CallFingerprint fingerprint_from_json(const std::string& text) {
   f.op = static_cast<RedOp>(j.at("op").get<int>());
   f.algorithm = j.at("algorithm").get<std::string>();
   f.async = j.at("async").get<bool>();
+  f.coll = static_cast<Collective>(j.value("coll", 0));
+  f.peer = j.value("peer", -1);
   return f;
 }
 

@@ -7,12 +7,15 @@
 #include <string>
 
 #include "harness/history/flight_recorder.h"
+#include "impl/collective.h"
 #include "impl/semantics.h"
 
 namespace collcheck {
 
 struct CallFingerprint {
-  uint64_t seq = 0;  // per-communicator sequence number, from 1
+  uint64_t seq = 0;  // per-communicator sequence number, from 1 (point-to-point calls: their own)
+  Collective coll = Collective::AllReduce;
+  int peer = -1;     // broadcast: the root; send/recv: the other rank (in the communicator's ranks)
   std::string tag;   // what the call reduces, when the caller says (scenarios do)
   size_t count = 0;
   DType dtype = DType::Float32;

@@ -9,6 +9,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
@@ -155,6 +156,10 @@ CallRecord* FlightRecorder::find(uint64_t seq) {
 void FlightRecorder::scheduled(const CallRecord& r) {
   std::lock_guard<std::mutex> g(mu_);
   calls_.push_back(r);
+  // A group's communicator names its root or peer in the group's ranks; the
+  // dump says world ranks.
+  auto& peer = calls_.back().peer;
+  if (peer >= 0 && static_cast<size_t>(peer) < members_.size()) peer = members_[static_cast<size_t>(peer)];
   calls_.back().state = CallState::Scheduled;
   calls_.back().t_scheduled = now();
   if (calls_.size() > capacity_) {
@@ -230,6 +235,17 @@ void FlightRecorder::set_run(std::string id, std::string what) {
   run_what_ = std::move(what);
 }
 
+void FlightRecorder::set_group(std::string name, std::vector<int> members, bool p2p) {
+  std::lock_guard<std::mutex> g(mu_);
+  group_ = std::move(name);
+  members_ = std::move(members);
+  p2p_ = p2p;
+}
+
+std::string dump_file_name(int rank, const std::string& group, bool p2p) {
+  return fmt::format("rank-{}{}{}.json", rank, group.empty() ? "" : "." + group, p2p ? ".p2p" : "");
+}
+
 nlohmann::json FlightRecorder::to_json(const std::string& reason, const CrashNote* crash) const {
   const std::vector<Stall> stalled = stalls();
   std::lock_guard<std::mutex> g(mu_);
@@ -239,11 +255,14 @@ nlohmann::json FlightRecorder::to_json(const std::string& reason, const CrashNot
   j["reason"] = reason;
   if (!run_id_.empty()) j["run"] = {{"id", run_id_}, {"scenario", run_what_}};
   if (crash) j["crash"] = {{"rank", crash->rank}, {"signal", crash->signal}};
+  if (!group_.empty() || p2p_) j["group"] = {{"name", group_}, {"ranks", members_}, {"p2p", p2p_}};
   j["dumped_at"] = now();
   j["dropped_calls"] = dropped_calls_;
   auto& calls = j["calls"] = nlohmann::json::array();
   for (const auto& c : calls_) {
     calls.push_back({{"seq", c.seq},
+                     {"collective", std::string(collective_name(c.coll))},
+                     {"peer", c.peer},
                      {"tag", c.tag},
                      {"count", c.count},
                      {"dtype", std::string(dtype_name(c.dtype))},
@@ -281,7 +300,14 @@ nlohmann::json FlightRecorder::to_json(const std::string& reason, const CrashNot
 }
 
 void FlightRecorder::dump(const std::string& dir, const std::string& reason, const CrashNote* crash) const {
-  write_file_atomically(fmt::format("{}/rank-{}.json", dir, rank_), to_json(reason, crash).dump(1));
+  std::string group;
+  bool p2p;
+  {
+    std::lock_guard<std::mutex> g(mu_);
+    group = group_;
+    p2p = p2p_;
+  }
+  write_file_atomically(fmt::format("{}/{}", dir, dump_file_name(rank_, group, p2p)), to_json(reason, crash).dump(1));
 }
 
 namespace {
@@ -315,6 +341,16 @@ RankDump rank_dump_from_json(const nlohmann::json& j) {
     d.run_id = j["run"].at("id").get<std::string>();
     d.run_what = j["run"].at("scenario").get<std::string>();
   }
+  if (j.contains("group")) {
+    const auto& g = j.at("group");
+    d.group = g.at("name").get<std::string>();
+    if (d.group.size() > 64) throw std::runtime_error("group.name: longer than 64 characters");
+    for (const auto& m : g.at("ranks")) d.members.push_back(whole<int>(m, "group.ranks[]", 0, d.size - 1));
+    d.p2p = g.value("p2p", false);
+    if (!d.group.empty() && std::find(d.members.begin(), d.members.end(), d.rank) == d.members.end())
+      throw std::runtime_error(fmt::format("group.ranks: rank {} dumped group {} but is not one of its ranks", d.rank,
+                                           d.group));
+  }
   if (j.contains("crash") && !j["crash"].is_null())
     d.crash = CrashNote{whole<int>(j["crash"].at("rank"), "crash.rank", -1, d.size - 1),
                         j["crash"].at("signal").get<std::string>()};
@@ -325,6 +361,13 @@ RankDump rank_dump_from_json(const nlohmann::json& j) {
     if (!d.calls.empty() && r.seq != d.calls.back().seq + 1)
       throw std::runtime_error(fmt::format("calls[].seq: {} follows {}; a rank's calls are numbered one after another",
                                            r.seq, d.calls.back().seq));
+    if (c.contains("collective")) {  // absent in older dumps: all-reduces
+      auto coll = parse_collective(c.at("collective").get<std::string>());
+      if (!coll) throw std::runtime_error(fmt::format("calls[].collective: unknown '{}'; allowed: {}",
+                                                      c.at("collective").get<std::string>(), collective_choices()));
+      r.coll = *coll;
+    }
+    r.peer = whole<int>(c.value("peer", nlohmann::json(-1)), "calls[].peer", -1, d.size - 1);
     r.tag = c.at("tag").get<std::string>();
     r.count = whole<size_t>(c.at("count"), "calls[].count", 0, size_t{1} << 48);
     auto t = parse_dtype(c.at("dtype").get<std::string>());

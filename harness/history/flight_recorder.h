@@ -15,6 +15,7 @@
 #include <string>
 #include <vector>
 
+#include "impl/collective.h"
 #include "impl/links.h"
 #include "impl/semantics.h"
 
@@ -25,6 +26,8 @@ std::string_view call_state_name(CallState s);
 
 struct CallRecord {
   uint64_t seq = 0;
+  Collective coll = Collective::AllReduce;
+  int peer = -1;  // broadcast: the root; send/recv: the other rank (global ranks in a dump)
   std::string tag;
   size_t count = 0;
   DType dtype = DType::Float32;
@@ -92,6 +95,10 @@ class FlightRecorder {
   // by the root) and what ran (a hash of the scenario). analyze refuses a set
   // of dumps from more than one run.
   void set_run(std::string id, std::string what);
+  // Which communicator this recorder serves: a process group ("" for the
+  // world), its world ranks, and whether it records the group's point-to-point
+  // calls (numbered apart from its collectives, as PyTorch does).
+  void set_group(std::string name, std::vector<int> members, bool p2p);
 
   void scheduled(const CallRecord& r);  // r.seq, fingerprint fields; state Scheduled
   void started(uint64_t seq);
@@ -124,7 +131,15 @@ class FlightRecorder {
   BlockedOn blocked_;
   uint64_t dropped_calls_ = 0;
   std::string run_id_, run_what_;
+  std::string group_;
+  std::vector<int> members_;
+  bool p2p_ = false;
 };
+
+// Where a recorder's dump goes in a dump directory: rank-<r>.json for the
+// world's collectives, rank-<r>.p2p.json for its point-to-point calls,
+// rank-<r>.<group>.json and rank-<r>.<group>.p2p.json for a process group's.
+std::string dump_file_name(int rank, const std::string& group, bool p2p);
 
 // One rank's dump, read back (for analyze).
 struct RankDump {
@@ -136,6 +151,9 @@ struct RankDump {
   BlockedOn blocked_on;
   std::optional<CrashNote> crash;  // dumped by the crash handler
   std::string run_id, run_what;    // FlightRecorder::set_run; empty in older dumps
+  std::string group;               // FlightRecorder::set_group: "" for the world
+  std::vector<int> members;        // the group's world ranks; empty for the world
+  bool p2p = false;                // the point-to-point calls of the group
 };
 RankDump rank_dump_from_json(const nlohmann::json& j);
 

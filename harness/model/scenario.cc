@@ -3,8 +3,11 @@
 #include "harness/model/yaml_input.h"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <yaml-cpp/yaml.h>
 
+#include <algorithm>
+#include <cctype>
 #include <cmath>
 #include <filesystem>
 #include <fstream>
@@ -21,6 +24,25 @@ std::string_view wait_at_name(WaitAt w) {
     case WaitAt::Never: return "never";
   }
   return "?";
+}
+
+const GroupSpec* Scenario::group(const std::string& g_name) const {
+  for (const auto& g : groups)
+    if (g.name == g_name) return &g;
+  return nullptr;
+}
+
+std::vector<int> Scenario::members(const std::string& g_name) const {
+  if (const GroupSpec* g = group(g_name)) return g->ranks;
+  std::vector<int> all(static_cast<size_t>(std::max(ranks, 0)));
+  for (int r = 0; r < ranks; ++r) all[static_cast<size_t>(r)] = r;
+  return all;
+}
+
+uint64_t Scenario::group_id(const std::string& g_name) const {
+  for (size_t i = 0; i < groups.size(); ++i)
+    if (groups[i].name == g_name) return i + 1;
+  return 0;
 }
 
 const Program& Scenario::program(int rank) const {
@@ -51,24 +73,70 @@ class Parser : public YamlFields<ScenarioError> {
     return out;
   }
 
-  Step call(const YAML::Node& n, const std::string& field, int index) const {
+  Step call(const YAML::Node& n, const std::string& field, int index, Collective coll, const Scenario& sc) const {
     Step s;
     s.kind = Step::Call;
     s.line = n.Mark().line + 1;
-    only_keys(n, field, {"tag", "count", "dtype", "op", "scalar", "async", "wait", "read_before_wait"});
     CallStep& c = s.call;
+    c.coll = coll;
+    if (coll == Collective::Barrier && n.IsScalar()) {  // barrier: true
+      if (!scalar<bool>(n, field, "true or a mapping")) fail(n, field, "expected true or a mapping such as {group: g}");
+      c.tag = fmt::format("call{}", index);
+      c.count = 0;
+      return s;
+    }
+    if (!n.IsMap()) fail(n, field, "expected a mapping such as {tag: grads, count: 1024}");
+    std::vector<const char*> keys{"tag", "count", "shape", "dtype", "async", "wait", "read_before_wait", "group"};
+    if (reduces(coll)) keys.insert(keys.end(), {"op", "scalar"});
+    if (coll == Collective::Broadcast) keys.push_back("root");
+    if (is_p2p(coll)) keys.push_back("peer");
+    only_keys(n, field, keys);
     c.tag = n["tag"] ? scalar<std::string>(n["tag"], field + ".tag", "a string") : fmt::format("call{}", index);
+    if (n["group"]) {
+      c.group = scalar<std::string>(n["group"], field + ".group", "a group name");
+      if (!sc.group(c.group)) fail(n["group"], field + ".group", fmt::format("unknown group '{}'; allowed: {}", c.group,
+                                                                             group_choices(sc)));
+    }
+    const std::vector<int> members = sc.members(c.group);
     if (n["dtype"]) {
       const auto name = scalar<std::string>(n["dtype"], field + ".dtype", "a dtype");
       auto t = parse_dtype(name);
       if (!t) fail(n["dtype"], field + ".dtype", fmt::format("unknown dtype '{}'; allowed: {}", name, dtype_choices()));
       c.dtype = *t;
     }
+    if (coll == Collective::Barrier) c.count = 0;
+    if (n["count"] && n["shape"]) fail(n["shape"], field + ".shape", "give count or shape, not both");
     if (n["count"]) {
       const auto v = scalar<long long>(n["count"], field + ".count", "a non-negative integer");
       if (v < 0) fail(n["count"], field + ".count", fmt::format("expected a non-negative integer, got {}", v));
       c.count = static_cast<size_t>(v);
       if (auto why = count_problem(c.count, c.dtype); !why.empty()) fail(n["count"], field + ".count", why);
+    }
+    if (n["shape"]) {
+      const YAML::Node& sh = n["shape"];
+      if (!sh.IsSequence()) fail(sh, field + ".shape", "expected a list of dimensions, such as [4027, 5120]");
+      size_t total = 1;
+      for (size_t i = 0; i < sh.size(); ++i) {
+        const auto d = scalar<long long>(sh[i], fmt::format("{}.shape[{}]", field, i), "a non-negative integer");
+        if (d < 0) fail(sh[i], fmt::format("{}.shape[{}]", field, i), fmt::format("expected a non-negative integer, got {}", d));
+        c.shape.push_back(static_cast<size_t>(d));
+        const auto t = checked_mul(total, static_cast<size_t>(d));
+        if (!t) fail(sh, field + ".shape", "the product of the dimensions overflows");
+        total = *t;
+      }
+      c.count = total;
+      if (auto why = count_problem(c.count, c.dtype); !why.empty()) fail(sh, field + ".shape", why);
+    }
+    if (auto why = count_fits(coll, c.count, static_cast<int>(members.size())); !why.empty())
+      fail(n["count"] ? n["count"] : n["shape"] ? n["shape"] : n, field + (n["shape"] ? ".shape" : ".count"), why);
+    if (coll == Collective::Broadcast || is_p2p(coll)) {
+      const char* k = coll == Collective::Broadcast ? "root" : "peer";
+      if (!n[k]) fail(n, field + "." + k, fmt::format("missing: the {} (a world rank{})", coll == Collective::Broadcast ? "root" : "other rank",
+                                                     c.group.empty() ? "" : " of group " + c.group));
+      c.peer = integer(n[k], field + "." + k, 0, sc.ranks - 1);
+      if (std::find(members.begin(), members.end(), c.peer) == members.end())
+        fail(n[k], field + "." + k, fmt::format("rank {} is not in group {}; allowed: {}", c.peer, c.group,
+                                                fmt::join(members, ", ")));
     }
     if (n["op"]) {
       const auto name = scalar<std::string>(n["op"], field + ".op", "an op");
@@ -100,8 +168,18 @@ class Parser : public YamlFields<ScenarioError> {
     return s;
   }
 
-  Program program(const YAML::Node& n, const std::string& field) {
-    if (!n.IsSequence()) fail(n, field, "expected a list of steps (all_reduce, sleep, stall)");
+  static std::string group_choices(const Scenario& sc) {
+    std::string g;
+    for (const auto& x : sc.groups) g += (g.empty() ? "" : ", ") + x.name;
+    return g.empty() ? "none: declare groups: {name: [ranks]} first" : g;
+  }
+
+  static std::string step_choices() {
+    return collective_choices() + ", sleep, stall, synchronize";
+  }
+
+  Program program(const YAML::Node& n, const std::string& field, const Scenario& sc) {
+    if (!n.IsSequence()) fail(n, field, fmt::format("expected a list of steps ({})", step_choices()));
     Program p;
     int calls = 0;
     steps_ += n.size();  // an alias used as several programs counts each time
@@ -111,12 +189,19 @@ class Parser : public YamlFields<ScenarioError> {
     for (size_t i = 0; i < n.size(); ++i) {
       const auto f = fmt::format("{}[{}]", field, i);
       const YAML::Node& st = n[i];
-      if (!st.IsMap() || st.size() != 1) fail(st, f, "expected one of: all_reduce: {...}, sleep: <ms>, stall: true");
+      if (!st.IsMap() || st.size() != 1)
+        fail(st, f, "expected one step: <collective>: {...}, sleep: <ms>, stall: true or synchronize: true");
       std::set<std::string> seen;
       const auto key = this->key(st.begin()->first, f, seen);
       const YAML::Node v = st.begin()->second;
-      if (key == "all_reduce") {
-        p.push_back(call(v, f + ".all_reduce", calls++));
+      if (auto coll = parse_collective(key)) {
+        p.push_back(call(v, f + "." + key, calls++, *coll, sc));
+      } else if (key == "synchronize") {
+        if (!scalar<bool>(v, f + ".synchronize", "true")) fail(v, f + ".synchronize", "expected true");
+        Step s;
+        s.kind = Step::Synchronize;
+        s.line = st.Mark().line + 1;
+        p.push_back(s);
       } else if (key == "sleep") {
         Step s;
         s.kind = Step::Sleep;
@@ -130,7 +215,7 @@ class Parser : public YamlFields<ScenarioError> {
         s.line = st.Mark().line + 1;
         p.push_back(s);
       } else {
-        fail(st.begin()->first, f, fmt::format("unknown step '{}'; allowed: all_reduce, sleep, stall", key));
+        fail(st.begin()->first, f, fmt::format("unknown step '{}'; allowed: {}", key, step_choices()));
       }
     }
     return p;
@@ -141,7 +226,8 @@ class Parser : public YamlFields<ScenarioError> {
     s.file = file_;
     if (!root.IsMap()) fail(root, "scenario", "expected a mapping at the top level");
     only_keys(root, "scenario",
-              {"name", "description", "world", "impl", "deadline", "mode", "program", "ranks", "faults", "expect"});
+              {"name", "description", "world", "impl", "deadline", "mode", "groups", "program", "ranks", "faults",
+               "expect"});
     s.name = root["name"] ? scalar<std::string>(root["name"], "name", "a string") : file_;
     if (root["description"]) s.description = scalar<std::string>(root["description"], "description", "a string");
     if (!root["world"]) fail(root, "world", "missing; e.g. world: {ranks: 4}");
@@ -161,8 +247,34 @@ class Parser : public YamlFields<ScenarioError> {
         fail(root["mode"], "mode", fmt::format("unknown mode '{}'; allowed: guarded, unguarded", m));
       s.guarded = m == "guarded";
     }
+    if (root["groups"]) {
+      const YAML::Node g = root["groups"];
+      if (!g.IsMap()) fail(g, "groups", "expected a mapping from a group's name to its ranks, such as {tp: [0, 1]}");
+      std::set<std::string> seen;
+      for (const auto& kv : g) {
+        GroupSpec spec;
+        spec.name = key(kv.first, "groups", seen);
+        spec.line = kv.first.Mark().line + 1;
+        const auto f = "groups." + spec.name;
+        const bool name_ok = !spec.name.empty() && spec.name.size() <= 32 &&
+                             std::all_of(spec.name.begin(), spec.name.end(), [](char ch) {
+                               return std::isalnum(static_cast<unsigned char>(ch)) || ch == '_' || ch == '-';
+                             });
+        if (!name_ok) fail(kv.first, f, "a group's name is 1 to 32 letters, digits, '_' or '-'");
+        if (spec.name == "world") fail(kv.first, f, "'world' is every rank already; calls without a group use it");
+        if (!kv.second.IsSequence() || kv.second.size() == 0) fail(kv.second, f, "expected a non-empty list of ranks");
+        spec.ranks = int_list(kv.second, f, 0, s.ranks - 1);
+        std::vector<int> sorted = spec.ranks;
+        std::sort(sorted.begin(), sorted.end());
+        if (std::adjacent_find(sorted.begin(), sorted.end()) != sorted.end())
+          fail(kv.second, f, "a rank is listed twice");
+        spec.ranks = sorted;
+        s.groups.push_back(std::move(spec));
+      }
+      if (s.groups.size() > 1000) fail(g, "groups", "more than 1000 groups");
+    }
     if (!root["program"]) fail(root, "program", "missing: the list of calls every rank makes");
-    s.defaults = program(root["program"], "program");
+    s.defaults = program(root["program"], "program", s);
     if (root["ranks"]) {
       const YAML::Node r = root["ranks"];
       if (!r.IsMap()) fail(r, "ranks", "expected a mapping from rank to {program: [...]}");
@@ -172,9 +284,17 @@ class Parser : public YamlFields<ScenarioError> {
         if (s.overrides.count(rank)) fail(kv.first, "ranks", fmt::format("duplicate key '{}': say each rank once", rank));
         only_keys(kv.second, f, {"program"});
         if (!kv.second["program"]) fail(kv.second, f + ".program", "missing");
-        s.overrides[rank] = program(kv.second["program"], f + ".program");
+        s.overrides[rank] = program(kv.second["program"], f + ".program", s);
       }
     }
+    // A rank cannot send to or receive from itself.
+    for (int r = 0; r < s.ranks; ++r)
+      for (const auto& st : s.program(r))
+        if (st.kind == Step::Call && is_p2p(st.call.coll) && st.call.peer == r)
+          throw ScenarioError(fmt::format("{}:{}: {}.peer: rank {} would {} itself; give rank {} its own program under "
+                                          "ranks: {{{}: {{program: [...]}}}}",
+                                          file_, st.line, collective_name(st.call.coll), r,
+                                          st.call.coll == Collective::Send ? "send to" : "receive from", r, r));
     if (root["faults"]) {
       const YAML::Node fs = root["faults"];
       if (!fs.IsSequence()) fail(fs, "faults", "expected a list of faults");
@@ -256,13 +376,22 @@ void emit_program(YAML::Emitter& y, const Program& p) {
       y << YAML::Key << "sleep" << YAML::Value << s.sleep_ms;
     } else if (s.kind == Step::Stall) {
       y << YAML::Key << "stall" << YAML::Value << true;
+    } else if (s.kind == Step::Synchronize) {
+      y << YAML::Key << "synchronize" << YAML::Value << true;
     } else {
       const CallStep& c = s.call;
-      y << YAML::Key << "all_reduce" << YAML::Value << YAML::Flow << YAML::BeginMap;
-      y << YAML::Key << "tag" << YAML::Value << c.tag << YAML::Key << "count" << YAML::Value << c.count;
+      y << YAML::Key << std::string(collective_name(c.coll)) << YAML::Value << YAML::Flow << YAML::BeginMap;
+      y << YAML::Key << "tag" << YAML::Value << c.tag;
+      if (!c.group.empty()) y << YAML::Key << "group" << YAML::Value << c.group;
+      if (c.coll == Collective::Broadcast) y << YAML::Key << "root" << YAML::Value << c.peer;
+      if (is_p2p(c.coll)) y << YAML::Key << "peer" << YAML::Value << c.peer;
+      if (!c.shape.empty())
+        y << YAML::Key << "shape" << YAML::Value << YAML::Flow << c.shape;
+      else if (c.coll != Collective::Barrier)
+        y << YAML::Key << "count" << YAML::Value << c.count;
       y << YAML::Key << "dtype" << YAML::Value << std::string(dtype_name(c.dtype));
-      y << YAML::Key << "op" << YAML::Value << std::string(op_name(c.op));
-      if (c.op == RedOp::PreMulSum) y << YAML::Key << "scalar" << YAML::Value << c.scalar;
+      if (reduces(c.coll)) y << YAML::Key << "op" << YAML::Value << std::string(op_name(c.op));
+      if (reduces(c.coll) && c.op == RedOp::PreMulSum) y << YAML::Key << "scalar" << YAML::Value << c.scalar;
       if (c.async) {
         y << YAML::Key << "async" << YAML::Value << true;
         y << YAML::Key << "wait" << YAML::Value << std::string(wait_at_name(c.wait));
@@ -286,6 +415,11 @@ std::string scenario_to_yaml(const Scenario& s) {
   y << YAML::Key << "impl" << YAML::Value << s.impl;
   y << YAML::Key << "deadline" << YAML::Value << s.deadline_s;
   y << YAML::Key << "mode" << YAML::Value << (s.guarded ? "guarded" : "unguarded");
+  if (!s.groups.empty()) {
+    y << YAML::Key << "groups" << YAML::Value << YAML::BeginMap;
+    for (const auto& g : s.groups) y << YAML::Key << g.name << YAML::Value << YAML::Flow << g.ranks;
+    y << YAML::EndMap;
+  }
   y << YAML::Key << "program" << YAML::Value;
   emit_program(y, s.defaults);
   if (!s.overrides.empty()) {

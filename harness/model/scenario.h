@@ -13,6 +13,7 @@
 #include <utility>
 #include <vector>
 
+#include "impl/collective.h"
 #include "impl/semantics.h"
 
 namespace collcheck {
@@ -39,7 +40,11 @@ enum class WaitAt : uint8_t {
 std::string_view wait_at_name(WaitAt w);
 
 struct CallStep {
+  Collective coll = Collective::AllReduce;
+  std::string group;  // the process group ("" for the whole world)
+  int peer = -1;      // broadcast: the root; send/recv: the other rank (world ranks)
   std::string tag;  // what the call reduces ("grad_bucket_0"); part of the fingerprint
+  std::vector<size_t> shape;  // as written (PyTorch's dims), when given; count is their product
   size_t count = 1024;
   DType dtype = DType::Float32;
   RedOp op = RedOp::Sum;
@@ -50,7 +55,9 @@ struct CallStep {
 };
 
 struct Step {
-  enum Kind : uint8_t { Call, Sleep, Stall } kind = Call;
+  // Synchronize: the device-wide sync (cuda.synchronize(), .tolist()): waits
+  // until every call this rank issued, in every group, has finished.
+  enum Kind : uint8_t { Call, Sleep, Stall, Synchronize } kind = Call;
   CallStep call;
   double sleep_ms = 0;  // Sleep
   int line = 0;         // where it was written, for messages
@@ -74,6 +81,14 @@ struct ExpectSpec {
   std::vector<std::string> fields;
 };
 
+// A process group: a named subset of the world's ranks with its own
+// communicator and its own sequence numbers (torch.distributed.new_group).
+struct GroupSpec {
+  std::string name;
+  std::vector<int> ranks;  // world ranks, ascending; the group's rank i is ranks[i]
+  int line = 0;
+};
+
 struct Scenario {
   std::string file;  // for messages
   std::string name;
@@ -87,6 +102,13 @@ struct Scenario {
   std::map<int, Program> overrides;
   std::vector<FaultSpec> faults;
   std::optional<ExpectSpec> expect;
+  std::vector<GroupSpec> groups;  // besides the world; their order numbers them (transfer tags)
+
+  // The group a call names ("" is the world, every rank); nullptr if none.
+  const GroupSpec* group(const std::string& name) const;
+  // The world ranks of a group ("" is the world), and its number (0 for the world).
+  std::vector<int> members(const std::string& group) const;
+  uint64_t group_id(const std::string& group) const;
 
   const Program& program(int rank) const;
   Program& mutable_program(int rank);  // makes an override for `rank` if it has none

@@ -13,6 +13,7 @@
 #include <functional>
 #include <initializer_list>
 #include <set>
+#include <vector>
 #include <string>
 
 namespace collcheck {
@@ -37,6 +38,9 @@ class YamlFields {
   }
 
   void only_keys(const YAML::Node& n, const std::string& field, std::initializer_list<const char*> allowed) const {
+    only_keys(n, field, std::vector<const char*>(allowed));
+  }
+  void only_keys(const YAML::Node& n, const std::string& field, const std::vector<const char*>& allowed) const {
     if (!n.IsMap()) fail(n, field, "expected a mapping");
     std::set<std::string> ok(allowed.begin(), allowed.end()), seen;
     for (const auto& kv : n) {

@@ -2,17 +2,73 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
+#include <map>
+
 namespace collcheck {
 
 std::string format_diagnosis(const Diagnosis& d) {
   std::string s = fmt::format("{}", diagnosis_name(d.kind));
   if (!d.ranks.empty()) s += fmt::format(" [{}]", ranks_text(d.ranks));
-  if (d.seq) s += fmt::format(" [call #{}]", *d.seq);
+  if (d.seq) s += d.group.empty() ? fmt::format(" [call #{}]", *d.seq) : fmt::format(" [group {} call #{}]", d.group, *d.seq);
   if (d.edge) s += fmt::format(" [edge {} -> {}]", d.edge->first, d.edge->second);
   return s + ": " + d.text;
 }
 
+namespace {
+// The timeline of a run with process groups or point-to-point calls: each
+// rank's calls of every communicator in the order it issued them, named by
+// group and collective.
+std::string groups_timeline(const std::vector<RankDump>& dumps) {
+  std::string s = "timeline (seconds from the start; B began, D done, W waited; calls by group, in issue order):\n";
+  std::map<int, std::vector<std::pair<const RankDump*, const CallRecord*>>> by_rank;
+  std::map<int, const RankDump*> blocked;
+  for (const auto& d : dumps) {
+    by_rank[d.rank];
+    for (const auto& c : d.calls) by_rank[d.rank].emplace_back(&d, &c);
+    if (d.blocked_on.blocked) blocked[d.rank] = &d;
+  }
+  constexpr size_t kHead = 4, kTail = 20;
+  for (auto& [rank, calls] : by_rank) {
+    std::stable_sort(calls.begin(), calls.end(),
+                     [](const auto& a, const auto& b) { return a.second->t_scheduled < b.second->t_scheduled; });
+    bool first = true;
+    for (size_t i = 0; i < calls.size(); ++i) {
+      if (calls.size() > kHead + kTail + 1 && i == kHead) {
+        s += fmt::format("  {:<8} ... {} calls not shown ...\n", "", calls.size() - kHead - kTail);
+        i = calls.size() - kTail;
+      }
+      const auto& [d, c] = calls[i];
+      std::string times;
+      if (c->t_started >= 0) times += fmt::format(" B {:.3f}", c->t_started);
+      if (c->t_completed >= 0) times += fmt::format(" D {:.3f}", c->t_completed);
+      if (c->t_waited >= 0) times += fmt::format(" W {:.3f}", c->t_waited);
+      std::string state = std::string(call_state_name(c->state));
+      if (c->state == CallState::Failed) state += ": " + (c->error.size() > 70 ? c->error.substr(0, 67) + "..." : c->error);
+      const std::string where = fmt::format("{}{}#{}", d->group.empty() ? "world" : d->group, d->p2p ? " p2p " : " ", c->seq);
+      std::string what = std::string(collective_name(c->coll));
+      if (c->coll == Collective::Broadcast) what += fmt::format(" root {}", c->peer);
+      if (is_p2p(c->coll)) what += fmt::format(" {} {}", c->coll == Collective::Send ? "to" : "from", c->peer);
+      s += fmt::format("  {:<8} {:<14} {:<18} {:<14} {:>7} {:<8} {:<5}{:<26} {}\n", first ? fmt::format("rank {}", rank) : "",
+                       where.size() > 14 ? where.substr(0, 13) + "~" : where, what,
+                       c->tag.size() > 14 ? c->tag.substr(0, 13) + "~" : c->tag, c->count, dtype_name(c->dtype),
+                       c->async ? "async" : "", times, state);
+      first = false;
+    }
+    if (calls.empty()) s += fmt::format("  rank {:<3} (no calls)\n", rank);
+    if (auto it = blocked.find(rank); it != blocked.end()) {
+      const BlockedOn& b = it->second->blocked_on;
+      s += fmt::format("  {:<8} blocked on {} rank {}, {}, since {:.3f}\n", "", b.send ? "send to" : "recv from", b.peer,
+                       describe_tag(b.tag), b.since);
+    }
+  }
+  return s;
+}
+}  // namespace
+
 std::string format_timeline(const std::vector<RankDump>& dumps) {
+  if (std::any_of(dumps.begin(), dumps.end(), [](const RankDump& d) { return !d.group.empty() || d.p2p; }))
+    return groups_timeline(dumps);
   std::string s = "timeline (seconds from the start; B began, D done, W waited):\n";
   // Bounded: a long run shows each rank's first calls and its last ones
   // (where a hang or a failure is), with how many are left out between.

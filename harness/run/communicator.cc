@@ -67,36 +67,49 @@ void Work::wait() {
 
 const CallFingerprint& Work::call() const { return state_->call; }
 
-namespace {
-struct Task {
+// One async call waiting on its stream.
+struct StreamTask {
+  CallSpec spec;
   const void* send;
   void* recv;
-  size_t count;
   Reduction red;
   Links* links;
   const Implementation* impl;
+  Tag tag;
   std::shared_ptr<Work::State> state;
 };
+
+namespace {
+// One call on the caller's thread or the stream's: the all-reduce on the
+// implementation under test, anything else on its reference implementation.
+void execute_call(const CallSpec& c, const void* send, void* recv, const Reduction& red, Links& links,
+                  const Implementation& impl, Tag tag, Deadline deadline) {
+  if (c.coll == Collective::AllReduce) {
+    impl.all_reduce(AllReduceArgs{send, recv, c.count, red, links, tag, deadline});
+    return;
+  }
+  run_collective(CollectiveArgs{c.coll, send, recv, c.count, red, c.peer, links, tag, deadline});
+}
 }  // namespace
 
 // The worker that executes async calls in issue order.
-struct Communicator::Engine {
-  explicit Engine(int r) : rank(r) {}
+class Stream {
+ public:
+  explicit Stream(int r) : rank(r) {}
   int rank;  // whose calls this thread runs (named if it crashes)
   std::mutex mu;
   std::condition_variable cv;
-  std::deque<std::unique_ptr<Task>> queue;
+  std::deque<std::unique_ptr<StreamTask>> queue;
   size_t in_flight = 0;  // queued + running
   bool stopping = false;
   std::thread thread;
 
-  static void execute(Task& t) {
+  static void execute(StreamTask& t) {
     std::exception_ptr err;
     std::string what;
     if (t.state->recorder) t.state->recorder->started(t.state->call.seq);
     try {
-      t.impl->all_reduce(AllReduceArgs{t.send, t.recv, t.count, t.red, *t.links, call_tag(t.state->call.seq),
-                                t.state->deadline});
+      execute_call(t.spec, t.send, t.recv, t.red, *t.links, *t.impl, t.tag, t.state->deadline);
     } catch (const std::exception& e) {
       err = std::current_exception();
       what = e.what();
@@ -113,7 +126,7 @@ struct Communicator::Engine {
 
   void loop() {
     for (;;) {
-      std::unique_ptr<Task> t;
+      std::unique_ptr<StreamTask> t;
       {
         std::unique_lock<std::mutex> lk(mu);
         cv.wait(lk, [&] { return stopping || !queue.empty(); });
@@ -128,7 +141,7 @@ struct Communicator::Engine {
     }
   }
 
-  void submit(std::unique_ptr<Task> t) {
+  void submit(std::unique_ptr<StreamTask> t) {
     std::lock_guard<std::mutex> g(mu);
     if (!thread.joinable()) {
       thread = std::thread([this] {
@@ -148,84 +161,143 @@ struct Communicator::Engine {
     return cv.wait_until(lk, deadline, [&] { return in_flight == 0; });
   }
 
-  ~Engine() {
+  // Queued calls still run (their deadlines bound them), as a stream would.
+  void close() {
     {
       std::lock_guard<std::mutex> g(mu);
       stopping = true;
       cv.notify_all();
     }
-    // Queued calls still run (their deadlines bound them), as a stream would.
     if (thread.joinable()) thread.join();
   }
+  ~Stream() { close(); }
 };
+
+void close_stream(Stream& s) { s.close(); }
+
+std::shared_ptr<Stream> make_stream(int rank) { return std::make_shared<Stream>(rank); }
+bool synchronize(Stream& s, Deadline deadline) { return s.drain(deadline); }
 
 Communicator::Communicator(Links& links, CommOptions options)
     : links_(links), options_(std::move(options)), log_(std::make_shared<Work::Log>()),
-      engine_(std::make_unique<Engine>(links.rank())) {
+      stream_(options_.stream ? options_.stream : make_stream(links.rank())) {
   impl_ = options_.impl ? options_.impl : make_implementation(options_.algorithm);
 }
 
-Communicator::~Communicator() = default;
+// The stream runs this communicator's queued calls on its links: they finish
+// before it goes, even when other communicators share the stream.
+Communicator::~Communicator() {
+  if (stream_.use_count() == 1) stream_->close();
+  else synchronize(*stream_, Clock::now() + options_.timeout + std::chrono::seconds(1));
+}
 
 int Communicator::rank() const { return links_.rank(); }
 int Communicator::size() const { return links_.size(); }
+Stream& Communicator::stream() const { return *stream_; }
 
-void Communicator::all_reduce(const void* send, void* recv, size_t count, DType dtype, RedOp op, double scalar,
-                              std::string_view tag) {
+CallFingerprint Communicator::fingerprint(const CallSpec& c, bool async) {
+  if (has_peer(c.coll) && (c.peer < 0 || c.peer >= size()))
+    throw std::invalid_argument(fmt::format("{}: {} {} is not a rank of this communicator (0..{})",
+                                            collective_name(c.coll), c.coll == Collective::Broadcast ? "root" : "peer",
+                                            c.peer, size() - 1));
+  if (is_p2p(c.coll) && c.peer == rank())
+    throw std::invalid_argument(fmt::format("{}: rank {} cannot {} itself", collective_name(c.coll), rank(),
+                                            c.coll == Collective::Send ? "send to" : "receive from"));
+  CallFingerprint fp;
+  fp.seq = is_p2p(c.coll) ? ++p2p_seq_ : ++seq_;
+  fp.coll = c.coll;
+  fp.peer = has_peer(c.coll) ? c.peer : -1;
+  fp.tag = std::string(c.tag);
+  fp.count = c.count;
+  fp.dtype = c.dtype;
+  fp.op = c.op;
+  fp.algorithm = c.coll == Collective::AllReduce ? impl_->name() : "reference";
+  fp.async = async;
+  return fp;
+}
+
+// A collective's tag is its sequence number in the group; the n-th send from a
+// to b and the n-th receive at b from a share theirs.
+Tag Communicator::tag_of(const CallFingerprint& fp) {
+  if (!is_p2p(fp.coll)) return call_tag(fp.seq, options_.group_id);
+  const uint64_t n = ++p2p_ordinal_[{fp.peer, fp.coll == Collective::Send}];
+  return call_tag(kP2pCall | n, options_.group_id);
+}
+
+FlightRecorder* Communicator::recorder_of(const CallFingerprint& fp) const {
+  return is_p2p(fp.coll) ? options_.p2p_recorder : options_.recorder;
+}
+
+void Communicator::call(const CallSpec& c, const void* send, void* recv) {
   const Deadline deadline = Clock::now() + options_.timeout;
-  const CallFingerprint fp{++seq_, std::string(tag), count, dtype, op, impl_->name(), false};
-  if (options_.recorder) options_.recorder->scheduled(record_of(fp));
-  if (!engine_->drain(deadline)) {
-    const std::string err = fmt::format("rank {}: all_reduce #{} could not start: earlier async calls did not "
+  const CallFingerprint fp = fingerprint(c, false);
+  const Tag tag = tag_of(fp);
+  FlightRecorder* rec = recorder_of(fp);
+  if (rec) rec->scheduled(record_of(fp));
+  if (!stream_->drain(deadline)) {
+    const std::string err = fmt::format("rank {}: {} #{} could not start: earlier async calls did not "
                                         "finish by its deadline",
-                                        rank(), fp.seq);
-    if (options_.recorder) options_.recorder->completed(fp.seq, err);
+                                        rank(), collective_name(c.coll), fp.seq);
+    if (rec) rec->completed(fp.seq, err);
     throw std::runtime_error(err);
   }
   try {
-    if (options_.before_call) options_.before_call(fp);
-    if (options_.recorder) options_.recorder->started(fp.seq);
-    const Reduction red = resolve_reduction(dtype, op, size(), scalar);
-    impl_->all_reduce(AllReduceArgs{send, recv, count, red, links_, call_tag(fp.seq), deadline});
+    if (options_.before_call && !is_p2p(c.coll)) options_.before_call(fp);
+    if (rec) rec->started(fp.seq);
+    const Reduction red = resolve_reduction(c.dtype, c.op, size(), c.scalar);
+    execute_call(c, send, recv, red, links_, *impl_, tag, deadline);
   } catch (const std::exception& e) {
-    if (options_.recorder) options_.recorder->completed(fp.seq, e.what());
+    if (rec) rec->completed(fp.seq, e.what());
     throw;
   }
-  if (options_.recorder) {
-    options_.recorder->completed(fp.seq);
-    options_.recorder->waited(fp.seq);  // a sync call is its own wait
+  if (rec) {
+    rec->completed(fp.seq);
+    rec->waited(fp.seq);  // a sync call is its own wait
   }
 }
 
-std::unique_ptr<Work> Communicator::all_reduce_async(const void* send, void* recv, size_t count, DType dtype,
-                                                     RedOp op, double scalar, std::string_view tag) {
+std::unique_ptr<Work> Communicator::call_async(const CallSpec& c, const void* send, void* recv) {
   auto state = std::make_shared<Work::State>();
   state->deadline = Clock::now() + options_.timeout;
-  state->call = CallFingerprint{++seq_, std::string(tag), count, dtype, op, impl_->name(), true};
-  state->recorder = options_.recorder;
-  if (options_.recorder) options_.recorder->scheduled(record_of(state->call));
+  state->call = fingerprint(c, true);
+  const Tag tag = tag_of(state->call);
+  state->recorder = recorder_of(state->call);
+  if (state->recorder) state->recorder->scheduled(record_of(state->call));
   try {
-    if (options_.before_call) options_.before_call(state->call);
+    if (options_.before_call && !is_p2p(c.coll)) options_.before_call(state->call);
   } catch (const std::exception& e) {
-    if (options_.recorder) options_.recorder->completed(state->call.seq, e.what());
+    if (state->recorder) state->recorder->completed(state->call.seq, e.what());
     throw;
   }
   const void* task_send = send;
   void* task_recv = recv;
+  const int p = size();
   if (options_.poison_async) {
-    const size_t bytes = count * dtype_size(dtype);
+    const size_t es = dtype_size(c.dtype);
+    const size_t in_bytes = send_elements(c.coll, c.count, p) * es;
+    const size_t out_bytes = recv_elements(c.coll, c.count, p) * es;
     const auto* in = static_cast<const std::byte*>(send);
-    state->staging_in.assign(in, in + bytes);
-    state->staging.resize(bytes);
+    if (in_bytes) state->staging_in.assign(in, in + in_bytes);
+    state->staging.resize(out_bytes);
     state->recv = recv;
-    std::memset(recv, static_cast<int>(kPoisonByte), bytes);
+    if (out_bytes) std::memset(recv, static_cast<int>(kPoisonByte), out_bytes);
     task_send = state->staging_in.data();
     task_recv = state->staging.data();
   }
-  auto task = std::make_unique<Task>(Task{task_send, task_recv, count, resolve_reduction(dtype, op, size(), scalar),
-                                          &links_, impl_.get(), state});
-  engine_->submit(std::move(task));
+  auto task = std::make_unique<StreamTask>(StreamTask{c, task_send, task_recv, resolve_reduction(c.dtype, c.op, p, c.scalar),
+                                          &links_, impl_.get(), tag, state});
+  stream_->submit(std::move(task));
   return std::make_unique<Work>(state, log_);
+}
+
+void Communicator::all_reduce(const void* send, void* recv, size_t count, DType dtype, RedOp op, double scalar,
+                              std::string_view tag) {
+  call(CallSpec{Collective::AllReduce, count, dtype, op, scalar, -1, tag}, send, recv);
+}
+
+std::unique_ptr<Work> Communicator::all_reduce_async(const void* send, void* recv, size_t count, DType dtype,
+                                                     RedOp op, double scalar, std::string_view tag) {
+  return call_async(CallSpec{Collective::AllReduce, count, dtype, op, scalar, -1, tag}, send, recv);
 }
 
 std::vector<UnwaitedWork> Communicator::unwaited() const {
@@ -234,5 +306,6 @@ std::vector<UnwaitedWork> Communicator::unwaited() const {
 }
 
 uint64_t Communicator::calls_issued() const { return seq_; }
+uint64_t Communicator::p2p_calls_issued() const { return p2p_seq_; }
 
 }  // namespace collcheck

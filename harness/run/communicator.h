@@ -1,14 +1,21 @@
-// The per-rank communicator API, shaped like torch.distributed / NCCL: a sync
-// all_reduce, and an async one that returns a Work to wait() on or test().
+// The per-rank communicator API, shaped like torch.distributed / NCCL: every
+// collective and point-to-point call (impl/collective.h), sync, or async with a
+// Work to wait() on or test(). The all-reduce runs on the implementation under
+// test; the other collectives on their reference implementations.
 //
 // Calls execute in the order they were issued on this rank, like kernels on one
-// CUDA stream: async calls run on the communicator's worker thread, and a sync
-// call first waits for the async calls before it. A Work destroyed without a
-// successful wait() is recorded (see unwaited()), never silently dropped.
+// CUDA stream: async calls run on the stream's worker thread, and a sync call
+// first waits for the async calls before it. The communicators of one rank's
+// process groups may share one stream (CommOptions::stream), as a device runs
+// the kernels of every communicator: a call of one group then waits for the
+// calls issued before it in another, which is how opposite orders across groups
+// deadlock. A Work destroyed without a successful wait() is recorded (see
+// unwaited()), never silently dropped.
 #pragma once
 
 #include <chrono>
 #include <functional>
+#include <map>
 #include <cstdint>
 #include <memory>
 #include <mutex>
@@ -19,12 +26,24 @@
 #include "harness/history/flight_recorder.h"
 #include "harness/peers/implementation.h"
 #include "impl/algorithm.h"
+#include "impl/collective.h"
 #include "impl/dtype.h"
 #include "impl/links.h"
 #include "impl/semantics.h"
 
 namespace collcheck {
 
+
+// A rank's device: executes async calls in the order they were issued, on its
+// own thread. Shared by the communicators of a rank's process groups.
+class Stream;
+std::shared_ptr<Stream> make_stream(int rank);
+// Waits until every call issued on the stream so far has finished (a device
+// synchronize); false when the deadline passed first.
+bool synchronize(Stream& s, Deadline deadline);
+// Runs what is queued on the stream, then stops its thread (a stream shared by
+// several communicators is closed before their links go).
+void close_stream(Stream& s);
 
 struct CommOptions {
   // What executes each call: `impl` when set, else the implementation named by
@@ -43,6 +62,15 @@ struct CommOptions {
   // Async calls compute into a staging buffer and the output holds a poison
   // pattern until wait(): a read before the wait then always shows up.
   bool poison_async = false;
+
+  // The process group this communicator serves, as the fingerprints name it
+  // ("" for the whole world), and its number in transfer tags (links.h).
+  std::string group;
+  uint64_t group_id = 0;
+  // Where async calls execute; a stream of its own when null.
+  std::shared_ptr<Stream> stream;
+  // Records the point-to-point calls (their own sequence), when set; not owned.
+  FlightRecorder* p2p_recorder = nullptr;
 
   CommOptions(std::string algo = "ring", std::chrono::milliseconds t = std::chrono::milliseconds(30000),
               ImplPtr i = nullptr)
@@ -82,6 +110,17 @@ class Work {
   bool waited_ = false;
 };
 
+// What one call does, besides its buffers.
+struct CallSpec {
+  Collective coll = Collective::AllReduce;
+  size_t count = 0;  // per rank, as impl/collective.h defines for each collective
+  DType dtype = DType::Float32;
+  RedOp op = RedOp::Sum;
+  double scalar = 1.0;
+  int peer = -1;     // broadcast: the root; send/recv: the other rank (ranks of this communicator)
+  std::string_view tag;
+};
+
 class Communicator {
  public:
   // Throws ImplementationError for an unknown algorithm.
@@ -98,19 +137,30 @@ class Communicator {
   std::unique_ptr<Work> all_reduce_async(const void* send, void* recv, size_t count, DType dtype, RedOp op,
                                          double scalar = 1.0, std::string_view tag = {});
 
+  // Any call: send holds send_elements(), recv recv_elements() of the call
+  // (impl/collective.h). Throws std::invalid_argument for a peer out of range.
+  void call(const CallSpec& c, const void* send, void* recv);
+  std::unique_ptr<Work> call_async(const CallSpec& c, const void* send, void* recv);
+
   // Every Work dropped without a successful wait(), in the order they were dropped.
   std::vector<UnwaitedWork> unwaited() const;
+  // Collective calls issued (the sequence number of the last one); point-to-point
+  // calls are numbered apart (p2p_calls_issued).
   uint64_t calls_issued() const;
-
-  struct Engine;
+  uint64_t p2p_calls_issued() const;
+  Stream& stream() const;
 
  private:
+  CallFingerprint fingerprint(const CallSpec& c, bool async);
+  Tag tag_of(const CallFingerprint& fp);
+  FlightRecorder* recorder_of(const CallFingerprint& fp) const;
   Links& links_;
   CommOptions options_;
   ImplPtr impl_;
-  uint64_t seq_ = 0;
+  uint64_t seq_ = 0, p2p_seq_ = 0;
+  std::map<std::pair<int, bool>, uint64_t> p2p_ordinal_;  // (peer, send) -> calls so far
   std::shared_ptr<Work::Log> log_;
-  std::unique_ptr<Engine> engine_;
+  std::shared_ptr<Stream> stream_;
 };
 
 }  // namespace collcheck

@@ -41,15 +41,28 @@ struct CallOut {
   CallStep call;
   uint64_t seq = 0;
   uint64_t seed = 0;
+  int p = 1, r = 0;  // the group's size and this rank's place in it (p2p: 2 and 0, the data's generator)
+  int root = -1;     // broadcast: the root's place in the group; recv: the sender's world rank
   std::vector<std::byte> out;
   bool waited = false;
   bool settled = false;  // checked, hashed and its buffer released (RankResults)
+  size_t order = 0;      // the rank's n-th call (RankResults)
 };
 
-uint64_t call_seed(int index, const std::string& tag) {
-  uint64_t h = splitmix64(static_cast<uint64_t>(index) + 1);
+uint64_t call_seed(uint64_t index, const std::string& tag) {
+  uint64_t h = splitmix64(index + 1);
   for (char ch : tag) h = splitmix64(h ^ static_cast<unsigned char>(ch));
   return h;
+}
+
+// The data of a collective: the same on every rank of its group, from the
+// call's number in the group (a world call: its number, as before groups).
+uint64_t collective_seed(const std::string& group, uint64_t seq, const std::string& tag) {
+  return call_seed(seq - 1, group.empty() ? tag : group + "/" + tag);
+}
+// The data of the n-th message from one rank to another: both ends compute it.
+uint64_t p2p_seed(const std::string& group, int from, int to, uint64_t n, const std::string& tag) {
+  return call_seed(n - 1, fmt::format("p2p/{}/{}>{}/{}", group, from, to, tag));
 }
 
 std::chrono::milliseconds millis(double s) {
@@ -74,40 +87,89 @@ bool has_diagnosis(const ReplayResult& r, std::initializer_list<DiagnosisKind> k
   return false;
 }
 
-// One waited result of rank r against the oracle (exact data: compared bit
-// for bit), on r's share of the elements only: every rank holds the same bits
-// when the run is right, which the root checks from each result's hash, so
-// together the shares cover every element at O(p) work per call, not O(p^2).
-// A wrong share is checked whole, for the full detail.
-std::optional<Diagnosis> check_out(int p, int r, const CallOut& c) {
-  const size_t n = c.call.count, es = dtype_size(c.call.dtype);
+// A result every element of which has one right value (broadcast, gathers,
+// all-to-all, receives: data moved, not reduced), bit for bit.
+std::optional<Diagnosis> check_moved(const CallOut& c, int world_rank,
+                                     const std::function<uint64_t(size_t)>& expected) {
+  const DType t = c.call.dtype;
+  const size_t n = c.out.size() / dtype_size(t);
+  size_t wrong = 0, first = 0;
+  uint64_t got0 = 0, want0 = 0;
+  for (size_t i = 0; i < n; ++i) {
+    const uint64_t got = load_element(t, c.out.data(), i), want = expected(i);
+    if (got != want) {
+      if (wrong++ == 0) first = i, got0 = got, want0 = want;
+    }
+  }
+  if (!wrong) return std::nullopt;
+  Diagnosis d;
+  d.kind = DiagnosisKind::WrongResult;
+  d.ranks = {world_rank};
+  d.seq = c.seq;
+  d.group = c.call.group;
+  d.text = fmt::format("{} #{} ({}) on rank {}: {} of {} elements wrong; element {}: got {}, expected {}",
+                       collective_name(c.call.coll), c.seq, c.call.tag, world_rank, wrong, n, first,
+                       format_element(t, got0), format_element(t, want0));
+  return d;
+}
+
+// One waited result of a rank against the oracle (exact data: compared bit for
+// bit). An all-reduce is checked on the rank's share of the elements only:
+// every rank holds the same bits when the run is right, which the root checks
+// from each result's hash, so together the shares cover every element at O(p)
+// work per call, not O(p^2). A wrong share is checked whole, for the full
+// detail. The other collectives are checked whole on every rank.
+std::optional<Diagnosis> check_out(int world_rank, const CallOut& c) {
+  const CallStep& k = c.call;
+  const int p = c.p, r = c.r;
+  const size_t n = k.count, es = dtype_size(k.dtype);
+  auto in = [&](int q, size_t i) { return input_element(k.dtype, k.op, p, q, i, c.seed, DataClass::Exact); };
+  switch (k.coll) {
+    case Collective::Broadcast: return check_moved(c, world_rank, [&](size_t i) { return in(c.root, i); });
+    case Collective::AllGather:
+      return check_moved(c, world_rank, [&](size_t i) { return in(static_cast<int>(i / std::max<size_t>(n, 1)), i % std::max<size_t>(n, 1)); });
+    case Collective::AllToAll: {
+      const size_t m = std::max<size_t>(n / static_cast<size_t>(p), 1);
+      return check_moved(c, world_rank, [&](size_t i) { return in(static_cast<int>(i / m), static_cast<size_t>(r) * m + i % m); });
+    }
+    case Collective::Recv:
+      return check_moved(c, world_rank, [&](size_t i) {
+        return input_element(k.dtype, RedOp::Sum, 2, 0, i, c.seed, DataClass::Exact);
+      });
+    case Collective::Send:
+    case Collective::Barrier: return std::nullopt;
+    case Collective::AllReduce:
+    case Collective::ReduceScatter: break;
+  }
+  // A reduction: element i of the result reduces element base + i of every rank.
+  const size_t base = k.coll == Collective::ReduceScatter ? static_cast<size_t>(r) * n : 0;
   const size_t lo = n * static_cast<size_t>(r) / static_cast<size_t>(p);
   const size_t hi = n * static_cast<size_t>(r + 1) / static_cast<size_t>(p);
-  const Reduction red = resolve_reduction(c.call.dtype, c.call.op, p, c.call.scalar);
+  const Reduction red = resolve_reduction(k.dtype, k.op, p, k.scalar);
   auto check = [&](size_t from, size_t to) {
     std::vector<std::vector<std::byte>> ins(static_cast<size_t>(p));
     std::vector<const void*> ptrs;
     for (int q = 0; q < p; ++q) {
-      auto& in = ins[static_cast<size_t>(q)];
-      in.resize((to - from) * es);
-      for (size_t i = from; i < to; ++i)
-        store_element(c.call.dtype, in.data(), i - from,
-                      input_element(c.call.dtype, c.call.op, p, q, i, c.seed, DataClass::Exact));
-      ptrs.push_back(in.data());
+      auto& v = ins[static_cast<size_t>(q)];
+      v.resize((to - from) * es);
+      for (size_t i = from; i < to; ++i) store_element(k.dtype, v.data(), i - from, in(q, base + i));
+      ptrs.push_back(v.data());
     }
     return check_all_reduce(red, ptrs, c.out.data() + from * es, to - from);
   };
-  // A small call is checked whole on every rank (p * count inputs: cheap);
-  // a large one on this rank's share first.
-  const bool small = n * static_cast<size_t>(p) <= kWholeCheckElements;
-  if (!small && check(lo, hi).wrong == 0) return std::nullopt;
+  // A small all-reduce is checked whole on every rank (p * count inputs:
+  // cheap); a large one on this rank's share first.
+  const bool whole = k.coll == Collective::ReduceScatter || n * static_cast<size_t>(p) <= kWholeCheckElements;
+  if (!whole && check(lo, hi).wrong == 0) return std::nullopt;
   const CheckSummary cs = check(0, n);
   if (cs.wrong == 0) return std::nullopt;
   Diagnosis d;
   d.kind = DiagnosisKind::WrongResult;
-  d.ranks = {r};
+  d.ranks = {world_rank};
   d.seq = c.seq;
-  d.text = fmt::format("call #{} ({}) on rank {}: {} of {} elements wrong; {}", c.seq, c.call.tag, r, cs.wrong,
+  d.group = k.group;
+  d.text = fmt::format("{}call #{} ({}) on rank {}: {} of {} elements wrong; {}",
+                       k.coll == Collective::AllReduce ? "" : "reduce_scatter ", c.seq, k.tag, world_rank, cs.wrong,
                        cs.checked, cs.first_wrong_detail);
   return d;
 }
@@ -121,10 +183,11 @@ std::optional<Diagnosis> check_out(int p, int r, const CallOut& c) {
 class RankResults {
  public:
   RankResults() = default;
-  RankResults(int p, int r, uint64_t budget) : p_(p), r_(r), budget_(budget ? budget : kept_output_budget(p)) {}
+  RankResults(int p, int r, uint64_t budget) : r_(r), budget_(budget ? budget : kept_output_budget(p)) {}
 
   // A new call's output; its index for waited().
   size_t add(CallOut c) {
+    c.order = outs_.size();
     outs_.push_back(std::move(c));
     return outs_.size() - 1;
   }
@@ -144,10 +207,10 @@ class RankResults {
   }
   size_t checked() const { return checked_; }
   const std::optional<Diagnosis>& wrong() const { return wrong_; }
-  // [seq, hash] of each waited result, by call number.
+  // [group, seq, hash] of each waited all-reduce result, by group and call number.
   nlohmann::json hashes() const {
     nlohmann::json h = nlohmann::json::array();
-    for (const auto& [seq, hash] : hashes_) h.push_back({seq, hash});
+    for (const auto& [key, hash] : hashes_) h.push_back({key.first, key.second, hash});
     return h;
   }
 
@@ -160,23 +223,62 @@ class RankResults {
       }
   }
   void settle(CallOut& c) {
-    ++checked_;
+    if (c.call.coll != Collective::Send && c.call.coll != Collective::Barrier) ++checked_;
     // The first wrong result in call order is the one reported.
-    if (!wrong_ || c.seq < *wrong_->seq)
-      if (auto d = check_out(p_, r_, c)) wrong_ = std::move(d);
-    hashes_[c.seq] = fnv1a(c.out.data(), c.out.size());
+    if (!wrong_ || c.order < wrong_order_)
+      if (auto d = check_out(r_, c)) {
+        wrong_ = std::move(d);
+        wrong_order_ = c.order;
+      }
+    if (c.call.coll == Collective::AllReduce) hashes_[{c.call.group, c.seq}] = fnv1a(c.out.data(), c.out.size());
     kept_ -= c.out.size();
     std::vector<std::byte>().swap(c.out);
     c.settled = true;
   }
-  int p_ = 1, r_ = 0;
+  int r_ = 0;
   uint64_t budget_ = 0, kept_ = 0;
+  size_t wrong_order_ = 0;
   std::vector<CallOut> outs_;  // a settled one holds no buffer
   size_t next_ = 0;            // no output before it is waited and unsettled
   size_t checked_ = 0;
   std::optional<Diagnosis> wrong_;
-  std::map<uint64_t, uint64_t> hashes_;
+  std::map<std::pair<std::string, uint64_t>, uint64_t> hashes_;
 };
+
+// The communicators a rank takes part in: the world's and each of its process
+// groups', in the scenario's order of groups (index 0: the world). Each has a
+// recorder for its collectives and one for its point-to-point calls.
+struct RankRecorders {
+  std::vector<std::string> groups;  // "" first
+  std::vector<std::unique_ptr<FlightRecorder>> coll, p2p;
+  int index(const std::string& g) const {
+    for (size_t i = 0; i < groups.size(); ++i)
+      if (groups[i] == g) return static_cast<int>(i);
+    return -1;
+  }
+  std::vector<FlightRecorder*> all() const {
+    std::vector<FlightRecorder*> v;
+    for (size_t i = 0; i < coll.size(); ++i) v.insert(v.end(), {coll[i].get(), p2p[i].get()});
+    return v;
+  }
+};
+
+RankRecorders make_recorders(const Scenario& s, int r, Clock::time_point epoch, const std::string& run_id,
+                             const std::string& run_what) {
+  RankRecorders rr;
+  rr.groups.push_back("");
+  for (const auto& g : s.groups)
+    if (std::find(g.ranks.begin(), g.ranks.end(), r) != g.ranks.end()) rr.groups.push_back(g.name);
+  for (const auto& g : rr.groups) {
+    for (bool p2p : {false, true}) {
+      auto rec = std::make_unique<FlightRecorder>(r, s.ranks, epoch);
+      rec->set_run(run_id, run_what);
+      if (!g.empty() || p2p) rec->set_group(g, g.empty() ? std::vector<int>{} : s.members(g), p2p);
+      (p2p ? rr.p2p : rr.coll).push_back(std::move(rec));
+    }
+  }
+  return rr;
+}
 
 // What one rank's program needs from the world it runs in.
 struct RankEnv {
@@ -185,9 +287,10 @@ struct RankEnv {
   int p;
   ImplPtr impl;
   std::chrono::milliseconds timeout;
-  FlightRecorder& rec;
+  RankRecorders& recs;
   RankResults& outs;
-  std::function<void(const CallFingerprint&)> before_call;  // guarded mode, or empty
+  // Guarded mode, or empty: the fingerprint check of a call in a group.
+  std::function<void(const std::string& group, const CallFingerprint&)> before_call;
   std::function<void()> stall;  // a stalled rank: wait, never entering the remaining calls
   std::vector<FaultTally>& tallies;  // what each fault's links saw and changed here, at the end
 };
@@ -196,9 +299,7 @@ struct RankEnv {
 // call recorded, every waited output kept for the oracle.
 void run_rank_program(RankEnv& env, Links& base) {
   const int r = env.rank;
-  const int p = env.p;
   const Scenario& s = env.s;
-  FlightRecorder& rec = env.rec;
   std::vector<std::unique_ptr<Links>> keep;
   Links& faulty = wrap_links(s, r, base, keep);
   // However the program ends (a failed call throws), the faults' tallies are taken.
@@ -207,12 +308,42 @@ void run_rank_program(RankEnv& env, Links& base) {
     const std::vector<std::unique_ptr<Links>>& keep;
     ~TakeTallies() { env.tallies = fault_tallies(env.s, keep); }
   } take{env, keep};
-  auto links = recording_links(faulty, rec);
-  CommOptions co(s.impl, env.timeout, env.impl);
-  co.recorder = &rec;
-  co.poison_async = true;
-  co.before_call = env.before_call;
-  Communicator comm(*links, co);
+  // One device stream for every group's communicator: a call of one group
+  // waits for what the rank issued before it in another, as kernels do.
+  auto stream = make_stream(r);
+  struct GroupComm {
+    std::string name;
+    std::vector<int> members;
+    std::unique_ptr<Links> recording, subset;
+    std::unique_ptr<Communicator> comm;
+    std::map<std::pair<int, bool>, uint64_t> p2p_sent;  // (world peer, send) -> messages so far
+  };
+  std::vector<GroupComm> comms;
+  for (size_t gi = 0; gi < env.recs.groups.size(); ++gi) {
+    GroupComm gc;
+    gc.name = env.recs.groups[gi];
+    gc.members = s.members(gc.name);
+    // The recorders see world ranks (what the transfers are between); the
+    // communicator sees the group's.
+    gc.recording = recording_links(faulty, *env.recs.coll[gi]);
+    gc.subset = subset_links(*gc.recording, gc.members);
+    CommOptions co(s.impl, env.timeout, env.impl);
+    co.recorder = env.recs.coll[gi].get();
+    co.p2p_recorder = env.recs.p2p[gi].get();
+    co.poison_async = true;
+    co.group = gc.name;
+    co.group_id = s.group_id(gc.name);
+    co.stream = stream;
+    if (env.before_call) co.before_call = [&env, g = gc.name](const CallFingerprint& fp) { env.before_call(g, fp); };
+    gc.comm = std::make_unique<Communicator>(*gc.subset, co);
+    comms.push_back(std::move(gc));
+  }
+  // However the program ends, the stream runs what is queued and stops before
+  // the communicators and their links go.
+  struct CloseStream {
+    Stream& s;
+    ~CloseStream() { close_stream(s); }
+  } close_first{*stream};
   // An async call's Work, with its input (which must outlive the call).
   struct Pending {
     std::unique_ptr<Work> work;
@@ -234,7 +365,6 @@ void run_rank_program(RankEnv& env, Links& base) {
     // Waited ones are done with; a never-waited one keeps its input to the end.
     std::erase_if(pending, [](const Pending& pw) { return !pw.work; });
   };
-  int index = 0;
   for (const Step& st : s.program(r)) {
     if (st.kind == Step::Sleep) {
       std::this_thread::sleep_for(std::chrono::duration<double>(st.sleep_ms / 1e3));
@@ -246,19 +376,53 @@ void run_rank_program(RankEnv& env, Links& base) {
       env.stall();
       return;
     }
-    wait_for(WaitAt::Next);
+    if (st.kind == Step::Synchronize) {
+      // The device-wide sync: every call issued so far, in every group, must
+      // finish. It does not wait() any Work: an unwaited one stays unwaited.
+      if (!synchronize(*stream, Clock::now() + env.timeout))
+        throw std::runtime_error(fmt::format("rank {}: synchronize (line {}): the calls issued before it did not "
+                                             "finish within the deadline ({} ms)",
+                                             r, st.line, env.timeout.count()));
+      continue;
+    }
     const CallStep& c = st.call;
+    const int gi = env.recs.index(c.group);
+    if (gi < 0) continue;  // not a member: the call is a no-op here, as in torch.distributed
+    GroupComm& gc = comms[static_cast<size_t>(gi)];
+    wait_for(WaitAt::Next);
+    Communicator& comm = *gc.comm;
+    const int gp = comm.size();
+    auto local = [&](int world) {
+      return static_cast<int>(std::find(gc.members.begin(), gc.members.end(), world) - gc.members.begin());
+    };
     CallOut co_out;
     co_out.call = c;
-    co_out.seed = call_seed(index, c.tag);
-    co_out.seq = comm.calls_issued() + 1;
-    std::vector<std::byte> input(c.count * dtype_size(c.dtype));
-    fill_input(input.data(), c.count, c.dtype, c.op, p, r, co_out.seed, DataClass::Exact);
-    co_out.out.resize(input.size());
+    co_out.p = gp;
+    co_out.r = comm.rank();
+    std::vector<std::byte> input(send_elements(c.coll, c.count, gp) * dtype_size(c.dtype));
+    if (is_p2p(c.coll)) {
+      const bool send = c.coll == Collective::Send;
+      const uint64_t n = ++gc.p2p_sent[{c.peer, send}];
+      co_out.seq = comm.p2p_calls_issued() + 1;
+      co_out.seed = send ? p2p_seed(c.group, r, c.peer, n, c.tag) : p2p_seed(c.group, c.peer, r, n, c.tag);
+      co_out.root = c.peer;
+      if (send) fill_input(input.data(), c.count, c.dtype, RedOp::Sum, 2, 0, co_out.seed, DataClass::Exact);
+    } else {
+      co_out.seq = comm.calls_issued() + 1;
+      co_out.seed = collective_seed(c.group, co_out.seq, c.tag);
+      if (c.coll == Collective::Broadcast) co_out.root = local(c.peer);
+      // A broadcast's input matters on its root only; every rank fills it alike.
+      fill_input(input.data(), input.size() / dtype_size(c.dtype), c.dtype, c.op, gp, comm.rank(), co_out.seed,
+                 DataClass::Exact);
+    }
+    co_out.out.resize(recv_elements(c.coll, c.count, gp) * dtype_size(c.dtype));
     const size_t at = mine.add(std::move(co_out));
     CallOut& out = mine.at(at);
+    const CallSpec spec{c.coll,  c.count, c.dtype, c.op, c.scalar, has_peer(c.coll) ? local(c.peer) : -1,
+                        c.tag};
+    FlightRecorder& rec = is_p2p(c.coll) ? *env.recs.p2p[static_cast<size_t>(gi)] : *env.recs.coll[static_cast<size_t>(gi)];
     if (c.async) {
-      auto w = comm.all_reduce_async(input.data(), out.out.data(), c.count, c.dtype, c.op, c.scalar, c.tag);
+      auto w = comm.call_async(spec, input.data(), out.out.data());
       if (c.read_before_wait) {
         rec.read_output(out.seq);
         std::vector<std::byte> seen(out.out);  // the program reads its output here
@@ -267,16 +431,14 @@ void run_rank_program(RankEnv& env, Links& base) {
       // The input must outlive the async call: keep it with the Work.
       pending.push_back({std::move(w), c.wait, at, std::move(input)});
     } else {
-      comm.all_reduce(input.data(), out.out.data(), c.count, c.dtype, c.op, c.scalar, c.tag);
+      comm.call(spec, input.data(), out.out.data());
       mine.waited(at);
     }
-    ++index;
   }
   wait_for(WaitAt::Next);
   wait_for(WaitAt::End);
   // WaitAt::Never: the Work is dropped here without wait(); the
   // communicator logs it and the recorder shows it completed, not waited.
-
 }
 
 namespace {
@@ -314,6 +476,7 @@ std::string verdict_text(RankResults& outs, const std::vector<FaultTally>& talli
   return nlohmann::json{{"checked", outs.checked()},
                         {"wrong", wrong ? wrong->text : ""},
                         {"wrong_seq", wrong && wrong->seq ? *wrong->seq : 0},
+                        {"wrong_group", wrong ? wrong->group : ""},
                         {"faults", faults},
                         {"hashes", outs.hashes()}}
       .dump();
@@ -370,8 +533,9 @@ ReplayResult replay_scenario(const Scenario& in, const ReplayOptions& o, World& 
   struct Shared {
     Scenario s;
     ImplPtr impl;
-    std::unique_ptr<CallGuard> guard;
-    std::vector<std::unique_ptr<FlightRecorder>> recs;
+    std::unique_ptr<CallGuard> guard;  // the world's calls
+    std::map<std::string, std::unique_ptr<CallGuard>> group_guards;  // each process group's
+    std::vector<RankRecorders> recs;
     std::vector<RankResults> outs;
     std::vector<std::string> verdicts;
     std::vector<std::vector<FaultTally>> tallies;
@@ -380,12 +544,12 @@ ReplayResult replay_scenario(const Scenario& in, const ReplayOptions& o, World& 
   sh->s = s;
   sh->impl = impl;
   sh->guard = world.call_guard(epoch, timeout);
+  // A process group's guard is shared memory between its ranks' threads.
+  for (const auto& g : s.groups)
+    sh->group_guards[g.name] = std::make_unique<FingerprintGuard>(static_cast<int>(g.ranks.size()), epoch, timeout);
   sh->recs.resize(static_cast<size_t>(p));
   for (int r = 0; r < p; ++r)
-    if (world.holds(r)) {
-      sh->recs[static_cast<size_t>(r)] = std::make_unique<FlightRecorder>(r, p, epoch);
-      sh->recs[static_cast<size_t>(r)]->set_run(run_id, run_what);
-    }
+    if (world.holds(r)) sh->recs[static_cast<size_t>(r)] = make_recorders(s, r, epoch, run_id, run_what);
   for (int r = 0; r < p; ++r) sh->outs.emplace_back(p, r, o.kept_output_bytes);
   sh->verdicts.resize(static_cast<size_t>(p));
   sh->tallies.resize(static_cast<size_t>(p));
@@ -399,8 +563,11 @@ ReplayResult replay_scenario(const Scenario& in, const ReplayOptions& o, World& 
       [sh, p, timeout, guarded, epoch, limit_s, some_rank_stalls](RankContext& ctx) {
         const int r = ctx.rank();
         const auto ri = static_cast<size_t>(r);
-        RankEnv env{sh->s, r, p, sh->impl, timeout, *sh->recs[ri], sh->outs[ri], {}, {}, sh->tallies[ri]};
-        if (guarded) env.before_call = [sh, r](const CallFingerprint& fp) { sh->guard->check(r, fp); };
+        RankEnv env{sh->s, r, p, sh->impl, timeout, sh->recs[ri], sh->outs[ri], {}, {}, sh->tallies[ri]};
+        if (guarded)
+          env.before_call = [sh, r](const std::string& g, const CallFingerprint& fp) {
+            (g.empty() ? *sh->guard : *sh->group_guards.at(g)).check(r, fp);
+          };
         // Never enter the remaining calls: wait until the others give up or
         // end, or the run's limit.
         env.stall = [&ctx, epoch, limit_s] { ctx.wait_for_others(epoch + millis(limit_s - 1)); };
@@ -423,16 +590,22 @@ ReplayResult replay_scenario(const Scenario& in, const ReplayOptions& o, World& 
   const std::string reason = run.hung ? "run limit" : (run.ok() ? "end of run" : "call failed or deadline");
   std::vector<std::string> texts(static_cast<size_t>(p));
   for (int r = 0; r < p; ++r)
-    if (world.holds(r)) texts[static_cast<size_t>(r)] = recs[static_cast<size_t>(r)]->to_json(reason).dump(1);
+    if (world.holds(r)) {
+      // Every communicator's dump of the rank, in one text.
+      nlohmann::json all = nlohmann::json::array();
+      for (const FlightRecorder* rec : recs[static_cast<size_t>(r)].all()) all.push_back(rec->to_json(reason));
+      texts[static_cast<size_t>(r)] = all.dump(1);
+    }
   const Deadline gather_by = std::max(epoch + millis(limit_s + 5), Clock::now() + std::chrono::seconds(5));
   const auto dump_texts = world.gather(texts, gather_by);
   const auto verdict_texts = world.gather(verdicts, gather_by);
   res.seconds = std::chrono::duration<double>(Clock::now() - epoch).count();
   if (!world.root()) return res;  // rank 0 reports
 
-  std::vector<RankDump> dumps;
-  std::vector<std::string> dumped;
+  std::vector<RankDump> dumps;  // every communicator's, of every rank
+  std::vector<std::pair<std::string, std::string>> dumped;  // file name, text
   std::vector<nlohmann::json> checked;
+  std::vector<int> checked_rank;
   for (int q = 0; q < p; ++q) {
     // A rank whose body never returned has a dump (what it recorded so far)
     // but no verdict; a rank whose process is gone has neither.
@@ -440,10 +613,17 @@ ReplayResult replay_scenario(const Scenario& in, const ReplayOptions& o, World& 
     const auto& v = verdict_texts[static_cast<size_t>(q)];
     if (!d || !v || v->empty()) res.hung = true;
     if (!d) continue;
-    dumps.push_back(rank_dump_from_json(nlohmann::json::parse(*d)));
-    dumped.push_back(*d);
+    for (const auto& one : nlohmann::json::parse(*d)) {
+      RankDump one_dump = rank_dump_from_json(one);
+      // Point-to-point calls the rank never made are not worth a file; a
+      // group's collectives are, empty (a member that never joined shows).
+      if (!one_dump.p2p || !one_dump.calls.empty() || one_dump.crash)
+        dumped.emplace_back(dump_file_name(one_dump.rank, one_dump.group, one_dump.p2p), one.dump(1));
+      dumps.push_back(std::move(one_dump));
+    }
     checked.push_back(v && !v->empty() ? nlohmann::json::parse(*v)
                                         : nlohmann::json{{"checked", 0}, {"wrong", ""}, {"wrong_seq", 0}});
+    checked_rank.push_back(q);
   }
   res.first_failure = first_failure(dumps);
 
@@ -454,17 +634,28 @@ ReplayResult replay_scenario(const Scenario& in, const ReplayOptions& o, World& 
   if (!guarded || !o.dump_dir.empty()) {
     res.dump_dir = !o.dump_dir.empty() ? o.dump_dir : temp_dir("dumps", epoch);
     std::filesystem::create_directories(res.dump_dir);
-    for (size_t i = 0; i < dumps.size(); ++i)
-      write_file_atomically((std::filesystem::path(res.dump_dir) / fmt::format("rank-{}.json", dumps[i].rank)).string(),
-                            dumped[i]);
+    for (const auto& [name, text] : dumped)
+      write_file_atomically((std::filesystem::path(res.dump_dir) / name).string(), text);
   }
   if (guarded) {
     res.diagnoses = analyze(dumps, ao);
-    if (auto v = guard->violation()) {
+    // The first guard to fire, of the world's and the groups'.
+    std::optional<Diagnosis> v = guard->violation();
+    double when = v ? guard->violation_time() : -1;
+    for (const auto& [name, g] : sh->group_guards) {
+      auto gv = g->violation();
+      if (gv && (!v || g->violation_time() < when)) {
+        v = gv;
+        v->group = name;
+        v->text = fmt::format("process group {}: {}", name, v->text);
+        when = g->violation_time();
+      }
+    }
+    if (v) {
       // The guard's finding is the same classification, made before the call.
-      std::erase_if(res.diagnoses, [&](const Diagnosis& d) { return d.kind == v->kind; });
+      std::erase_if(res.diagnoses, [&](const Diagnosis& d) { return d.kind == v->kind && d.group == v->group; });
       res.diagnoses.insert(res.diagnoses.begin(), *v);
-      res.time_to_diagnosis = guard->violation_time();
+      res.time_to_diagnosis = when;
     }
   } else {
     dumps = load_dumps(res.dump_dir);
@@ -493,9 +684,10 @@ ReplayResult replay_scenario(const Scenario& in, const ReplayOptions& o, World& 
     if (text.empty()) continue;
     Diagnosis d;
     d.kind = DiagnosisKind::WrongResult;
-    d.ranks = {dumps[i].rank};
+    d.ranks = {checked_rank[i]};
     d.seq = checked[i].at("wrong_seq").get<uint64_t>();
-    d.text = text;
+    d.group = checked[i].value("wrong_group", "");
+    d.text = d.group.empty() ? text : fmt::format("process group {}: {}", d.group, text);
     res.diagnoses.push_back(d);
     wrong = true;
     break;
@@ -504,11 +696,14 @@ ReplayResult replay_scenario(const Scenario& in, const ReplayOptions& o, World& 
   // only if every rank holds the same bits. At the first call where they do
   // not, the ranks outside the largest group of equal results are named.
   if (!wrong && !mismatch && !corrupted && !checked.empty()) {
-    std::map<uint64_t, std::map<uint64_t, std::vector<int>>> by_seq;  // seq -> hash -> ranks
+    // (group, seq) -> hash -> ranks
+    std::map<std::pair<std::string, uint64_t>, std::map<uint64_t, std::vector<int>>> by_seq;
     for (size_t i = 0; i < checked.size(); ++i)
       for (const auto& h : checked[i].value("hashes", nlohmann::json::array()))
-        by_seq[h.at(0).get<uint64_t>()][h.at(1).get<uint64_t>()].push_back(dumps[i].rank);
-    for (const auto& [seq, groups] : by_seq) {
+        by_seq[{h.at(0).get<std::string>(), h.at(1).get<uint64_t>()}][h.at(2).get<uint64_t>()].push_back(
+            checked_rank[i]);
+    for (const auto& [key, groups] : by_seq) {
+      const auto& [group, seq] = key;
       if (groups.size() < 2) continue;
       auto largest = groups.begin();
       for (auto it = groups.begin(); it != groups.end(); ++it)
@@ -525,12 +720,16 @@ ReplayResult replay_scenario(const Scenario& in, const ReplayOptions& o, World& 
         if (ties > 1 || &ranks != &largest->second) d.ranks.insert(d.ranks.end(), ranks.begin(), ranks.end());
       }
       std::sort(d.ranks.begin(), d.ranks.end());
+      d.group = group;
       const CallRecord* rec = nullptr;
-      for (const auto& cr : dumps[0].calls)
-        if (cr.seq == seq) rec = &cr;
-      d.text = fmt::format("call #{} ({}): the ranks hold different results ({}); each rank's share of the {} "
+      for (const auto& dump : dumps)
+        if (dump.group == group && !dump.p2p)
+          for (const auto& cr : dump.calls)
+            if (cr.seq == seq) rec = &cr;
+      d.text = fmt::format("{}call #{} ({}): the ranks hold different results ({}); each rank's share of the {} "
                            "elements matched the oracle, so a result is wrong outside its rank's share",
-                           seq, rec ? rec->tag : "?", held, rec ? rec->count : 0);
+                           group.empty() ? "" : "process group " + group + ": ", seq, rec ? rec->tag : "?", held,
+                           rec ? rec->count : 0);
       res.diagnoses.push_back(d);
       break;
     }
@@ -552,12 +751,23 @@ uint64_t replay_memory_needed(const Scenario& s, int ranks, uint64_t kept_output
     uint64_t all = 0, held = 0, largest = 0, pending = 0, check = 0;
     for (const auto& st : s.program(r)) {
       if (st.kind != Step::Call) continue;
-      const auto bytes = checked_mul(st.call.count, dtype_size(st.call.dtype));
+      const std::vector<int> members = s.members(st.call.group);
+      if (std::find(members.begin(), members.end(), r) == members.end()) continue;  // not its call
+      const uint64_t p = members.size(), es = dtype_size(st.call.dtype);
+      const Collective k = st.call.coll;
+      // The larger buffer of the call (a gather's output, a reduce-scatter's input).
+      const auto elements = checked_mul(st.call.count, p);  // bounds the gathers' buffers first
+      if (!elements) return saturated;
+      const int gp = static_cast<int>(p);
+      const auto bytes =
+          checked_mul(std::max(send_elements(k, st.call.count, gp), recv_elements(k, st.call.count, gp)), es);
       if (!bytes) return saturated;
-      // The oracle's inputs: p whole buffers for a small call, p shares (about
-      // one buffer) for a large one, as check_out does.
-      const uint64_t p = static_cast<uint64_t>(s.ranks), es = dtype_size(st.call.dtype);
-      check = std::max(check, st.call.count * p <= kWholeCheckElements ? *bytes * p : *bytes + p * es);
+      // The oracle's inputs: for an all-reduce p whole buffers when small, p
+      // shares (about one buffer) when large, as check_out does; a
+      // reduce-scatter's p inputs of count (one input's size).
+      if (k == Collective::AllReduce)
+        check = std::max(check, st.call.count * p <= kWholeCheckElements ? *bytes * p : *bytes + p * es);
+      if (k == Collective::ReduceScatter) check = std::max(check, *bytes);
       largest = std::max(largest, *bytes);
       const auto a = checked_add(all, *bytes);
       if (!a) return saturated;

@@ -113,7 +113,7 @@ void rank_main(std::shared_ptr<ThreadWorld::State> s, int rank) {
       // A transfer of call k failed: this rank took part in every earlier
       // call, so only call k and later ones are aborted on the others.
       out.error = e.what();
-      s->fabric.abort(fmt::format("rank {} failed: {}", rank, e.what()), call_of_tag(e.tag()));
+      s->fabric.abort(fmt::format("rank {} failed: {}", rank, e.what()), call_of_tag(e.tag()), group_of_tag(e.tag()));
       wake_barrier(*s);
     } catch (const std::exception& e) {
       out.error = e.what();
