@@ -17,9 +17,6 @@
 namespace collcheck {
 
 enum class Collective : uint8_t { AllReduce, Broadcast, AllGather, ReduceScatter, AllToAll, Barrier, Send, Recv };
-inline constexpr Collective kAllCollectives[] = {Collective::AllReduce,     Collective::Broadcast, Collective::AllGather,
-                                                 Collective::ReduceScatter, Collective::AllToAll,  Collective::Barrier,
-                                                 Collective::Send,          Collective::Recv};
 
 std::string_view collective_name(Collective c);  // "all_reduce", "broadcast", ...
 std::optional<Collective> parse_collective(std::string_view name);

@@ -102,9 +102,8 @@ std::optional<Diagnosis> call_cycle(const Dumps& dumps) {
       if (d->group == group && d->p2p == p2p) return d;
     return nullptr;
   };
-  auto waits_on = [&](int, int, const CallRecord* theirs) {
-    return !theirs || theirs->t_started < 0 || theirs->t_started >= t;
-  };
+  // r waits on q when q had not entered the call r is in (theirs) by then.
+  auto waits_on = [&](const CallRecord* theirs) { return !theirs || theirs->t_started < 0 || theirs->t_started >= t; };
   std::map<int, std::vector<int>> edges;
   for (const auto& [r, s] : stuck) {
     const RankDump& d = *s.dump;
@@ -114,7 +113,7 @@ std::optional<Diagnosis> call_cycle(const Dumps& dumps) {
       const RankDump* other = dump_of(q, d.group, true);
       const Collective mirror = c.coll == Collective::Send ? Collective::Recv : Collective::Send;
       const CallRecord* theirs = other ? nth_p2p(*other, mirror, r, p2p_index(d, c)) : nullptr;
-      if (waits_on(r, q, theirs)) edges[r].push_back(q);
+      if (waits_on(theirs)) edges[r].push_back(q);
       continue;
     }
     std::vector<int> members = d.members;
@@ -123,7 +122,7 @@ std::optional<Diagnosis> call_cycle(const Dumps& dumps) {
     for (int q : members) {
       if (q == r) continue;
       const RankDump* other = dump_of(q, d.group, false);
-      if (waits_on(r, q, other ? call_of(*other, c.seq) : nullptr)) edges[r].push_back(q);
+      if (waits_on(other ? call_of(*other, c.seq) : nullptr)) edges[r].push_back(q);
     }
   }
   // A cycle among stuck ranks, from the lowest rank that is on one.

@@ -13,13 +13,18 @@ namespace collcheck::detect {
 std::optional<Diagnosis> missing_rank(const Dumps& dumps) {
   for (const uint64_t k : seqs_in(dumps)) {
     std::vector<int> joined, missing;
-    for (const auto& d : dumps) (call_of(d, k) ? joined : missing).push_back(d.rank);
+    const CallRecord* joined_call = nullptr;
+    for (const auto& d : dumps) {
+      const CallRecord* c = call_of(d, k);
+      (c ? joined : missing).push_back(d.rank);
+      if (c && !joined_call) joined_call = c;
+    }
     if (missing.empty()) continue;
     // Joined ranks that did not finish the call: they waited for the missing ones.
     bool stuck = false;
     for (const auto& d : dumps) {
       const CallRecord* c = call_of(d, k);
-      if (c && c->state != CallState::Completed && c->state != CallState::Waited) stuck = true;
+      if (c && !finished(*c)) stuck = true;
     }
     if (!stuck) continue;
     Diagnosis dg;
@@ -28,7 +33,7 @@ std::optional<Diagnosis> missing_rank(const Dumps& dumps) {
     dg.ranks = missing;
     dg.text = fmt::format("{} never joined call #{} ({}), which {} joined but could not finish; last call completed "
                           "per rank: {}",
-                          ranks_text(missing), k, fp_text(*call_of(dumps[static_cast<size_t>(joined.front())], k)),
+                          ranks_text(missing), k, fp_text(*joined_call),
                           ranks_text(joined), last_completed_text(dumps));
     return dg;
   }

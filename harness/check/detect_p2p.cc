@@ -13,10 +13,6 @@
 
 namespace collcheck::detect {
 
-namespace {
-bool finished(const CallRecord& c) { return c.state == CallState::Completed || c.state == CallState::Waited; }
-}  // namespace
-
 void p2p(const Dumps& dumps, const AnalysisOptions&, std::vector<Diagnosis>& out) {
   // (group, from, to) -> the sends of `from` and the receives of `to`, in order.
   std::map<std::tuple<std::string, int, int>, std::pair<std::vector<const CallRecord*>, std::vector<const CallRecord*>>>
@@ -31,7 +27,7 @@ void p2p(const Dumps& dumps, const AnalysisOptions&, std::vector<Diagnosis>& out
   for (const auto& [key, sr] : pairs) {
     const auto& [group, from, to] = key;
     const auto& [sends, recvs] = sr;
-    const std::string in = group.empty() ? "" : fmt::format("process group {}: ", group);
+    const std::string in = group_prefix(group);
     for (size_t i = 0; i < std::max(sends.size(), recvs.size()); ++i) {
       const CallRecord* s = i < sends.size() ? sends[i] : nullptr;
       const CallRecord* r = i < recvs.size() ? recvs[i] : nullptr;

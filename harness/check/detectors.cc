@@ -52,6 +52,8 @@ std::vector<uint64_t> seqs_in(const Dumps& dumps) {
 
 uint64_t last_seq(const RankDump& d) { return d.calls.empty() ? 0 : d.calls.back().seq; }
 
+bool finished(const CallRecord& c) { return c.state == CallState::Completed || c.state == CallState::Waited; }
+
 uint64_t last_completed(const RankDump& d) {
   uint64_t s = 0;
   for (const auto& c : d.calls)

@@ -53,6 +53,8 @@ uint64_t last_seq(const RankDump& d);
 // never 1..max, which a damaged dump could make 2^64 long).
 std::vector<uint64_t> seqs_in(const Dumps& dumps);
 uint64_t last_completed(const RankDump& d);
+// The call ended well: completed (and, if async, maybe waited).
+bool finished(const CallRecord& c);
 std::string last_completed_text(const Dumps& dumps);  // "0: #3, 1: #2, ...": the last call each rank completed
 std::string fp_text(const CallRecord& c);             // "bucket_0 count=2048 bfloat16 sum"
 // Each send with its receive, by (src, dst, tag, ordinal); either side may be missing.

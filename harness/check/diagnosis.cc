@@ -24,6 +24,10 @@ constexpr std::pair<DiagnosisKind, std::string_view> kNames[] = {
 };
 }  // namespace
 
+std::string group_prefix(const std::string& group) {
+  return group.empty() ? "" : fmt::format("process group {}: ", group);
+}
+
 std::string ranks_text(const std::vector<int>& r) {
   std::string s;
   for (size_t i = 0; i < r.size(); ++i) s += fmt::format("{}{}", i ? ", " : "", r[i]);
@@ -116,7 +120,7 @@ std::vector<Diagnosis> analyze(const std::vector<RankDump>& dumps, const Analysi
       if (explained(f)) continue;
       if (f.kind == DiagnosisKind::RankCrashed && !crashes.insert(f.ranks).second) continue;  // every group's dump says it
       f.group = name;
-      if (!name.empty() && f.kind != DiagnosisKind::RankCrashed) f.text = "process group " + name + ": " + f.text;
+      if (f.kind != DiagnosisKind::RankCrashed) f.text = group_prefix(name) + f.text;
       out.push_back(std::move(f));
     }
   }

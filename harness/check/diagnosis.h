@@ -60,6 +60,10 @@ std::vector<Diagnosis> analyze(const std::vector<RankDump>& dumps, const Analysi
 // Reads <dir>/rank-*.json. Throws std::runtime_error naming the file.
 std::vector<RankDump> load_dumps(const std::string& dir);
 
+// What a finding in a process group's call starts with: "process group tp: "
+// ("" for the world).
+std::string group_prefix(const std::string& group);
+
 // "rank 2", "ranks 0, 1, 3".
 std::string ranks_text(const std::vector<int>& r);
 // The reference among groups of ranks that disagree (a map from what they

@@ -39,6 +39,16 @@ std::vector<int> Scenario::members(const std::string& g_name) const {
   return all;
 }
 
+int Scenario::group_size(const std::string& g_name) const {
+  const GroupSpec* g = group(g_name);
+  return g ? static_cast<int>(g->ranks.size()) : ranks;
+}
+
+bool Scenario::in_group(const std::string& g_name, int rank) const {
+  const GroupSpec* g = group(g_name);
+  return g ? std::binary_search(g->ranks.begin(), g->ranks.end(), rank) : rank >= 0 && rank < ranks;
+}
+
 uint64_t Scenario::group_id(const std::string& g_name) const {
   for (size_t i = 0; i < groups.size(); ++i)
     if (groups[i].name == g_name) return i + 1;
@@ -97,7 +107,6 @@ class Parser : public YamlFields<ScenarioError> {
       if (!sc.group(c.group)) fail(n["group"], field + ".group", fmt::format("unknown group '{}'; allowed: {}", c.group,
                                                                              group_choices(sc)));
     }
-    const std::vector<int> members = sc.members(c.group);
     if (n["dtype"]) {
       const auto name = scalar<std::string>(n["dtype"], field + ".dtype", "a dtype");
       auto t = parse_dtype(name);
@@ -127,16 +136,16 @@ class Parser : public YamlFields<ScenarioError> {
       c.count = total;
       if (auto why = count_problem(c.count, c.dtype); !why.empty()) fail(sh, field + ".shape", why);
     }
-    if (auto why = count_fits(coll, c.count, static_cast<int>(members.size())); !why.empty())
+    if (auto why = count_fits(coll, c.count, sc.group_size(c.group)); !why.empty())
       fail(n["count"] ? n["count"] : n["shape"] ? n["shape"] : n, field + (n["shape"] ? ".shape" : ".count"), why);
     if (coll == Collective::Broadcast || is_p2p(coll)) {
       const char* k = coll == Collective::Broadcast ? "root" : "peer";
       if (!n[k]) fail(n, field + "." + k, fmt::format("missing: the {} (a world rank{})", coll == Collective::Broadcast ? "root" : "other rank",
                                                      c.group.empty() ? "" : " of group " + c.group));
       c.peer = integer(n[k], field + "." + k, 0, sc.ranks - 1);
-      if (std::find(members.begin(), members.end(), c.peer) == members.end())
+      if (!sc.in_group(c.group, c.peer))
         fail(n[k], field + "." + k, fmt::format("rank {} is not in group {}; allowed: {}", c.peer, c.group,
-                                                fmt::join(members, ", ")));
+                                                fmt::join(sc.members(c.group), ", ")));
     }
     if (n["op"]) {
       const auto name = scalar<std::string>(n["op"], field + ".op", "an op");
@@ -196,23 +205,14 @@ class Parser : public YamlFields<ScenarioError> {
       const YAML::Node v = st.begin()->second;
       if (auto coll = parse_collective(key)) {
         p.push_back(call(v, f + "." + key, calls++, *coll, sc));
-      } else if (key == "synchronize") {
-        if (!scalar<bool>(v, f + ".synchronize", "true")) fail(v, f + ".synchronize", "expected true");
+      } else if (key == "sleep" || key == "stall" || key == "synchronize") {
         Step s;
-        s.kind = Step::Synchronize;
+        s.kind = key == "sleep" ? Step::Sleep : key == "stall" ? Step::Stall : Step::Synchronize;
         s.line = st.Mark().line + 1;
-        p.push_back(s);
-      } else if (key == "sleep") {
-        Step s;
-        s.kind = Step::Sleep;
-        s.sleep_ms = number(v, f + ".sleep", 0, 3.6e6);
-        s.line = st.Mark().line + 1;
-        p.push_back(s);
-      } else if (key == "stall") {
-        if (!scalar<bool>(v, f + ".stall", "true")) fail(v, f + ".stall", "expected true");
-        Step s;
-        s.kind = Step::Stall;
-        s.line = st.Mark().line + 1;
+        if (s.kind == Step::Sleep)
+          s.sleep_ms = number(v, f + ".sleep", 0, 3.6e6);
+        else if (!scalar<bool>(v, f + "." + key, "true"))
+          fail(v, f + "." + key, "expected true");
         p.push_back(s);
       } else {
         fail(st.begin()->first, f, fmt::format("unknown step '{}'; allowed: {}", key, step_choices()));

@@ -108,6 +108,8 @@ struct Scenario {
   const GroupSpec* group(const std::string& name) const;
   // The world ranks of a group ("" is the world), and its number (0 for the world).
   std::vector<int> members(const std::string& group) const;
+  int group_size(const std::string& group) const;
+  bool in_group(const std::string& group, int rank) const;
   uint64_t group_id(const std::string& group) const;
 
   const Program& program(int rank) const;

@@ -161,7 +161,8 @@ class Stream {
     return cv.wait_until(lk, deadline, [&] { return in_flight == 0; });
   }
 
-  // Queued calls still run (their deadlines bound them), as a stream would.
+  // Runs every queued call (their deadlines bound them), as a stream would,
+  // then stops the thread; a later submit starts a new one.
   void close() {
     {
       std::lock_guard<std::mutex> g(mu);
@@ -169,11 +170,11 @@ class Stream {
       cv.notify_all();
     }
     if (thread.joinable()) thread.join();
+    std::lock_guard<std::mutex> g(mu);
+    stopping = false;
   }
   ~Stream() { close(); }
 };
-
-void close_stream(Stream& s) { s.close(); }
 
 std::shared_ptr<Stream> make_stream(int rank) { return std::make_shared<Stream>(rank); }
 bool synchronize(Stream& s, Deadline deadline) { return s.drain(deadline); }
@@ -184,16 +185,13 @@ Communicator::Communicator(Links& links, CommOptions options)
   impl_ = options_.impl ? options_.impl : make_implementation(options_.algorithm);
 }
 
-// The stream runs this communicator's queued calls on its links: they finish
-// before it goes, even when other communicators share the stream.
-Communicator::~Communicator() {
-  if (stream_.use_count() == 1) stream_->close();
-  else synchronize(*stream_, Clock::now() + options_.timeout + std::chrono::seconds(1));
-}
+// The calls queued on the stream use this communicator's links: they run
+// before it goes (those of the other communicators sharing the stream too,
+// while every communicator of the rank is still alive).
+Communicator::~Communicator() { stream_->close(); }
 
 int Communicator::rank() const { return links_.rank(); }
 int Communicator::size() const { return links_.size(); }
-Stream& Communicator::stream() const { return *stream_; }
 
 CallFingerprint Communicator::fingerprint(const CallSpec& c, bool async) {
   if (has_peer(c.coll) && (c.peer < 0 || c.peer >= size()))

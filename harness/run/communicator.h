@@ -41,9 +41,6 @@ std::shared_ptr<Stream> make_stream(int rank);
 // Waits until every call issued on the stream so far has finished (a device
 // synchronize); false when the deadline passed first.
 bool synchronize(Stream& s, Deadline deadline);
-// Runs what is queued on the stream, then stops its thread (a stream shared by
-// several communicators is closed before their links go).
-void close_stream(Stream& s);
 
 struct CommOptions {
   // What executes each call: `impl` when set, else the implementation named by
@@ -63,9 +60,8 @@ struct CommOptions {
   // pattern until wait(): a read before the wait then always shows up.
   bool poison_async = false;
 
-  // The process group this communicator serves, as the fingerprints name it
-  // ("" for the whole world), and its number in transfer tags (links.h).
-  std::string group;
+  // The number of the process group this communicator serves, in transfer
+  // tags (links.h); 0 for the whole world.
   uint64_t group_id = 0;
   // Where async calls execute; a stream of its own when null.
   std::shared_ptr<Stream> stream;
@@ -148,7 +144,6 @@ class Communicator {
   // calls are numbered apart (p2p_calls_issued).
   uint64_t calls_issued() const;
   uint64_t p2p_calls_issued() const;
-  Stream& stream() const;
 
  private:
   CallFingerprint fingerprint(const CallSpec& c, bool async);

@@ -42,7 +42,7 @@ struct CallOut {
   uint64_t seq = 0;
   uint64_t seed = 0;
   int p = 1, r = 0;  // the group's size and this rank's place in it (p2p: 2 and 0, the data's generator)
-  int root = -1;     // broadcast: the root's place in the group; recv: the sender's world rank
+  int root = -1;     // broadcast: the root's place in the group
   std::vector<std::byte> out;
   bool waited = false;
   bool settled = false;  // checked, hashed and its buffer released (RankResults)
@@ -127,9 +127,10 @@ std::optional<Diagnosis> check_out(int world_rank, const CallOut& c) {
   switch (k.coll) {
     case Collective::Broadcast: return check_moved(c, world_rank, [&](size_t i) { return in(c.root, i); });
     case Collective::AllGather:
-      return check_moved(c, world_rank, [&](size_t i) { return in(static_cast<int>(i / std::max<size_t>(n, 1)), i % std::max<size_t>(n, 1)); });
+      // Called for the output's elements only: none when n is 0.
+      return check_moved(c, world_rank, [&](size_t i) { return in(static_cast<int>(i / n), i % n); });
     case Collective::AllToAll: {
-      const size_t m = std::max<size_t>(n / static_cast<size_t>(p), 1);
+      const size_t m = n / static_cast<size_t>(p);
       return check_moved(c, world_rank, [&](size_t i) { return in(static_cast<int>(i / m), static_cast<size_t>(r) * m + i % m); });
     }
     case Collective::Recv:
@@ -268,7 +269,7 @@ RankRecorders make_recorders(const Scenario& s, int r, Clock::time_point epoch, 
   RankRecorders rr;
   rr.groups.push_back("");
   for (const auto& g : s.groups)
-    if (std::find(g.ranks.begin(), g.ranks.end(), r) != g.ranks.end()) rr.groups.push_back(g.name);
+    if (s.in_group(g.name, r)) rr.groups.push_back(g.name);
   for (const auto& g : rr.groups) {
     for (bool p2p : {false, true}) {
       auto rec = std::make_unique<FlightRecorder>(r, s.ranks, epoch);
@@ -284,7 +285,6 @@ RankRecorders make_recorders(const Scenario& s, int r, Clock::time_point epoch, 
 struct RankEnv {
   const Scenario& s;
   int rank;
-  int p;
   ImplPtr impl;
   std::chrono::milliseconds timeout;
   RankRecorders& recs;
@@ -331,19 +331,12 @@ void run_rank_program(RankEnv& env, Links& base) {
     co.recorder = env.recs.coll[gi].get();
     co.p2p_recorder = env.recs.p2p[gi].get();
     co.poison_async = true;
-    co.group = gc.name;
     co.group_id = s.group_id(gc.name);
     co.stream = stream;
     if (env.before_call) co.before_call = [&env, g = gc.name](const CallFingerprint& fp) { env.before_call(g, fp); };
     gc.comm = std::make_unique<Communicator>(*gc.subset, co);
     comms.push_back(std::move(gc));
   }
-  // However the program ends, the stream runs what is queued and stops before
-  // the communicators and their links go.
-  struct CloseStream {
-    Stream& s;
-    ~CloseStream() { close_stream(s); }
-  } close_first{*stream};
   // An async call's Work, with its input (which must outlive the call).
   struct Pending {
     std::unique_ptr<Work> work;
@@ -405,7 +398,6 @@ void run_rank_program(RankEnv& env, Links& base) {
       const uint64_t n = ++gc.p2p_sent[{c.peer, send}];
       co_out.seq = comm.p2p_calls_issued() + 1;
       co_out.seed = send ? p2p_seed(c.group, r, c.peer, n, c.tag) : p2p_seed(c.group, c.peer, r, n, c.tag);
-      co_out.root = c.peer;
       if (send) fill_input(input.data(), c.count, c.dtype, RedOp::Sum, 2, 0, co_out.seed, DataClass::Exact);
     } else {
       co_out.seq = comm.calls_issued() + 1;
@@ -563,7 +555,7 @@ ReplayResult replay_scenario(const Scenario& in, const ReplayOptions& o, World& 
       [sh, p, timeout, guarded, epoch, limit_s, some_rank_stalls](RankContext& ctx) {
         const int r = ctx.rank();
         const auto ri = static_cast<size_t>(r);
-        RankEnv env{sh->s, r, p, sh->impl, timeout, sh->recs[ri], sh->outs[ri], {}, {}, sh->tallies[ri]};
+        RankEnv env{sh->s, r, sh->impl, timeout, sh->recs[ri], sh->outs[ri], {}, {}, sh->tallies[ri]};
         if (guarded)
           env.before_call = [sh, r](const std::string& g, const CallFingerprint& fp) {
             (g.empty() ? *sh->guard : *sh->group_guards.at(g)).check(r, fp);
@@ -647,7 +639,7 @@ ReplayResult replay_scenario(const Scenario& in, const ReplayOptions& o, World& 
       if (gv && (!v || g->violation_time() < when)) {
         v = gv;
         v->group = name;
-        v->text = fmt::format("process group {}: {}", name, v->text);
+        v->text = group_prefix(name) + v->text;
         when = g->violation_time();
       }
     }
@@ -687,7 +679,7 @@ ReplayResult replay_scenario(const Scenario& in, const ReplayOptions& o, World& 
     d.ranks = {checked_rank[i]};
     d.seq = checked[i].at("wrong_seq").get<uint64_t>();
     d.group = checked[i].value("wrong_group", "");
-    d.text = d.group.empty() ? text : fmt::format("process group {}: {}", d.group, text);
+    d.text = group_prefix(d.group) + text;
     res.diagnoses.push_back(d);
     wrong = true;
     break;
@@ -728,7 +720,7 @@ ReplayResult replay_scenario(const Scenario& in, const ReplayOptions& o, World& 
             if (cr.seq == seq) rec = &cr;
       d.text = fmt::format("{}call #{} ({}): the ranks hold different results ({}); each rank's share of the {} "
                            "elements matched the oracle, so a result is wrong outside its rank's share",
-                           group.empty() ? "" : "process group " + group + ": ", seq, rec ? rec->tag : "?", held,
+                           group_prefix(group), seq, rec ? rec->tag : "?", held,
                            rec ? rec->count : 0);
       res.diagnoses.push_back(d);
       break;
@@ -751,9 +743,8 @@ uint64_t replay_memory_needed(const Scenario& s, int ranks, uint64_t kept_output
     uint64_t all = 0, held = 0, largest = 0, pending = 0, check = 0;
     for (const auto& st : s.program(r)) {
       if (st.kind != Step::Call) continue;
-      const std::vector<int> members = s.members(st.call.group);
-      if (std::find(members.begin(), members.end(), r) == members.end()) continue;  // not its call
-      const uint64_t p = members.size(), es = dtype_size(st.call.dtype);
+      if (!s.in_group(st.call.group, r)) continue;  // not its call
+      const uint64_t p = static_cast<uint64_t>(s.group_size(st.call.group)), es = dtype_size(st.call.dtype);
       const Collective k = st.call.coll;
       // The larger buffer of the call (a gather's output, a reduce-scatter's input).
       const auto elements = checked_mul(st.call.count, p);  // bounds the gathers' buffers first
