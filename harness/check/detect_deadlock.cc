@@ -2,7 +2,6 @@
 #include <fmt/format.h>
 
 #include <algorithm>
-#include <functional>
 #include <limits>
 #include <map>
 #include <set>
@@ -125,23 +124,39 @@ std::optional<Diagnosis> call_cycle(const Dumps& dumps) {
       if (waits_on(other ? call_of(*other, c.seq) : nullptr)) edges[r].push_back(q);
     }
   }
-  // A cycle among stuck ranks, from the lowest rank that is on one.
-  for (const auto& [start, _] : edges) {
-    std::vector<int> path{start};
-    std::set<int> seen{start};
-    std::function<bool(int)> dfs = [&](int u) -> bool {
-      for (int v : edges[u]) {
-        if (!stuck.count(v)) continue;
-        if (v == start) return true;
-        if (seen.insert(v).second) {
-          path.push_back(v);
-          if (dfs(v)) return true;
-          path.pop_back();
+  // The first cycle among stuck ranks, walking from the lowest rank: an
+  // iterative depth-first search (a rank is on the stack while its edges are
+  // walked), O(ranks + edges), no recursion however many ranks a dump set has.
+  std::vector<int> path;
+  {
+    enum Colour : uint8_t { White, Grey, Black };
+    std::map<int, Colour> colour;
+    for (const auto& [root, _] : stuck) {
+      if (colour[root] != White || !path.empty()) continue;
+      std::vector<std::pair<int, size_t>> stack{{root, 0}};  // rank, next edge to walk
+      colour[root] = Grey;
+      while (!stack.empty() && path.empty()) {
+        auto& [u, next] = stack.back();
+        const auto it = edges.find(u);
+        if (it == edges.end() || next == it->second.size()) {
+          colour[u] = Black;
+          stack.pop_back();
+          continue;
+        }
+        const int v = it->second[next++];
+        if (!stuck.count(v)) continue;  // waits on a rank that is not stuck: a missing rank, not a cycle
+        if (colour[v] == Grey) {        // back to a rank on the stack: the cycle is the stack from v
+          size_t i = 0;
+          while (stack[i].first != v) ++i;
+          for (; i < stack.size(); ++i) path.push_back(stack[i].first);
+        } else if (colour[v] == White) {
+          colour[v] = Grey;
+          stack.emplace_back(v, 0);
         }
       }
-      return false;
-    };
-    if (!dfs(start)) continue;
+    }
+  }
+  if (!path.empty()) {
     Diagnosis dg;
     dg.kind = DiagnosisKind::Deadlock;
     dg.ranks = path;
