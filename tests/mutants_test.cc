@@ -51,8 +51,10 @@ MinimalLimit minimal_limit(const std::string& m, DType t) {
   if (m == "large_message_tail") return {4, (size_t{128} << 10) / dtype_size(t) + 1};  // needs > 64 KiB
   // Needs one byte size in two dtypes: shrinking cannot cut both counts together.
   if (m == "plan_cache_keyed_on_bytes") return {4, 64};
-  // A race: a shrink that failed by chance may stop at a larger world.
-  if (m == "late_arrival_race") return {16, 16};
+  // A race: a shrink step that failed to show it by chance may stop at a
+  // larger world or buffer (CI saw seed 2 stop at count 17: no shrink step
+  // reproduced it). Still small enough to read.
+  if (m == "late_arrival_race") return {16, 64};
   return {};
 }
 
@@ -81,7 +83,7 @@ TEST_P(Mutant, IsCaughtWithinTheDefaultBudgetAndShrinksToASmallReplayableCase) {
     const MinimalLimit lim = minimal_limit(m, r.minimal.dtype);
     EXPECT_LE(r.minimal.p, lim.p) << case_summary(r.minimal);
     EXPECT_LE(r.minimal.count, lim.count) << case_summary(r.minimal);
-    if (lim.count <= 16) {
+    if (lim.count <= 16 || m == "late_arrival_race") {
       EXPECT_FALSE(r.shrink_budget_reached);
     }
     // The minimal case was replayed, and failed again at least once.
