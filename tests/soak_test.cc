@@ -1,6 +1,8 @@
 // collcheck soak (issue 14), run as its users run it: the CLI, real files,
 // real signals, real mpirun. Seeds are fresh each run and printed.
 #include <gtest/gtest.h>
+
+#include <cmath>
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -134,7 +136,13 @@ TEST(Soak, ResumeContinuesFromTheResultsFile) {
   const auto first = lines(results);
   const size_t first_units = first.back().at("summary").at("units");
   std::ofstream(results, std::ios::app) << "{\"type\":\"unit\",\"i\":99999,\"wo";  // killed mid-line
-  r = testutil::collcheck("soak --duration 6 --resume --results " + results, 120);
+  // The duration counts both parts: leave the second 3 s more than the first
+  // took (a unit may run well past a 3 s soak under a sanitizer; CI's tsan
+  // stage saw the first part end after 6 s, and "--duration 6" then left
+  // the resumed soak nothing to run).
+  const double first_took = first.back().at("t").get<double>();
+  const long second = static_cast<long>(std::ceil(first_took)) + 3;
+  r = testutil::collcheck("soak --duration " + std::to_string(second) + " --resume --results " + results, 120);
   ASSERT_EQ(r.code, 0) << r.out;
   EXPECT_NE(r.out.find("dropped an unfinished last line"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("resuming " + results + ": " + std::to_string(first_units) + " units done"), std::string::npos)
