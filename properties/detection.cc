@@ -18,7 +18,7 @@ Scenario DetectionCase::scenario() const {
     s.faults = {*fault};
     s.expect = find_nemesis(fault->kind)->expected(clean, *fault);
   } else {
-    s.expect = ExpectSpec{"none", {}, {}, {}, {}};
+    s.expect = ExpectSpec{"none", {}, {}, {}, {}, {}};
   }
   return s;
 }

@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <fmt/format.h>
+#include <nlohmann/json.hpp>
 #include <sys/resource.h>
 
 #include <algorithm>
@@ -13,6 +14,7 @@
 #include <filesystem>
 #include <fstream>
 #include <functional>
+#include <random>
 
 #include "faults/nemesis.h"
 #include "harness/run/communicator.h"
@@ -118,6 +120,26 @@ TEST(Scenario, GroupsCollectivesAndShapesRoundTrip) {
   EXPECT_EQ(back.program(2)[6].call.peer, 0);
 }
 
+// The nesting prescan reads '#' and quotes as YAML does: a '#' inside a plain
+// scalar (the emitted Flight Recorder tags, all_to_all#20537) starts no
+// comment, so a long program of flow maps is not "nested too deep"; and a
+// quote inside a plain scalar (rank0's) hides no brackets from the limit.
+TEST(Scenario, PrescanReadsCommentsAndQuotesAsYamlDoes) {
+  std::string yaml = "world: {ranks: 2}\nprogram:\n";
+  for (int i = 0; i < 200; ++i) yaml += fmt::format("  - all_reduce: {{tag: all_to_all#{}, count: 4}}  # call {}\n", i, i);
+  const Scenario s = parse_scenario(yaml, "hash.yaml");
+  ASSERT_EQ(s.defaults.size(), 200u);
+  EXPECT_EQ(s.defaults[7].call.tag, "all_to_all#7");
+  const std::string hidden = "world: {ranks: 2}\nname: rank0's\nprogram: " + std::string(100, '[') + std::string(100, ']') + "\n";
+  try {
+    parse_scenario(hidden, "hidden.yaml");
+    ADD_FAILURE() << "100 nested lists after a quote inside a plain scalar were accepted";
+  } catch (const ScenarioError& e) {
+    EXPECT_NE(std::string(e.what()).find("hidden.yaml:3: lists and mappings nested deeper than 64 levels"), std::string::npos)
+        << e.what();
+  }
+}
+
 TEST(Scenario, JsonIsAccepted) {
   const Scenario s = parse_scenario(
       R"({"world": {"ranks": 2}, "program": [{"all_reduce": {"tag": "g", "count": 5, "dtype": "int8", "op": "max"}}],
@@ -134,7 +156,7 @@ TEST(Scenario, JsonIsAccepted) {
 TEST(Scenario, YamlRoundTrip) {
   Scenario s = parse_scenario(kGood, "good.yaml");
   s.faults.push_back(FaultSpec{"misordered", {1}, {0, 1}, {}, 0});
-  s.expect = ExpectSpec{"order_mismatch", {1}, 1, {}, {"tag"}};
+  s.expect = ExpectSpec{"order_mismatch", {1}, 1, {}, {"tag"}, {}};
   const Scenario back = parse_scenario(scenario_to_yaml(s), "back.yaml");
   EXPECT_EQ(back.ranks, 3);
   ASSERT_EQ(back.defaults.size(), 2u);
@@ -521,21 +543,32 @@ faults:
 
 // ---- the detection property ----
 
-// 1,000 cases in two shards of 500 (different seeds) that ctest runs side by
-// side: most of a case's time is spent waiting out a stalled rank's deadline
-// or a slow link's delay, not computing.
+// 600 cases in two shards of 300 that ctest runs side by side: most of a
+// case's time is spent waiting out a stalled rank's deadline or a slow link's
+// delay, not computing. Shard 0 has a fixed seed; shard 1 a fresh one every
+// run, printed (COLLCHECK_TEST_SEED=S reruns it), so that the claim holds for
+// seeds nobody chose. COLLCHECK_DETECTION_CASES=N runs N cases.
 class Detection : public ::testing::TestWithParam<int> {};
 
 TEST_P(Detection, RandomFaultsAreNamedAndCleanRunsAreClean) {
-  size_t cases = 500;
+  size_t cases = 300;
   if (const char* env = std::getenv("COLLCHECK_DETECTION_CASES")) {
     cases = std::strtoull(env, nullptr, 10) / 2;
     std::printf("[ note    ] COLLCHECK_DETECTION_CASES: %zu cases in this shard (sanitizer builds run fewer; the "
-                "default build runs 2 x 500)\n",
+                "default build runs 2 x 300)\n",
                 cases);
   }
   const auto gen = gen_detection_case(2, 8);
-  rc::Random rnd(static_cast<uint64_t>(5 + GetParam()));
+  uint64_t seed = 5;
+  if (GetParam() == 1) {
+    const char* again = std::getenv("COLLCHECK_TEST_SEED");
+    seed = again ? std::strtoull(again, nullptr, 0)
+                 : (static_cast<uint64_t>(std::random_device{}()) << 32) ^ std::random_device{}();
+  }
+  std::printf("[ seed    ] shard %d: seed %#llx%s\n", GetParam(), static_cast<unsigned long long>(seed),
+              GetParam() == 1 ? " (fresh; rerun with COLLCHECK_TEST_SEED)" : " (fixed)");
+  std::fflush(stdout);
+  rc::Random rnd(seed);
   std::map<std::string, std::pair<int, int>> by_kind;  // detected, total
   double worst_margin = 0, worst_guarded = 0;
   size_t failures = 0;
@@ -548,7 +581,7 @@ TEST_P(Detection, RandomFaultsAreNamedAndCleanRunsAreClean) {
     if (o.ok) {
       ++k.first;
     } else if (failures++ < 5) {
-      ADD_FAILURE() << "case " << i << " (" << kind << ", " << (c.guarded ? "guarded" : "unguarded") << "): " << o.why
+      ADD_FAILURE() << "seed " << seed << " case " << i << " (" << kind << ", " << (c.guarded ? "guarded" : "unguarded") << "): " << o.why
                     << "\nscenario:\n"
                     << scenario_to_yaml(c.scenario())
                     << (o.result.diagnoses.empty() ? "" : format_diagnosis(o.result.diagnoses.front()));

@@ -14,6 +14,7 @@
 #include <nlohmann/json.hpp>
 
 #include "harness/check/torch_analysis.h"
+#include "harness/history/torch_scenario.h"
 #include "harness/history/torch_trace.h"
 #include "harness/model/pickle.h"
 #include "tests/run_command.h"
@@ -304,10 +305,120 @@ TEST(TorchTrace, DamagedDumpsAreBadInputNamingTheFileAndField) {
 TEST(TorchTrace, AnalyzeOnTheRealDumpsFromTheCommandLine) {
   const auto r = testutil::collcheck("analyze " + kFixtures + "/gpu_error_1st", 60);
   EXPECT_EQ(r.code, 1) << r.out;
-  EXPECT_NE(r.out.find("missing_rank [rank 12] [call #20537]: rank 12 never joined call #20537 (all_to_all "
+  EXPECT_NE(r.out.find("missing_rank [rank 12] [group 74 call #20537]: rank 12 never joined call #20537 (all_to_all "
                        "4027x5120 BFloat16) of process group 74 (EXPERT_MODEL_PARALLEL_GROUP), which ranks 13-15 "
                        "joined and could not finish"),
             std::string::npos)
       << r.out;
   EXPECT_NE(r.out.find("  74     EXPERT_MODEL_PARALLEL_GROUP"), std::string::npos) << r.out;
+}
+
+// ---- a scenario out: analyze --emit-scenario, then replay ----
+
+// Both real sets, as a user runs them: the emitted scenario replays, in both
+// modes, to the reference's diagnosis (the missing ranks, the process group,
+// the collective), which the file expects.
+TEST(TorchScenario, EmittedScenariosReplayToTheReferenceDiagnosis) {
+  for (const std::string set : {"gpu_error_1st", "gpu_error_2nd"}) {
+    SCOPED_TRACE(set);
+    const ReferenceRow ref = reference_row(set);
+    const auto a = analyze_torch(load_torch_traces(kFixtures + "/" + set));
+    ASSERT_FALSE(a.diagnoses.empty());
+    const std::string tag = ref.op.substr(5) + "#" + std::to_string(*a.diagnoses.front().seq);  // all_to_all#20537
+    const std::string out = testing::TempDir() + "/" + set + ".yaml";
+    std::filesystem::remove(out);
+    const auto w = testutil::collcheck("analyze " + kFixtures + "/" + set + " --emit-scenario " + out, 60);
+    EXPECT_EQ(w.code, 1) << w.out;  // the analysis found the hang
+    EXPECT_NE(w.out.find("scenario written: " + out + " (16 ranks"), std::string::npos) << w.out;
+    const std::string text = slurp(out);
+    std::string ranks;
+    for (int r : ref.missing) ranks += (ranks.empty() ? "" : ", ") + std::to_string(r);
+    EXPECT_NE(text.find("expect: {diagnosis: missing_rank, ranks: [" + ranks + "], seq: 1, group: pg" + ref.pgid + "}"),
+              std::string::npos)
+        << text.substr(text.size() > 400 ? text.size() - 400 : 0);
+    for (const std::string mode : {"guarded", "unguarded"}) {
+      SCOPED_TRACE(mode);
+      const auto r = testutil::collcheck("replay " + out + " --mode " + mode, 120);
+      EXPECT_EQ(r.code, 0) << r.out;
+      const std::string first = std::string("missing_rank [rank") + (ref.missing.size() > 1 ? "s " : " ") + ranks +
+                                "] [group pg" + ref.pgid + " call #1]";
+      const auto at = r.out.find("diagnosis (");
+      ASSERT_NE(at, std::string::npos) << r.out;
+      EXPECT_EQ(r.out.find(first, at), r.out.find('\n', at) + 3) << "the first finding is not " << first << ":\n" << r.out;
+      EXPECT_NE(r.out.find(tag), std::string::npos) << r.out;
+      EXPECT_NE(r.out.find("-> holds"), std::string::npos) << r.out;
+      // No slow link was injected: 16 rank threads on few cores are no evidence of one.
+      EXPECT_EQ(r.out.find("slow_link"), std::string::npos) << r.out;
+    }
+  }
+}
+
+// The scenario from synthetic dumps: each group starts where every member's
+// buffer still holds it, sizes are scaled by one factor with distinct sizes
+// kept distinct, all_to_all is a multiple of the group's size on every rank.
+TEST(TorchScenario, WindowsScaleAndAllToAllAreAsDocumented) {
+  auto entry = [](const std::string& op, int64_t seq, std::vector<int64_t> dims) {
+    TorchEntry e;
+    e.pg_name = "7";
+    e.pg_desc = "TP";
+    e.op = "nccl:" + op;
+    e.collective_seq = seq;
+    e.input_sizes = {dims};
+    e.input_dtypes = {"BFloat16"};
+    return e;
+  };
+  std::vector<TorchDump> dumps(3);
+  for (int r = 0; r < 3; ++r) {
+    dumps[r].rank = r;
+    dumps[r].file = "_dump_" + std::to_string(r);
+    dumps[r].version = "2.9";
+    dumps[r].groups["7"] = TorchGroup{"7", "TP", {0, 1, 2}};
+    // Rank 0's buffer holds #4 on; ranks 1 and 2 hold #5 on and went further.
+    for (int64_t seq = r == 0 ? 4 : 5; seq <= (r == 0 ? 5 : 7); ++seq)
+      dumps[r].entries.push_back(entry("all_reduce", seq, {1000000 + (seq == 6 && r == 2 ? 1 : 0)}));
+    dumps[r].entries.push_back(entry("all_to_all", r == 0 ? 6 : 8, {3000001 + r}));
+  }
+  TorchScenarioOptions o;
+  o.max_count = 1000;
+  const TorchScenario t = torch_scenario(dumps, "synthetic", o);
+  const Scenario& s = t.scenario;
+  ASSERT_EQ(s.groups.size(), 1u);
+  EXPECT_EQ(s.groups[0].name, "pg7");
+  EXPECT_EQ(t.first_seq.at("7"), 5);
+  EXPECT_EQ(scenario_seq(t, "7", 6), std::optional<uint64_t>(2));
+  EXPECT_EQ(scenario_seq(t, "7", 4), std::nullopt);
+  // Rank 0: #5 and its all_to_all (#4 is dropped); ranks 1, 2: #5-#7 and theirs.
+  ASSERT_EQ(s.program(0).size(), 2u);
+  ASSERT_EQ(s.program(1).size(), 4u);
+  EXPECT_EQ(s.program(1)[0].call.tag, "all_reduce#5");
+  EXPECT_GT(t.scale, 1u);
+  for (int r = 0; r < 3; ++r)
+    for (const Step& st : s.program(r)) {
+      EXPECT_TRUE(st.call.async);
+      EXPECT_EQ(st.call.wait, WaitAt::End);
+      EXPECT_LE(st.call.count, 1100u) << st.call.tag;
+      if (st.call.coll == Collective::AllToAll) {
+        EXPECT_EQ(st.call.count % 3, 0u) << st.call.tag;
+      }
+    }
+  // 1,000,000 and 1,000,001 elements at #6 stay different sizes.
+  EXPECT_NE(s.program(1)[1].call.count, s.program(2)[1].call.count);
+  EXPECT_EQ(s.program(1)[0].call.count, s.program(2)[0].call.count);
+  // The uneven all_to_all #8 of ranks 1 and 2: one size on both.
+  EXPECT_EQ(s.program(1)[3].call.count, s.program(2)[3].call.count);
+  // What parses back is what was written.
+  const Scenario back = parse_scenario(scenario_to_yaml(s), "back.yaml");
+  EXPECT_EQ(scenario_to_yaml(back), scenario_to_yaml(s));
+}
+
+TEST(TorchScenario, BadFlagsAreBadInput) {
+  const std::string set = kFixtures + "/gpu_error_1st";
+  auto r = testutil::collcheck("analyze " + set + " --emit-scenario x.yaml --emit-max-count -3", 60);
+  EXPECT_EQ(r.code, 2) << r.out;
+  EXPECT_NE(r.out.find("--emit-max-count must be a non-negative integer, got '-3'"), std::string::npos) << r.out;
+  EXPECT_EQ(r.out.find("collcheck analyze: PyTorch"), std::string::npos) << "bad input printed an analysis:\n" << r.out;
+  r = testutil::collcheck("analyze " + set + " --emit-scenario /nonexistent/dir/out.yaml", 60);
+  EXPECT_EQ(r.code, 2) << r.out;
+  EXPECT_NE(r.out.find("--emit-scenario: "), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("/nonexistent/dir/out.yaml"), std::string::npos) << r.out;
 }

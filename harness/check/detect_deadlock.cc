@@ -12,10 +12,17 @@
 namespace collcheck::detect {
 
 // Ranks blocked on each other in a cycle (each in a call the others have not reached or left).
+// A wait that began after the first call gave up is a consequence of that
+// failure (a stream that moved on to its next call once the stuck one failed),
+// not a cause: it is left out.
 std::optional<Diagnosis> deadlock(const Dumps& dumps) {
+  double gave_up = std::numeric_limits<double>::infinity();
+  for (const auto& d : dumps)
+    for (const auto& c : d.calls)
+      if (c.state == CallState::Failed && c.t_completed >= 0) gave_up = std::min(gave_up, c.t_completed);
   std::map<int, int> waits_on;
   for (const auto& d : dumps)
-    if (d.blocked_on.blocked) waits_on[d.rank] = d.blocked_on.peer;
+    if (d.blocked_on.blocked && !(d.blocked_on.since >= gave_up)) waits_on[d.rank] = d.blocked_on.peer;
   for (const auto& [start, _] : waits_on) {
     std::vector<int> path{start};
     int cur = start;

@@ -1,8 +1,10 @@
 #include "harness/check/diagnosis.h"
 
 #include <fmt/format.h>
+#include <nlohmann/json.hpp>
 
 #include <algorithm>
+#include <limits>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -128,8 +130,39 @@ std::vector<Diagnosis> analyze(const std::vector<RankDump>& dumps, const Analysi
   detect::p2p(dumps, o, pairs);
   for (auto& f : pairs)
     if (!explained(f)) out.push_back(std::move(f));
-  std::stable_sort(out.begin(), out.end(),
-                   [](const Diagnosis& a, const Diagnosis& b) { return precedence(a.kind) < precedence(b.kind); });
+  // A run that hung is named by its hang: its link timings were taken among
+  // ranks whose streams queued behind stuck calls, and a replay of many ranks
+  // as threads on few cores shows slow edges that no link had (the emitted
+  // Flight Recorder scenarios: 16 ranks, 2 cores). The slow link stays when
+  // nothing stopped.
+  using K = DiagnosisKind;
+  const bool hung = std::any_of(out.begin(), out.end(), [](const Diagnosis& d) {
+    return d.kind == K::MissingRank || d.kind == K::Deadlock || d.kind == K::HungCall || d.kind == K::RankCrashed;
+  });
+  if (hung) std::erase_if(out, [](const Diagnosis& d) { return d.kind == K::SlowLink; });
+  // Findings of one kind in several groups: the one whose call some rank
+  // entered first comes first. When a rank stops, the others get stuck in
+  // every group it shares with them; the first group they got stuck in is
+  // where the job stopped (the others queued behind it on their streams).
+  auto entered = [&](const Diagnosis& d) {
+    double first = std::numeric_limits<double>::infinity();
+    if (!d.seq) return first;
+    const auto g = groups.find(d.group);
+    if (g == groups.end()) return first;
+    for (const auto& r : g->second)
+      for (const auto& c : r.calls)
+        if (c.seq == *d.seq && c.t_started >= 0) first = std::min(first, c.t_started);
+    return first;
+  };
+  std::vector<std::pair<double, Diagnosis>> keyed;
+  for (auto& d : out) keyed.emplace_back(entered(d), std::move(d));
+  std::stable_sort(keyed.begin(), keyed.end(), [](const auto& a, const auto& b) {
+    if (precedence(a.second.kind) != precedence(b.second.kind))
+      return precedence(a.second.kind) < precedence(b.second.kind);
+    return a.first < b.first;
+  });
+  out.clear();
+  for (auto& [t, d] : keyed) out.push_back(std::move(d));
   // A call failed is the last resort: only when nothing else explains the run.
   if (out.size() > 1)
     std::erase_if(out, [](const Diagnosis& d) { return d.kind == DiagnosisKind::CallFailed; });

@@ -59,6 +59,7 @@ std::optional<Diagnosis> mismatch_in(const std::string& name, const std::string&
     const TorchEntry& r = *sample[ref->first];
     Diagnosis d;
     d.seq = static_cast<uint64_t>(seq);
+    d.group = name;
     std::set<std::string> fields;
     std::string others;
     for (auto it = groups.begin(); it != groups.end(); ++it) {
@@ -172,6 +173,7 @@ TorchAnalysis analyze_torch(const std::vector<TorchDump>& dumps) {
     Diagnosis d;
     d.kind = DiagnosisKind::MissingRank;
     d.seq = static_cast<uint64_t>(lag.stuck_seq);
+    d.group = lag.name;
     d.ranks = lag.missing;
     d.text = fmt::format("{} never joined call #{} ({}) of {}, which {} joined and could not finish; last collective "
                          "per rank: {}",

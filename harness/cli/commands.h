@@ -162,6 +162,8 @@ ReplayResult replay_here(const Scenario& s, const ReplayOptions& o);
 
 struct AnalyzeFlags {
   std::string dir;
+  std::string emit_scenario;  // PyTorch dumps: write a scenario that reproduces them here
+  std::string emit_max_count = "65536";
   ReportFlags report;
 };
 void add_analyze(CLI::App& app, AnalyzeFlags& f);

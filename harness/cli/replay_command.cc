@@ -6,6 +6,8 @@
 #include <filesystem>
 
 #include "harness/check/torch_analysis.h"
+#include "harness/history/torch_scenario.h"
+#include "harness/model/atomic_file.h"
 #include "harness/cli/commands.h"
 #include "harness/report/diagnosis_text.h"
 #include "harness/run/scenario_runner.h"
@@ -112,12 +114,13 @@ int run_replay_command(ReplayFlags& f) {
     std::fflush(stdout);
     return mpi ? mpi->agree_exit_code(code) : code;
   }
-  const collcheck::ExpectSpec none{"none", {}, {}, {}, {}};
+  const collcheck::ExpectSpec none{"none", {}, {}, {}, {}, {}};
   const collcheck::ExpectSpec& e = s.expect ? *s.expect : none;
   std::string why;
   const bool ok = collcheck::expectation_holds(e, r, &why);
-  fmt::print("expected: {}{}{}{} -> {}\n", e.diagnosis,
+  fmt::print("expected: {}{}{}{}{} -> {}\n", e.diagnosis,
              e.ranks.empty() ? "" : fmt::format(" ranks [{}]", fmt::join(e.ranks, ", ")),
+             e.group ? fmt::format(" in group {}", e.group->empty() ? "world" : *e.group) : "",
              e.seq ? fmt::format(" call #{}", *e.seq) : "",
              e.edge ? fmt::format(" edge {} -> {}", e.edge->first, e.edge->second) : "",
              ok ? "holds" : "DOES NOT HOLD: " + why + (r.unfired.empty() ? "" : " (a fault never fired: see the note above)"));
@@ -143,6 +146,14 @@ void add_analyze(CLI::App& app, AnalyzeFlags& f) {
                                             "(rank-*.json in a directory) or PyTorch's Flight Recorder (one file per "
                                             "rank, pickle or JSON, its name ending in the rank)");
   an->add_option("dir", f.dir, "directory with rank-<r>.json files, or PyTorch Flight Recorder dumps")->required();
+  an->add_option("--emit-scenario", f.emit_scenario,
+                 "PyTorch Flight Recorder dumps: also write a scenario that reproduces the hang to this file (the "
+                 "process groups, each rank's recorded collectives, the divergence, and the diagnosis to expect); "
+                 "collcheck replay runs it");
+  an->add_option("--emit-max-count", f.emit_max_count,
+                 "the emitted scenario's largest call, in elements: larger dumps' sizes are scaled down by one factor "
+                 "for every call, distinct sizes kept distinct (0: the dumps' sizes)")
+      ->capture_default_str();
   add_report_flag(an, f.report);
 }
 
@@ -161,6 +172,47 @@ bool has_collcheck_dumps(const std::string& dir) {
 std::string fixed(std::string s, size_t width) {
   if (s.size() > width) s = s.substr(0, width - 1) + "~";
   return s;
+}
+
+// The scenario that reproduces the dumps, expecting the analysis's first finding.
+void emit_torch_scenario(const AnalyzeFlags& f, const std::vector<collcheck::TorchDump>& dumps,
+                         const collcheck::TorchAnalysis& a) {
+  collcheck::TorchScenario t;
+  collcheck::TorchScenarioOptions o;
+  o.max_count = collcheck::parse_count(f.emit_max_count, "--emit-max-count");
+  try {
+    t = collcheck::torch_scenario(dumps, f.dir, o);
+  } catch (const collcheck::TorchTraceError& e) {
+    throw collcheck::UsageError(fmt::format("--emit-scenario: {}", e.what()));
+  }
+  collcheck::Scenario& s = t.scenario;
+  if (a.diagnoses.empty()) {
+    s.expect = collcheck::ExpectSpec{"none", {}, {}, {}, {}, {}};
+  } else {
+    const auto& d = a.diagnoses.front();
+    collcheck::ExpectSpec e;
+    e.diagnosis = std::string(collcheck::diagnosis_name(d.kind));
+    e.ranks = d.ranks;
+    e.fields = d.fields;
+    if (const auto g = t.group_of_pg.find(d.group); g != t.group_of_pg.end()) {
+      e.group = g->second;
+      if (d.seq) e.seq = collcheck::scenario_seq(t, d.group, static_cast<int64_t>(*d.seq));
+    }
+    s.expect = e;
+  }
+  std::string text = collcheck::scenario_to_yaml(s);
+  std::string header = fmt::format("# collcheck analyze {} --emit-scenario {}\n", f.dir, f.emit_scenario);
+  for (const auto& n : t.notes) header += "# note: " + n + "\n";
+  try {
+    collcheck::write_file_atomically(f.emit_scenario, header + text);
+  } catch (const std::runtime_error& e) {
+    throw collcheck::UsageError(fmt::format("--emit-scenario: {}", e.what()));
+  }
+  size_t calls = 0;
+  for (const auto& [r, p] : s.overrides) calls += p.size();
+  fmt::print("scenario written: {} ({} ranks, {} process groups, {} calls; expects {}); run it: collcheck replay {}\n",
+             f.emit_scenario, s.ranks, s.groups.size(), calls, s.expect->diagnosis, f.emit_scenario);
+  for (const auto& n : t.notes) fmt::print("  note: {}\n", n);
 }
 
 // PyTorch Flight Recorder dumps: per process group, who is missing where.
@@ -199,6 +251,7 @@ int analyze_torch_dumps(AnalyzeFlags& f) {
     }
   }
   for (const auto& n : a.notes) fmt::print("note: {}\n", n);
+  if (!f.emit_scenario.empty()) emit_torch_scenario(f, dumps, a);
   std::fflush(stdout);
   Report rep;
   rep.command = "analyze";
@@ -216,7 +269,13 @@ int analyze_torch_dumps(AnalyzeFlags& f) {
 
 int run_analyze_command(AnalyzeFlags& f) {
   const std::string& dir = f.dir;
+  collcheck::parse_count(f.emit_max_count, "--emit-max-count");  // bad input before any output
   if (!has_collcheck_dumps(dir)) return analyze_torch_dumps(f);
+  if (!f.emit_scenario.empty())
+    throw collcheck::UsageError(fmt::format(
+        "--emit-scenario: {} holds collcheck's own dumps, whose run is already a scenario (replay that file); "
+        "--emit-scenario reads PyTorch Flight Recorder dumps",
+        dir));
   std::vector<collcheck::RankDump> dumps;
   try {
     dumps = collcheck::load_dumps(dir);

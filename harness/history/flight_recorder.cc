@@ -8,6 +8,7 @@
 #include "harness/model/atomic_file.h"
 
 #include <fmt/format.h>
+#include <nlohmann/json.hpp>
 
 #include <algorithm>
 #include <cerrno>

@@ -327,12 +327,21 @@ class Parser : public YamlFields<ScenarioError> {
     }
     if (root["expect"]) {
       const YAML::Node e = root["expect"];
-      only_keys(e, "expect", {"diagnosis", "ranks", "seq", "edge", "fields"});
+      only_keys(e, "expect", {"diagnosis", "ranks", "seq", "edge", "fields", "group"});
       ExpectSpec x;
       if (!e["diagnosis"]) fail(e, "expect.diagnosis", "missing");
       x.diagnosis = scalar<std::string>(e["diagnosis"], "expect.diagnosis", "a diagnosis name");
       if (e["ranks"]) x.ranks = int_list(e["ranks"], "expect.ranks", 0, s.ranks - 1);
       if (e["seq"]) x.seq = static_cast<uint64_t>(integer(e["seq"], "expect.seq", 1, 1 << 30));
+      if (e["group"]) {
+        const std::string g = scalar<std::string>(e["group"], "expect.group", "a group name");
+        if (g != "world" && !s.group(g)) {
+          std::vector<std::string> names{"world"};
+          for (const auto& gs : s.groups) names.push_back(gs.name);
+          fail(e["group"], "expect.group", fmt::format("unknown group '{}'; allowed: {}", g, fmt::join(names, ", ")));
+        }
+        x.group = g == "world" ? "" : g;
+      }
       if (e["edge"]) {
         const auto v = int_list(e["edge"], "expect.edge", 0, s.ranks - 1);
         if (v.size() != 2) fail(e["edge"], "expect.edge", "expected [from, to]");
@@ -450,6 +459,7 @@ std::string scenario_to_yaml(const Scenario& s) {
     if (e.seq) y << YAML::Key << "seq" << YAML::Value << *e.seq;
     if (e.edge) y << YAML::Key << "edge" << YAML::Value << YAML::Flow << std::vector<int>{e.edge->first, e.edge->second};
     if (!e.fields.empty()) y << YAML::Key << "fields" << YAML::Value << YAML::Flow << e.fields;
+    if (e.group) y << YAML::Key << "group" << YAML::Value << (e.group->empty() ? std::string("world") : *e.group);
     y << YAML::EndMap;
   }
   y << YAML::EndMap;

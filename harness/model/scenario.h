@@ -79,6 +79,7 @@ struct ExpectSpec {
   std::optional<uint64_t> seq;
   std::optional<std::pair<int, int>> edge;
   std::vector<std::string> fields;
+  std::optional<std::string> group;  // the process group the diagnosis names ("" for the world)
 };
 
 // A process group: a named subset of the world's ranks with its own

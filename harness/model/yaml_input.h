@@ -87,7 +87,7 @@ template <typename Error>
 void prescan_yaml(const std::string& text, const std::string& file, int max_depth) {
   int line = 1, depth = 0, indent = 0;
   bool at_line_start = true, comment = false;
-  char quote = 0;
+  char quote = 0, prev = ' ';
   bool escaped = false;
   for (char ch : text) {
     if (ch == '\0')
@@ -105,7 +105,9 @@ void prescan_yaml(const std::string& text, const std::string& file, int max_dept
                                         line, max_depth));
       continue;
     }
+    const char before = at_line_start ? ' ' : prev;
     at_line_start = false;
+    prev = ch;
     if (comment) continue;
     if (quote) {
       if (escaped) escaped = false;
@@ -113,8 +115,12 @@ void prescan_yaml(const std::string& text, const std::string& file, int max_dept
       else if (ch == quote) quote = 0;
       continue;
     }
-    if (ch == '#') comment = true;
-    else if (ch == '"' || ch == '\'') quote = ch;
+    // As YAML has it: '#' starts a comment only after a space (tag: a#1 is a
+    // plain scalar), and a quote starts a quoted scalar only where a scalar
+    // starts (rank0's is plain).
+    const bool scalar_start = before == ' ' || before == '\t' || before == '[' || before == '{' || before == ',';
+    if (ch == '#' && (before == ' ' || before == '\t')) comment = true;
+    else if ((ch == '"' || ch == '\'') && scalar_start) quote = ch;
     else if (ch == '[' || ch == '{') {
       if (++depth > max_depth)
         throw Error(

@@ -801,6 +801,9 @@ bool expectation_holds(const ExpectSpec& e, const ReplayResult& r, std::string* 
   }
   if (e.seq && d.seq != e.seq)
     return say(fmt::format("expected call #{}, the diagnosis names #{}", *e.seq, d.seq ? std::to_string(*d.seq) : "none"));
+  if (e.group && d.group != *e.group)
+    return say(fmt::format("expected process group {}, the diagnosis names {}", e.group->empty() ? "world" : *e.group,
+                           d.group.empty() ? "world" : d.group));
   if (e.edge && d.edge != e.edge)
     return say(fmt::format("expected edge {} -> {}, the diagnosis names {}", e.edge->first, e.edge->second,
                            d.edge ? fmt::format("{} -> {}", d.edge->first, d.edge->second) : "none"));
