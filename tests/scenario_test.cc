@@ -801,6 +801,69 @@ TEST(Scenario, ACallThatNeverReturnsIsNamedInBothWorlds) {
 // A replay's waited outputs are checked and released as it goes once they
 // pass the rank's kept budget: memory stays O(budget + one call), not
 // O(sum of counts), and every result is still checked.
+// unwaited_work names every call left unwaited, with the ranks that left it,
+// not only the first.
+TEST(Replay, UnwaitedWorkNamesEveryUnwaitedCall) {
+  const std::string yaml =
+      "world: {ranks: 3}\nprogram:\n"
+      "  - all_reduce: {tag: loss, count: 4, async: true, wait: never}\n"
+      "  - all_reduce: {tag: grads, count: 8}\n"
+      "  - all_reduce: {tag: metrics, count: 2, async: true, wait: never}\n"
+      "ranks:\n  1:\n    program:\n"
+      "      - all_reduce: {tag: loss, count: 4, async: true, wait: never}\n"
+      "      - all_reduce: {tag: grads, count: 8, async: true, wait: never}\n"
+      "      - all_reduce: {tag: metrics, count: 2, async: true, wait: never}\n";
+  const ReplayResult r = replay_scenario(parse_scenario(yaml, "unwaited.yaml"));
+  ASSERT_FALSE(r.diagnoses.empty());
+  const Diagnosis& d = r.diagnoses.front();
+  EXPECT_EQ(d.kind, DiagnosisKind::UnwaitedWork) << format_diagnosis(d);
+  EXPECT_EQ(d.seq, std::optional<uint64_t>(1));
+  EXPECT_EQ(d.ranks, (std::vector<int>{0, 1, 2}));
+  EXPECT_NE(d.text.find("3 async calls completed but their wait() was never made: #1 (loss"), std::string::npos) << d.text;
+  EXPECT_NE(d.text.find("#3 (metrics"), std::string::npos) << d.text;
+  EXPECT_NE(d.text.find("on ranks 0, 1, 2; #2 (grads"), std::string::npos) << d.text;
+  EXPECT_NE(d.text.find(") on rank 1"), std::string::npos) << d.text;
+}
+
+// Several expectations: the first is the run's first finding, each other one
+// some finding of the run; one that no finding matches fails the replay.
+TEST(Replay, SeveralExpectationsEachNeedAFinding) {
+  const std::string head =
+      "world: {ranks: 4}\ndeadline: 1\ngroups: {a: [0, 1], b: [2, 3]}\nprogram:\n"
+      "  - all_reduce: {tag: x, group: a, count: 8}\n  - all_reduce: {tag: y, group: b, count: 8}\n"
+      "ranks: {1: {program: []}, 3: {program: []}}\n";
+  const Scenario s = parse_scenario(head +
+                                        "expect:\n  - {diagnosis: missing_rank}\n"
+                                        "  - {diagnosis: missing_rank, ranks: [1], group: a, seq: 1}\n"
+                                        "  - {diagnosis: missing_rank, ranks: [3], group: b}\n",
+                                    "two.yaml");
+  ASSERT_EQ(s.also_expect.size(), 2u);
+  EXPECT_EQ(scenario_to_yaml(parse_scenario(scenario_to_yaml(s), "again.yaml")), scenario_to_yaml(s));
+  const ReplayResult r = replay_scenario(s);
+  std::string why;
+  EXPECT_TRUE(expectations_hold(s, r, &why)) << why;
+  Scenario wrong = s;
+  wrong.also_expect[1].ranks = {2};
+  EXPECT_FALSE(expectations_hold(wrong, r, &why));
+  EXPECT_NE(why.find("expectation 3 (missing_rank) matches none of the 2 findings: closest: expected ranks [2]"),
+            std::string::npos)
+      << why;
+  for (const auto& [bad, message] : std::vector<std::pair<std::string, std::string>>{
+           {"expect: []\n", "two.yaml:8: expect: expected a mapping such as {diagnosis: missing_rank}, or a non-empty list"},
+           {"expect: [{diagnosis: none}, {diagnosis: deadlock}]\n",
+            "two.yaml:8: expect[0].diagnosis: 'none' cannot be listed with other findings"},
+           {"expect: [{diagnosis: deadlock}, {diagnosis: missing_rank, group: c}]\n",
+            "two.yaml:8: expect[1].group: unknown group 'c'; allowed: world, a, b"},
+       }) {
+    try {
+      parse_scenario(head + bad, "two.yaml");
+      ADD_FAILURE() << "accepted: " << bad;
+    } catch (const ScenarioError& e) {
+      EXPECT_NE(std::string(e.what()).find(message), std::string::npos) << e.what();
+    }
+  }
+}
+
 TEST(Replay, KeptOutputsAreBoundedAndEveryResultIsStillChecked) {
   std::string yaml = "world: {ranks: 2}\ndeadline: 60\nprogram:\n";
   const int calls = 32;

@@ -2,7 +2,9 @@
 // run) an async call never waited for.
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <map>
+#include <set>
 
 #include "harness/check/detectors.h"
 
@@ -27,12 +29,39 @@ void async_work(const Dumps& dumps, const AnalysisOptions& o, std::vector<Diagno
     out.push_back(dg);
   }
   if (!unwaited.empty()) {
+    // Every unwaited call, each with the ranks that left it unwaited (calls
+    // left unwaited on the same ranks together): a leak is rarely one call.
     Diagnosis dg;
     dg.kind = DiagnosisKind::UnwaitedWork;
     dg.seq = unwaited.begin()->first;
-    dg.ranks = unwaited.begin()->second;
-    dg.text = fmt::format("async call #{} completed on {} but its wait() was never made", *dg.seq,
-                          ranks_text(dg.ranks));
+    std::set<int> ranks;
+    std::vector<std::pair<std::vector<int>, std::vector<uint64_t>>> by_ranks;  // in call order of their first call
+    for (const auto& [seq, rs] : unwaited) {
+      ranks.insert(rs.begin(), rs.end());
+      auto it = std::find_if(by_ranks.begin(), by_ranks.end(), [&](const auto& b) { return b.first == rs; });
+      if (it == by_ranks.end()) by_ranks.push_back({rs, {seq}});
+      else it->second.push_back(seq);
+    }
+    dg.ranks.assign(ranks.begin(), ranks.end());
+    auto call_text = [&](uint64_t seq, int rank) {
+      for (const auto& d : dumps)
+        if (d.rank == rank)
+          if (const CallRecord* c = call_of(d, seq)) return fmt::format("#{} ({})", seq, fp_text(*c));
+      return fmt::format("#{}", seq);
+    };
+    std::string parts;
+    size_t listed = 0;
+    constexpr size_t kListed = 24;
+    for (const auto& [rs, seqs] : by_ranks) {
+      std::string calls;
+      for (const uint64_t seq : seqs)
+        if (listed++ < kListed) calls += (calls.empty() ? "" : ", ") + call_text(seq, rs.front());
+      if (!calls.empty()) parts += fmt::format("{}{} on {}", parts.empty() ? "" : "; ", calls, ranks_text(rs));
+    }
+    if (listed > kListed) parts += fmt::format("; and {} more", listed - kListed);
+    dg.text = unwaited.size() == 1
+                  ? fmt::format("async call {} completed but its wait() was never made", parts)
+                  : fmt::format("{} async calls completed but their wait() was never made: {}", unwaited.size(), parts);
     out.push_back(dg);
   }
 }

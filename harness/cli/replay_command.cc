@@ -79,8 +79,13 @@ int run_replay_command(ReplayFlags& f) {
   }
   o.dump_dir = f.dump_dir;
   if (s.expect && s.expect->diagnosis != "none" && !collcheck::parse_diagnosis(s.expect->diagnosis))
-    throw collcheck::UsageError(fmt::format("{}: expect.diagnosis: unknown diagnosis '{}'; allowed: {}", s.file,
-                                            s.expect->diagnosis, collcheck::diagnosis_choices()));
+    throw collcheck::UsageError(fmt::format("{}: expect{}.diagnosis: unknown diagnosis '{}'; allowed: {}", s.file,
+                                            s.also_expect.empty() ? "" : "[0]", s.expect->diagnosis,
+                                            collcheck::diagnosis_choices()));
+  for (size_t i = 0; i < s.also_expect.size(); ++i)
+    if (!collcheck::parse_diagnosis(s.also_expect[i].diagnosis))
+      throw collcheck::UsageError(fmt::format("{}: expect[{}].diagnosis: unknown diagnosis '{}'; allowed: {}", s.file,
+                                              i + 1, s.also_expect[i].diagnosis, collcheck::diagnosis_choices()));
   collcheck::MpiWorld* mpi = collcheck::MpiWorld::get();
   // Refuse up front, before any work, what cannot fit this machine's memory.
   const uint64_t need = collcheck::replay_memory_needed(s, mpi ? 1 : s.ranks);
@@ -117,12 +122,16 @@ int run_replay_command(ReplayFlags& f) {
   const collcheck::ExpectSpec none{"none", {}, {}, {}, {}, {}};
   const collcheck::ExpectSpec& e = s.expect ? *s.expect : none;
   std::string why;
-  const bool ok = collcheck::expectation_holds(e, r, &why);
-  fmt::print("expected: {}{}{}{}{} -> {}\n", e.diagnosis,
-             e.ranks.empty() ? "" : fmt::format(" ranks [{}]", fmt::join(e.ranks, ", ")),
-             e.group ? fmt::format(" in group {}", e.group->empty() ? "world" : *e.group) : "",
-             e.seq ? fmt::format(" call #{}", *e.seq) : "",
-             e.edge ? fmt::format(" edge {} -> {}", e.edge->first, e.edge->second) : "",
+  const bool ok = collcheck::expectations_hold(s, r, &why);
+  auto text = [](const collcheck::ExpectSpec& x) {
+    return fmt::format("{}{}{}{}{}", x.diagnosis, x.ranks.empty() ? "" : fmt::format(" ranks [{}]", fmt::join(x.ranks, ", ")),
+                       x.group ? fmt::format(" in group {}", x.group->empty() ? "world" : *x.group) : "",
+                       x.seq ? fmt::format(" call #{}", *x.seq) : "",
+                       x.edge ? fmt::format(" edge {} -> {}", x.edge->first, x.edge->second) : "");
+  };
+  std::string expected = text(e) + (s.also_expect.empty() ? "" : " first");
+  for (const auto& x : s.also_expect) expected += "; and " + text(x);
+  fmt::print("expected: {} -> {}\n", expected,
              ok ? "holds" : "DOES NOT HOLD: " + why + (r.unfired.empty() ? "" : " (a fault never fired: see the note above)"));
   std::fflush(stdout);
   Report rep;

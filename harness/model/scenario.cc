@@ -326,36 +326,56 @@ class Parser : public YamlFields<ScenarioError> {
       }
     }
     if (root["expect"]) {
+      // One expectation (the run's first finding), or a list: the first is
+      // the first finding, each other one some finding of the run.
       const YAML::Node e = root["expect"];
-      only_keys(e, "expect", {"diagnosis", "ranks", "seq", "edge", "fields", "group"});
-      ExpectSpec x;
-      if (!e["diagnosis"]) fail(e, "expect.diagnosis", "missing");
-      x.diagnosis = scalar<std::string>(e["diagnosis"], "expect.diagnosis", "a diagnosis name");
-      if (e["ranks"]) x.ranks = int_list(e["ranks"], "expect.ranks", 0, s.ranks - 1);
-      if (e["seq"]) x.seq = static_cast<uint64_t>(integer(e["seq"], "expect.seq", 1, 1 << 30));
-      if (e["group"]) {
-        const std::string g = scalar<std::string>(e["group"], "expect.group", "a group name");
-        if (g != "world" && !s.group(g)) {
-          std::vector<std::string> names{"world"};
-          for (const auto& gs : s.groups) names.push_back(gs.name);
-          fail(e["group"], "expect.group", fmt::format("unknown group '{}'; allowed: {}", g, fmt::join(names, ", ")));
+      if (e.IsSequence()) {
+        if (e.size() == 0) fail(e, "expect", "expected a mapping such as {diagnosis: missing_rank}, or a non-empty list of them");
+        for (size_t i = 0; i < e.size(); ++i) {
+          ExpectSpec x = expectation(e[i], fmt::format("expect[{}]", i), s);
+          if (i == 0) s.expect = x;
+          else s.also_expect.push_back(x);
         }
-        x.group = g == "world" ? "" : g;
+        if (e.size() > 1)
+          for (size_t i = 0; i < e.size(); ++i)
+            if ((i == 0 ? s.expect->diagnosis : s.also_expect[i - 1].diagnosis) == "none")
+              fail(e[i], fmt::format("expect[{}].diagnosis", i), "'none' cannot be listed with other findings");
+      } else {
+        s.expect = expectation(e, "expect", s);
       }
-      if (e["edge"]) {
-        const auto v = int_list(e["edge"], "expect.edge", 0, s.ranks - 1);
-        if (v.size() != 2) fail(e["edge"], "expect.edge", "expected [from, to]");
-        x.edge = std::make_pair(v[0], v[1]);
-      }
-      if (e["fields"]) {
-        const YAML::Node fl = e["fields"];
-        if (!fl.IsSequence()) fail(fl, "expect.fields", "expected a list such as [count]");
-        for (size_t i = 0; i < fl.size(); ++i)
-          x.fields.push_back(scalar<std::string>(fl[i], fmt::format("expect.fields[{}]", i), "a field name"));
-      }
-      s.expect = x;
     }
     return s;
+  }
+
+  ExpectSpec expectation(const YAML::Node& e, const std::string& f, const Scenario& s) {
+    if (!e.IsMap()) fail(e, f, "expected a mapping such as {diagnosis: missing_rank, ranks: [3]}");
+    only_keys(e, f, {"diagnosis", "ranks", "seq", "edge", "fields", "group"});
+    ExpectSpec x;
+    if (!e["diagnosis"]) fail(e, f + ".diagnosis", "missing");
+    x.diagnosis = scalar<std::string>(e["diagnosis"], f + ".diagnosis", "a diagnosis name");
+    if (e["ranks"]) x.ranks = int_list(e["ranks"], f + ".ranks", 0, s.ranks - 1);
+    if (e["seq"]) x.seq = static_cast<uint64_t>(integer(e["seq"], f + ".seq", 1, 1 << 30));
+    if (e["group"]) {
+      const std::string g = scalar<std::string>(e["group"], f + ".group", "a group name");
+      if (g != "world" && !s.group(g)) {
+        std::vector<std::string> names{"world"};
+        for (const auto& gs : s.groups) names.push_back(gs.name);
+        fail(e["group"], f + ".group", fmt::format("unknown group '{}'; allowed: {}", g, fmt::join(names, ", ")));
+      }
+      x.group = g == "world" ? "" : g;
+    }
+    if (e["edge"]) {
+      const auto v = int_list(e["edge"], f + ".edge", 0, s.ranks - 1);
+      if (v.size() != 2) fail(e["edge"], f + ".edge", "expected [from, to]");
+      x.edge = std::make_pair(v[0], v[1]);
+    }
+    if (e["fields"]) {
+      const YAML::Node fl = e["fields"];
+      if (!fl.IsSequence()) fail(fl, f + ".fields", "expected a list such as [count]");
+      for (size_t i = 0; i < fl.size(); ++i)
+        x.fields.push_back(scalar<std::string>(fl[i], fmt::format("{}.fields[{}]", f, i), "a field name"));
+    }
+    return x;
   }
 
  private:
@@ -452,15 +472,25 @@ std::string scenario_to_yaml(const Scenario& s) {
     y << YAML::EndSeq;
   }
   if (s.expect) {
-    const auto& e = *s.expect;
-    y << YAML::Key << "expect" << YAML::Value << YAML::Flow << YAML::BeginMap;
-    y << YAML::Key << "diagnosis" << YAML::Value << e.diagnosis;
-    if (!e.ranks.empty()) y << YAML::Key << "ranks" << YAML::Value << YAML::Flow << e.ranks;
-    if (e.seq) y << YAML::Key << "seq" << YAML::Value << *e.seq;
-    if (e.edge) y << YAML::Key << "edge" << YAML::Value << YAML::Flow << std::vector<int>{e.edge->first, e.edge->second};
-    if (!e.fields.empty()) y << YAML::Key << "fields" << YAML::Value << YAML::Flow << e.fields;
-    if (e.group) y << YAML::Key << "group" << YAML::Value << (e.group->empty() ? std::string("world") : *e.group);
-    y << YAML::EndMap;
+    auto emit = [&](const ExpectSpec& e) {
+      y << YAML::Flow << YAML::BeginMap;
+      y << YAML::Key << "diagnosis" << YAML::Value << e.diagnosis;
+      if (!e.ranks.empty()) y << YAML::Key << "ranks" << YAML::Value << YAML::Flow << e.ranks;
+      if (e.seq) y << YAML::Key << "seq" << YAML::Value << *e.seq;
+      if (e.edge) y << YAML::Key << "edge" << YAML::Value << YAML::Flow << std::vector<int>{e.edge->first, e.edge->second};
+      if (!e.fields.empty()) y << YAML::Key << "fields" << YAML::Value << YAML::Flow << e.fields;
+      if (e.group) y << YAML::Key << "group" << YAML::Value << (e.group->empty() ? std::string("world") : *e.group);
+      y << YAML::EndMap;
+    };
+    y << YAML::Key << "expect" << YAML::Value;
+    if (s.also_expect.empty()) {
+      emit(*s.expect);
+    } else {
+      y << YAML::BeginSeq;
+      emit(*s.expect);
+      for (const auto& e : s.also_expect) emit(e);
+      y << YAML::EndSeq;
+    }
   }
   y << YAML::EndMap;
   return std::string(y.c_str()) + "\n";

@@ -102,7 +102,8 @@ struct Scenario {
   Program defaults;
   std::map<int, Program> overrides;
   std::vector<FaultSpec> faults;
-  std::optional<ExpectSpec> expect;
+  std::optional<ExpectSpec> expect;     // the run's first finding
+  std::vector<ExpectSpec> also_expect;  // expect: [first, ...]: findings the run must also produce, anywhere
   std::vector<GroupSpec> groups;  // besides the world; their order numbers them (transfer tags)
 
   // The group a call names ("" is the world, every rank); nullptr if none.

@@ -780,19 +780,13 @@ uint64_t replay_memory_needed(const Scenario& s, int ranks, uint64_t kept_output
   return n ? *n : saturated;
 }
 
-bool expectation_holds(const ExpectSpec& e, const ReplayResult& r, std::string* why) {
+bool diagnosis_matches(const ExpectSpec& e, const Diagnosis& d, std::string* why) {
   auto say = [&](std::string w) {
     if (why) *why = std::move(w);
     return false;
   };
-  if (e.diagnosis == "none") {
-    if (r.diagnoses.empty()) return true;
-    return say(fmt::format("expected no diagnosis, got {}", diagnosis_name(r.diagnoses.front().kind)));
-  }
-  if (r.diagnoses.empty()) return say(fmt::format("expected {}, got no diagnosis", e.diagnosis));
-  const Diagnosis& d = r.diagnoses.front();
   if (diagnosis_name(d.kind) != e.diagnosis)
-    return say(fmt::format("expected {}, got {} first", e.diagnosis, diagnosis_name(d.kind)));
+    return say(fmt::format("expected {}, got {}", e.diagnosis, diagnosis_name(d.kind)));
   if (!e.ranks.empty()) {
     auto a = e.ranks, b = d.ranks;
     std::sort(a.begin(), a.end());
@@ -810,6 +804,44 @@ bool expectation_holds(const ExpectSpec& e, const ReplayResult& r, std::string* 
   for (const auto& f : e.fields)
     if (std::find(d.fields.begin(), d.fields.end(), f) == d.fields.end())
       return say(fmt::format("expected field '{}' among the differing fields [{}]", f, fmt::join(d.fields, ", ")));
+  return true;
+}
+
+bool expectation_holds(const ExpectSpec& e, const ReplayResult& r, std::string* why) {
+  auto say = [&](std::string w) {
+    if (why) *why = std::move(w);
+    return false;
+  };
+  if (e.diagnosis == "none") {
+    if (r.diagnoses.empty()) return true;
+    return say(fmt::format("expected no diagnosis, got {}", diagnosis_name(r.diagnoses.front().kind)));
+  }
+  if (r.diagnoses.empty()) return say(fmt::format("expected {}, got no diagnosis", e.diagnosis));
+  const Diagnosis& d = r.diagnoses.front();
+  if (diagnosis_name(d.kind) != e.diagnosis)
+    return say(fmt::format("expected {}, got {} first", e.diagnosis, diagnosis_name(d.kind)));
+  return diagnosis_matches(e, d, why);
+}
+
+bool expectations_hold(const Scenario& s, const ReplayResult& r, std::string* why) {
+  const ExpectSpec none{"none", {}, {}, {}, {}, {}};
+  if (!expectation_holds(s.expect ? *s.expect : none, r, why)) return false;
+  for (size_t i = 0; i < s.also_expect.size(); ++i) {
+    const ExpectSpec& e = s.also_expect[i];
+    std::string closest;
+    const bool found = std::any_of(r.diagnoses.begin(), r.diagnoses.end(), [&](const Diagnosis& d) {
+      std::string w;
+      if (diagnosis_matches(e, d, &w)) return true;
+      if (closest.empty() || diagnosis_name(d.kind) == e.diagnosis) closest = w;
+      return false;
+    });
+    if (!found) {
+      if (why)
+        *why = fmt::format("expectation {} ({}) matches none of the {} findings{}", i + 2, e.diagnosis,
+                           r.diagnoses.size(), closest.empty() ? "" : ": closest: " + closest);
+      return false;
+    }
+  }
   return true;
 }
 

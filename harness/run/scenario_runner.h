@@ -70,5 +70,10 @@ uint64_t replay_memory_needed(const Scenario& s, int ranks, uint64_t kept_output
 // Whether `r` matches the expectation `e` (diagnosis kind, and the ranks, seq,
 // edge and fields it names); `why` says what differs.
 bool expectation_holds(const ExpectSpec& e, const ReplayResult& r, std::string* why);
+// Whether one diagnosis is what `e` describes (kind, ranks, call, group, edge, fields).
+bool diagnosis_matches(const ExpectSpec& e, const Diagnosis& d, std::string* why);
+// The scenario's expectations: `expect` is the first finding (none: a clean
+// run), and each of `also_expect` is some finding of the run.
+bool expectations_hold(const Scenario& s, const ReplayResult& r, std::string* why);
 
 }  // namespace collcheck
