@@ -3,6 +3,9 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <map>
+
+#include <algorithm>
 
 namespace collcheck::detect {
 
@@ -63,7 +66,19 @@ uint64_t last_completed(const RankDump& d) {
 
 std::string last_completed_text(const Dumps& dumps) {
   std::string s;
-  for (const auto& d : dumps) s += fmt::format("{}{}: #{}", s.empty() ? "" : ", ", d.rank, last_completed(d));
+  if (dumps.size() <= 8) {
+    for (const auto& d : dumps) s += fmt::format("{}{}: #{}", s.empty() ? "" : ", ", d.rank, last_completed(d));
+    return s;
+  }
+  // A large world: ranks with the same last call together, the most first.
+  std::map<uint64_t, std::vector<int>> by;
+  for (const auto& d : dumps) by[last_completed(d)].push_back(d.rank);
+  std::vector<std::pair<uint64_t, std::vector<int>>> rows(by.begin(), by.end());
+  std::stable_sort(rows.begin(), rows.end(), [](const auto& a, const auto& b) { return a.second.size() > b.second.size(); });
+  for (const auto& [k, ranks] : rows) {
+    std::string rs = rank_ranges_text(ranks);
+    s += fmt::format("{}{}: #{}", s.empty() ? "" : "; ", rs.substr(rs.find(' ') + 1), k);
+  }
   return s;
 }
 

@@ -31,6 +31,7 @@ std::string group_prefix(const std::string& group) {
 }
 
 std::string ranks_text(const std::vector<int>& r) {
+  if (r.size() > 8) return rank_ranges_text(r);  // a large world: 0-36, 38-100, 102-127
   std::string s;
   for (size_t i = 0; i < r.size(); ++i) s += fmt::format("{}{}", i ? ", " : "", r[i]);
   return (r.size() == 1 ? "rank " : "ranks ") + s;

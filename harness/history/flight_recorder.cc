@@ -112,8 +112,9 @@ class StallMeter {
   std::deque<std::pair<Clock::time_point, Clock::time_point>> stalls_;
 };
 
-FlightRecorder::FlightRecorder(int rank, int size, Clock::time_point epoch, size_t capacity)
-    : rank_(rank), size_(size), epoch_(epoch), capacity_(capacity) {
+FlightRecorder::FlightRecorder(int rank, int size, Clock::time_point epoch, size_t capacity, size_t transfer_capacity)
+    : rank_(rank), size_(size), epoch_(epoch), capacity_(capacity),
+      transfer_capacity_(transfer_capacity ? transfer_capacity : 4 * capacity) {
   StallMeter::get().acquire();
   std::lock_guard lk(g_live_mu);
   live().insert(this);
@@ -212,7 +213,7 @@ void FlightRecorder::unblocked() {
 void FlightRecorder::transfer(const TransferRecord& t) {
   std::lock_guard<std::mutex> g(mu_);
   transfers_.push_back(t);
-  if (transfers_.size() > 4 * capacity_) transfers_.pop_front();
+  if (transfers_.size() > transfer_capacity_) transfers_.pop_front();
 }
 
 std::vector<CallRecord> FlightRecorder::calls() const {

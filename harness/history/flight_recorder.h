@@ -84,7 +84,8 @@ class FlightRecorder {
  public:
   // Every live recorder is registered, so a crash can dump them all
   // (dump_live_recorders, harness/crash_handler.h).
-  FlightRecorder(int rank, int size, Clock::time_point epoch, size_t capacity = 4096);
+  // `capacity` calls are kept, and `transfer_capacity` transfers (0: four per call).
+  FlightRecorder(int rank, int size, Clock::time_point epoch, size_t capacity = 4096, size_t transfer_capacity = 0);
   ~FlightRecorder();
   FlightRecorder(const FlightRecorder&) = delete;
   FlightRecorder& operator=(const FlightRecorder&) = delete;
@@ -124,7 +125,7 @@ class FlightRecorder {
   CallRecord* find(uint64_t seq);
   int rank_, size_;
   Clock::time_point epoch_;
-  size_t capacity_;
+  size_t capacity_, transfer_capacity_;
   mutable std::mutex mu_;
   std::deque<CallRecord> calls_;
   std::deque<TransferRecord> transfers_;

@@ -92,6 +92,7 @@ class Parser : public YamlFields<ScenarioError> {
     if (coll == Collective::Barrier && n.IsScalar()) {  // barrier: true
       if (!scalar<bool>(n, field, "true or a mapping")) fail(n, field, "expected true or a mapping such as {group: g}");
       c.tag = fmt::format("call{}", index);
+      c.default_tag = true;
       c.count = 0;
       return s;
     }
@@ -102,6 +103,7 @@ class Parser : public YamlFields<ScenarioError> {
     if (is_p2p(coll)) keys.push_back("peer");
     only_keys(n, field, keys);
     c.tag = n["tag"] ? scalar<std::string>(n["tag"], field + ".tag", "a string") : fmt::format("call{}", index);
+    c.default_tag = !n["tag"];
     if (n["group"]) {
       c.group = scalar<std::string>(n["group"], field + ".group", "a group name");
       if (!sc.group(c.group)) fail(n["group"], field + ".group", fmt::format("unknown group '{}'; allowed: {}", c.group,
@@ -187,24 +189,47 @@ class Parser : public YamlFields<ScenarioError> {
     return collective_choices() + ", sleep, stall, synchronize";
   }
 
-  Program program(const YAML::Node& n, const std::string& field, const Scenario& sc) {
-    if (!n.IsSequence()) fail(n, field, fmt::format("expected a list of steps ({})", step_choices()));
+  Program program(const YAML::Node& n, const std::string& field, const Scenario& sc, int first_call = 0) {
     Program p;
-    int calls = 0;
+    int calls = first_call;
+    steps_into(p, n, field, sc, calls);
+    return p;
+  }
+
+  // Appends the steps of list `n` to `p`; `calls` numbers the calls (default tags call<i>).
+  void steps_into(Program& p, const YAML::Node& n, const std::string& field, const Scenario& sc, int& calls) {
+    if (!n.IsSequence()) fail(n, field, fmt::format("expected a list of steps ({})", step_choices()));
     steps_ += n.size();  // an alias used as several programs counts each time
-    if (steps_ > limits_.max_steps)
-      fail(n, field, fmt::format("the programs hold more than {} steps in all, the input limit (--max-steps raises it)",
-                                 limits_.max_steps));
+    check_steps(n, field);
     for (size_t i = 0; i < n.size(); ++i) {
       const auto f = fmt::format("{}[{}]", field, i);
       const YAML::Node& st = n[i];
       if (!st.IsMap() || st.size() != 1)
-        fail(st, f, "expected one step: <collective>: {...}, sleep: <ms>, stall: true or synchronize: true");
+        fail(st, f, "expected one step: <collective>: {...}, repeat: {times: N, steps: [...]}, sleep: <ms>, stall: "
+                    "true or synchronize: true");
       std::set<std::string> seen;
       const auto key = this->key(st.begin()->first, f, seen);
       const YAML::Node v = st.begin()->second;
       if (auto coll = parse_collective(key)) {
         p.push_back(call(v, f + "." + key, calls++, *coll, sc));
+      } else if (key == "repeat") {
+        // A block of steps N times (PyTorch #140563 restated 38 identical calls).
+        const auto rf = f + ".repeat";
+        if (!v.IsMap()) fail(v, rf, "expected a mapping such as {times: 38, steps: [...]}");
+        only_keys(v, rf, {"times", "steps"});
+        if (!v["times"]) fail(v, rf + ".times", "missing");
+        if (!v["steps"]) fail(v, rf + ".steps", "missing");
+        const auto times = static_cast<size_t>(integer(v["times"], rf + ".times", 0, 1 << 20));
+        Program once;
+        steps_into(once, v["steps"], rf + ".steps", sc, calls);
+        // Each copy counts against the step limit, before it is made.
+        steps_ += once.size() * (times > 0 ? times - 1 : 0);
+        check_steps(v, rf);
+        for (size_t t = 0; t < times; ++t)
+          for (const Step& x : once) {
+            p.push_back(x);
+            if (x.kind == Step::Call && t > 0 && !explicit_tag(x)) p.back().call.tag = fmt::format("call{}", calls++);
+          }
       } else if (key == "sleep" || key == "stall" || key == "synchronize") {
         Step s;
         s.kind = key == "sleep" ? Step::Sleep : key == "stall" ? Step::Stall : Step::Synchronize;
@@ -215,10 +240,73 @@ class Parser : public YamlFields<ScenarioError> {
           fail(v, f + "." + key, "expected true");
         p.push_back(s);
       } else {
-        fail(st.begin()->first, f, fmt::format("unknown step '{}'; allowed: {}", key, step_choices()));
+        fail(st.begin()->first, f, fmt::format("unknown step '{}'; allowed: {}, repeat", key, step_choices()));
       }
     }
-    return p;
+  }
+
+  void check_steps(const YAML::Node& n, const std::string& field) {
+    if (steps_ > limits_.max_steps)
+      fail(n, field, fmt::format("the programs hold more than {} steps in all, the input limit (--max-steps raises it)",
+                                 limits_.max_steps));
+  }
+
+  static int calls_of(const Program& p) {
+    return static_cast<int>(std::count_if(p.begin(), p.end(), [](const Step& x) { return x.kind == Step::Call; }));
+  }
+
+  // A default tag (call<i>) is renumbered in each copy of a repeated block.
+  static bool explicit_tag(const Step& x) { return !x.call.default_tag; }
+
+  // A rank's edits of the default program (or of its own): skip calls, insert
+  // steps before or after a call. Call numbers are the program's calls from 0,
+  // as faults count them; inserts and skips refer to the program as written.
+  Program edited(const YAML::Node& e, const std::string& f, const Program& base, const Scenario& sc) {
+    const int n = calls_of(base);
+    std::set<int> skip;
+    if (e["skip"]) {
+      const auto v = int_list(e["skip"], f + ".skip", 0, std::max(0, n - 1));
+      if (n == 0) fail(e["skip"], f + ".skip", "the program has no calls to skip");
+      skip.insert(v.begin(), v.end());
+    }
+    std::map<int, std::vector<Program>> before, after;
+    int calls = n;
+    if (e["insert"]) {
+      const YAML::Node ins = e["insert"];
+      std::vector<YAML::Node> items;
+      if (ins.IsMap()) items.push_back(ins);
+      else if (ins.IsSequence())
+        for (size_t i = 0; i < ins.size(); ++i) items.push_back(ins[i]);
+      else
+        fail(ins, f + ".insert", "expected {after: <call>, steps: [...]} or a list of them");
+      for (size_t i = 0; i < items.size(); ++i) {
+        const auto fi = ins.IsMap() ? f + ".insert" : fmt::format("{}.insert[{}]", f, i);
+        const YAML::Node& it = items[i];
+        if (!it.IsMap()) fail(it, fi, "expected {after: <call>, steps: [...]} or {before: <call>, steps: [...]}");
+        only_keys(it, fi, {"after", "before", "steps"});
+        if (!it["steps"]) fail(it, fi + ".steps", "missing");
+        if (!!it["after"] == !!it["before"]) fail(it, fi, "give one of after: <call> or before: <call>");
+        const char* where = it["after"] ? "after" : "before";
+        if (n == 0) fail(it[where], fmt::format("{}.{}", fi, where), "the program has no calls to insert at");
+        const int k = integer(it[where], fmt::format("{}.{}", fi, where), 0, n - 1);
+        Program steps;
+        steps_into(steps, it["steps"], fi + ".steps", sc, calls);
+        (it["after"] ? after : before)[k].push_back(std::move(steps));
+      }
+    }
+    Program out;
+    int ci = 0;
+    for (const Step& x : base) {
+      if (x.kind != Step::Call) {
+        out.push_back(x);
+        continue;
+      }
+      for (const auto& block : before[ci]) out.insert(out.end(), block.begin(), block.end());
+      if (!skip.count(ci)) out.push_back(x);
+      for (const auto& block : after[ci]) out.insert(out.end(), block.begin(), block.end());
+      ++ci;
+    }
+    return out;
   }
 
   Scenario scenario(const YAML::Node& root) {
@@ -282,9 +370,14 @@ class Parser : public YamlFields<ScenarioError> {
         const int rank = integer(kv.first, "ranks", 0, s.ranks - 1);
         const auto f = fmt::format("ranks.{}", rank);
         if (s.overrides.count(rank)) fail(kv.first, "ranks", fmt::format("duplicate key '{}': say each rank once", rank));
-        only_keys(kv.second, f, {"program"});
-        if (!kv.second["program"]) fail(kv.second, f + ".program", "missing");
-        s.overrides[rank] = program(kv.second["program"], f + ".program", s);
+        if (!kv.second.IsMap())
+          fail(kv.second, f, "expected {program: [...]}, or edits of the default program: {skip: [calls], insert: "
+                             "{after: <call>, steps: [...]}}");
+        only_keys(kv.second, f, {"program", "skip", "insert"});
+        if (!kv.second["program"] && !kv.second["skip"] && !kv.second["insert"])
+          fail(kv.second, f, "expected program, skip or insert");
+        s.overrides[rank] = kv.second["program"] ? program(kv.second["program"], f + ".program", s) : s.defaults;
+        if (kv.second["skip"] || kv.second["insert"]) s.overrides[rank] = edited(kv.second, f, s.overrides[rank], s);
       }
     }
     // A rank cannot send to or receive from itself.

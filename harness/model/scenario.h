@@ -44,6 +44,7 @@ struct CallStep {
   std::string group;  // the process group ("" for the whole world)
   int peer = -1;      // broadcast: the root; send/recv: the other rank (world ranks)
   std::string tag;  // what the call reduces ("grad_bucket_0"); part of the fingerprint
+  bool default_tag = false;  // no tag was written: call<i>, i its number in the program
   std::vector<size_t> shape;  // as written (PyTorch's dims), when given; count is their product
   size_t count = 1024;
   DType dtype = DType::Float32;

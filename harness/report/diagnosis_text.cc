@@ -16,6 +16,38 @@ std::string format_diagnosis(const Diagnosis& d) {
 }
 
 namespace {
+
+// Large worlds fold: ranks whose calls (collective, tag, size, state) and
+// blocked state are alike are printed once, under the ranges of their ranks,
+// with the lowest rank's times. Up to kUnfolded ranks, every rank is printed.
+constexpr size_t kUnfolded = 8;
+
+std::string call_key(const CallRecord& c) {
+  return fmt::format("{}|{}|{}|{}|{}|{}|{}|{};", c.seq, static_cast<int>(c.coll), c.tag, c.count,
+                     static_cast<int>(c.dtype), static_cast<int>(c.op), c.async, static_cast<int>(c.state));
+}
+
+// rank -> the ranks it stands for (only the first rank of each fold is a key).
+std::map<int, std::vector<int>> folds(const std::map<int, std::string>& keys) {
+  std::map<int, std::vector<int>> out;
+  std::map<std::string, int> first;
+  for (const auto& [rank, key] : keys) {
+    if (keys.size() <= kUnfolded) {
+      out[rank] = {rank};
+      continue;
+    }
+    auto [it, fresh] = first.emplace(key, rank);
+    out[it->second].push_back(rank);
+  }
+  return out;
+}
+
+std::string fold_header(const std::vector<int>& ranks) {
+  if (ranks.size() == 1) return "";
+  return fmt::format("  {} ({} ranks alike: the same calls and states; rank {}'s times):\n", rank_ranges_text(ranks),
+                     ranks.size(), ranks.front());
+}
+
 // The timeline of a run with process groups or point-to-point calls: each
 // rank's calls of every communicator in the order it issued them, named by
 // group and collective.
@@ -29,10 +61,20 @@ std::string groups_timeline(const std::vector<RankDump>& dumps) {
     if (d.blocked_on.blocked) blocked[d.rank] = &d;
   }
   constexpr size_t kHead = 4, kTail = 20;
+  std::map<int, std::string> keys;
   for (auto& [rank, calls] : by_rank) {
     std::stable_sort(calls.begin(), calls.end(),
                      [](const auto& a, const auto& b) { return a.second->t_scheduled < b.second->t_scheduled; });
-    bool first = true;
+    std::string& k = keys[rank];
+    for (const auto& [d, c] : calls) k += d->group + (d->p2p ? "p2p|" : "|") + std::to_string(c->peer) + call_key(*c);
+    if (auto it = blocked.find(rank); it != blocked.end()) k += it->second->blocked_on.send ? "blocked send" : "blocked recv";
+  }
+  const auto fold = folds(keys);
+  for (auto& [rank, calls] : by_rank) {
+    const auto f = fold.find(rank);
+    if (f == fold.end()) continue;  // printed with the first rank of its fold
+    s += fold_header(f->second);
+    bool first = f->second.size() == 1;
     for (size_t i = 0; i < calls.size(); ++i) {
       if (calls.size() > kHead + kTail + 1 && i == kHead) {
         s += fmt::format("  {:<8} ... {} calls not shown ...\n", "", calls.size() - kHead - kTail);
@@ -55,7 +97,7 @@ std::string groups_timeline(const std::vector<RankDump>& dumps) {
                        c->async ? "async" : "", times, state);
       first = false;
     }
-    if (calls.empty()) s += fmt::format("  rank {:<3} (no calls)\n", rank);
+    if (calls.empty()) s += fmt::format("  {:<8} (no calls)\n", first ? fmt::format("rank {}", rank) : "");
     if (auto it = blocked.find(rank); it != blocked.end()) {
       const BlockedOn& b = it->second->blocked_on;
       s += fmt::format("  {:<8} blocked on {} rank {}, {}, since {:.3f}\n", "", b.send ? "send to" : "recv from", b.peer,
@@ -73,8 +115,18 @@ std::string format_timeline(const std::vector<RankDump>& dumps) {
   // Bounded: a long run shows each rank's first calls and its last ones
   // (where a hang or a failure is), with how many are left out between.
   constexpr size_t kHead = 4, kTail = 20;
+  std::map<int, std::string> keys;
   for (const auto& d : dumps) {
-    bool first = true;
+    std::string& k = keys[d.rank];
+    for (const auto& c : d.calls) k += call_key(c);
+    if (d.blocked_on.blocked) k += d.blocked_on.send ? "blocked send" : "blocked recv";
+  }
+  const auto fold = folds(keys);
+  for (const auto& d : dumps) {
+    const auto f = fold.find(d.rank);
+    if (f == fold.end()) continue;  // printed with the first rank of its fold
+    s += fold_header(f->second);
+    bool first = f->second.size() == 1;
     for (size_t i = 0; i < d.calls.size(); ++i) {
       if (d.calls.size() > kHead + kTail + 1 && i == kHead) {
         s += fmt::format("  {:<8} ... {} calls not shown ...\n", "", d.calls.size() - kHead - kTail);
@@ -93,7 +145,7 @@ std::string format_timeline(const std::vector<RankDump>& dumps) {
                        op_name(c.op), c.async ? "async" : "", times, state);
       first = false;
     }
-    if (d.calls.empty()) s += fmt::format("  rank {:<3} (no calls)\n", d.rank);
+    if (d.calls.empty()) s += fmt::format("  {:<8} (no calls)\n", first ? fmt::format("rank {}", d.rank) : "");
     if (d.blocked_on.blocked)
       s += fmt::format("  {:<8} blocked on {} rank {}, {}, since {:.3f}\n", "", d.blocked_on.send ? "send to" : "recv from",
                        d.blocked_on.peer, describe_tag(d.blocked_on.tag), d.blocked_on.since);

@@ -272,7 +272,11 @@ RankRecorders make_recorders(const Scenario& s, int r, Clock::time_point epoch, 
     if (s.in_group(g.name, r)) rr.groups.push_back(g.name);
   for (const auto& g : rr.groups) {
     for (bool p2p : {false, true}) {
-      auto rec = std::make_unique<FlightRecorder>(r, s.ranks, epoch);
+      // The world's transfer records together stay bounded (16 ranks' worth of
+      // the default): a 128-rank ring call is 254 transfers per rank, and the
+      // dumps' size and the analysis grow with the records kept.
+      const size_t transfers = std::clamp<size_t>(size_t{262144} / static_cast<size_t>(s.ranks), 1024, 16384);
+      auto rec = std::make_unique<FlightRecorder>(r, s.ranks, epoch, 4096, transfers);
       rec->set_run(run_id, run_what);
       if (!g.empty() || p2p) rec->set_group(g, g.empty() ? std::vector<int>{} : s.members(g), p2p);
       (p2p ? rr.p2p : rr.coll).push_back(std::move(rec));
