@@ -36,7 +36,9 @@ void async_work(const Dumps& dumps, const AnalysisOptions& o, std::vector<Diagno
     dg.seq = unwaited.begin()->first;
     std::set<int> ranks;
     std::vector<std::pair<std::vector<int>, std::vector<uint64_t>>> by_ranks;  // in call order of their first call
-    for (const auto& [seq, rs] : unwaited) {
+    for (const auto& entry : unwaited) {  // no structured binding: clang 14 cannot capture one in a lambda
+      const uint64_t seq = entry.first;
+      const std::vector<int>& rs = entry.second;
       ranks.insert(rs.begin(), rs.end());
       auto it = std::find_if(by_ranks.begin(), by_ranks.end(), [&](const auto& b) { return b.first == rs; });
       if (it == by_ranks.end()) by_ranks.push_back({rs, {seq}});
