@@ -1012,3 +1012,55 @@ TEST(Replay, AWrongResultReleasedEarlyIsStillFoundAtItsCall) {
     EXPECT_EQ(r.results_checked, size_t{4 * 24}) << "kept " << kept;
   }
 }
+
+// An extra call on one rank, or calls one rank skipped: each rank's dump keeps
+// the calls its program would have issued next (never run), and the calls
+// after the mismatch settle which side is off by how many; a reorder stays an
+// order mismatch. Both modes, and the 2-rank case (no majority) blames the
+// rank that made the extra call, whichever rank that is.
+TEST(Replay, ExtraAndSkippedCallsAreAlignedAndNamed) {
+  const std::string loop = "  - repeat: {times: 5, steps: [{all_reduce: {count: 64}}]}\n";
+  struct Case {
+    std::string yaml;
+    DiagnosisKind kind;
+    std::vector<int> ranks;
+    uint64_t seq;
+    std::string says;
+  };
+  const std::vector<Case> cases = {
+      {"world: {ranks: 2}\nprogram:\n" + loop +
+           "ranks: {0: {insert: {after: 1, steps: [{all_reduce: {tag: metric, count: 1}}]}}}\n",
+       DiagnosisKind::ExtraCall, {0}, 3, "rank 0 issued an extra call, call #3 (metric count=1"},
+      {"world: {ranks: 2}\nprogram:\n" + loop +
+           "ranks: {1: {insert: {after: 1, steps: [{all_reduce: {tag: metric, count: 1}}]}}}\n",
+       DiagnosisKind::ExtraCall, {1}, 3, "rank 0's call #3 (call2 count=64 float32 sum) is rank 1's call #4"},
+      {"world: {ranks: 2}\nprogram:\n" + loop +
+           "ranks: {1: {insert: {after: 1, steps: [{all_reduce: {tag: a, count: 1}}, {all_reduce: {tag: b}}]}}}\n",
+       DiagnosisKind::ExtraCall, {1}, 3, "rank 1 issued 2 extra calls, calls #3-#4 (a count=1"},
+      {"world: {ranks: 4}\nprogram:\n" + loop + "ranks: {3: {skip: [2, 3]}}\n", DiagnosisKind::SkippedCall, {3}, 3,
+       "rank 3 skipped calls #3-#4 (call2 count=64 float32 sum; call3 count=64 float32 sum) that ranks 0, 1, 2 made"},
+      {"world: {ranks: 4}\nprogram:\n" + loop +
+           "ranks: {2: {insert: {before: 0, steps: [{all_reduce: {tag: warmup}}]}}}\n",
+       DiagnosisKind::ExtraCall, {2}, 1, "rank 2 issued an extra call, call #1 (warmup"},
+      // Swapped last two calls: as many calls on each side, so not an extra call.
+      {"world: {ranks: 2}\nprogram:\n" + loop + "faults: [{misordered: {ranks: [1], calls: [3, 4]}}]\n",
+       DiagnosisKind::OrderMismatch, {1}, 4, "collectives called in a different order at call #4"},
+      // A swap of the first two calls on the odd rank of three.
+      {"world: {ranks: 3}\nprogram:\n" + loop + "faults: [{misordered: {ranks: [2], calls: [0, 1]}}]\n",
+       DiagnosisKind::OrderMismatch, {2}, 1, "collectives called in a different order at call #1"},
+  };
+  for (const auto& c : cases) {
+    for (const bool guarded : {true, false}) {
+      Scenario s = parse_scenario(c.yaml + "deadline: 2\n", "aligned.yaml");
+      s.guarded = guarded;
+      const ReplayResult r = replay_scenario(s);
+      ASSERT_FALSE(r.diagnoses.empty()) << c.yaml;
+      const Diagnosis& d = r.diagnoses.front();
+      const std::string where = c.yaml + (guarded ? "(guarded)\n" : "(unguarded)\n") + format_diagnosis(d);
+      EXPECT_EQ(d.kind, c.kind) << where;
+      EXPECT_EQ(d.ranks, c.ranks) << where;
+      EXPECT_EQ(d.seq, std::optional<uint64_t>(c.seq)) << where;
+      EXPECT_NE(d.text.find(c.says), std::string::npos) << where;
+    }
+  }
+}

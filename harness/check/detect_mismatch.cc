@@ -1,4 +1,6 @@
-// Shape and order mismatches: ranks that disagree on a call.
+// Shape and order mismatches: ranks that disagree on a call. When the calls
+// after it agree again once one side's first calls are set aside, the
+// mismatch is an extra call on that side, or calls the other side skipped.
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -10,17 +12,142 @@
 
 namespace collcheck::detect {
 
+namespace {
+
+using Key = std::tuple<std::string, size_t, int, int, int, int>;
+
+Key key_of(const CallRecord& c) {
+  return std::make_tuple(c.tag, c.count, static_cast<int>(c.dtype), reduces(c.coll) ? static_cast<int>(c.op) : 0,
+                         static_cast<int>(c.coll), c.peer);
+}
+
+// A rank's calls from call #k on: what it recorded, then what its program
+// would have issued next (recorded when it ended, never run); `complete`
+// when that is the whole rest of its program.
+struct Rest {
+  std::vector<Key> keys;
+  std::vector<const CallRecord*> calls;
+  bool complete = false;
+};
+
+Rest rest_of(const RankDump& d, uint64_t k) {
+  Rest r;
+  for (const auto& c : d.calls)
+    if (c.seq >= k) {
+      r.keys.push_back(key_of(c));
+      r.calls.push_back(&c);
+    }
+  for (const auto& c : d.not_run) {
+    r.keys.push_back(key_of(c));
+    r.calls.push_back(&c);
+  }
+  r.complete = d.rest_known && !d.crash;
+  return r;
+}
+
+// The number of calls at the front of `a` that `b` lacks: the smallest s
+// after which a's calls are b's, one for one. With both rests complete the
+// counts must match too (a swap of the last two calls is not an extra call);
+// otherwise two calls at least must agree.
+constexpr size_t kMaxShift = 8;
+std::optional<size_t> extra_calls(const Rest& a, const Rest& b) {
+  for (size_t s = 1; s <= kMaxShift && s < a.keys.size(); ++s) {
+    const size_t overlap = std::min(a.keys.size() - s, b.keys.size());
+    if (overlap == 0) break;
+    if (!std::equal(b.keys.begin(), b.keys.begin() + static_cast<std::ptrdiff_t>(overlap),
+                    a.keys.begin() + static_cast<std::ptrdiff_t>(s)))
+      continue;
+    if (a.complete && b.complete ? a.keys.size() - s == b.keys.size() : overlap >= 2) return s;
+  }
+  return std::nullopt;
+}
+
+std::string calls_text(uint64_t k, size_t n) {
+  return n == 1 ? fmt::format("call #{}", k) : fmt::format("calls #{}-#{}", k, k + n - 1);
+}
+
+std::string fps_text(const Rest& r, size_t n) {
+  std::string s;
+  for (size_t i = 0; i < n && i < r.calls.size(); ++i) s += (i ? "; " : "") + fp_text(*r.calls[i]);
+  return s;
+}
+
+// The same shift on every rank of `side` against the first rank of `other`.
+std::optional<size_t> shift_of(const Dumps& dumps, const std::vector<int>& side, int other, uint64_t k) {
+  const RankDump* o = nullptr;
+  for (const auto& d : dumps)
+    if (d.rank == other) o = &d;
+  if (!o) return std::nullopt;
+  const Rest ro = rest_of(*o, k);
+  std::optional<size_t> shift;
+  for (const auto& d : dumps) {
+    if (std::find(side.begin(), side.end(), d.rank) == side.end()) continue;
+    const auto s = extra_calls(rest_of(d, k), ro);
+    if (!s || (shift && *s != *shift)) return std::nullopt;
+    shift = s;
+  }
+  return shift;
+}
+
+const RankDump* dump_of(const Dumps& dumps, int rank) {
+  for (const auto& d : dumps)
+    if (d.rank == rank) return &d;
+  return nullptr;
+}
+
+// An extra call on `extra`, or (with a strict majority that has them)
+// calls that the odd ranks left out, into d; false when the sequences do not
+// realign.
+bool realign(const Dumps& dumps, uint64_t k, const std::vector<int>& ref, const std::vector<int>& odd,
+             bool majority, Diagnosis& d) {
+  const Rest rref = rest_of(*dump_of(dumps, ref.front()), k), rodd = rest_of(*dump_of(dumps, odd.front()), k);
+  if (const auto s = shift_of(dumps, odd, ref.front(), k)) {
+    d.kind = DiagnosisKind::ExtraCall;
+    d.ranks = odd;
+    d.text = fmt::format("{} issued {}, {} ({}), that {} did not: {}'s call #{} ({}) is {}'s call #{}, and the "
+                         "calls after it agree again",
+                         ranks_text(odd), *s == 1 ? "an extra call" : fmt::format("{} extra calls", *s),
+                         calls_text(k, *s), fps_text(rodd, *s), ranks_text(ref), ranks_text(ref), k,
+                         fp_text(*rref.calls.front()), ranks_text(odd), k + *s);
+    if (!majority)
+      d.text += fmt::format(" (with no strict majority, {} skipping {} would look the same)", ranks_text(ref),
+                            *s == 1 ? "it" : "them");
+    return true;
+  }
+  if (const auto s = shift_of(dumps, ref, odd.front(), k)) {
+    if (majority) {
+      d.kind = DiagnosisKind::SkippedCall;
+      d.ranks = odd;
+      d.text = fmt::format("{} skipped {} ({}) that {} made: {}'s call #{} ({}) is their call #{}, and the calls "
+                           "after it agree again",
+                           ranks_text(odd), calls_text(k, *s), fps_text(rref, *s), ranks_text(ref), ranks_text(odd),
+                           k, fp_text(*rodd.calls.front()), k + *s);
+    } else {
+      d.kind = DiagnosisKind::ExtraCall;
+      d.ranks = ref;
+      d.text = fmt::format("{} issued {}, {} ({}), that {} did not: {}'s call #{} ({}) is {}'s call #{}, and the "
+                           "calls after it agree again (with no strict majority, {} skipping {} would look the same)",
+                           ranks_text(ref), *s == 1 ? "an extra call" : fmt::format("{} extra calls", *s),
+                           calls_text(k, *s), fps_text(rref, *s), ranks_text(odd), ranks_text(odd), k,
+                           fp_text(*rodd.calls.front()), ranks_text(ref), k + *s, ranks_text(odd),
+                           *s == 1 ? "it" : "them");
+    }
+    return true;
+  }
+  return false;
+}
+
+}  // namespace
+
 // The first sequence number at which ranks disagree on the call.
 std::optional<Diagnosis> mismatch(const Dumps& dumps) {
   for (const uint64_t k : seqs_in(dumps)) {
-    using Key = std::tuple<std::string, size_t, int, int, int, int>;
     std::map<Key, std::vector<int>> groups;
     std::map<Key, const CallRecord*> sample;
     for (const auto& d : dumps) {
       const CallRecord* c = call_of(d, k);
       if (!c) continue;
-      const auto key = std::make_tuple(c->tag, c->count, static_cast<int>(c->dtype),
-                                       reduces(c->coll) ? static_cast<int>(c->op) : 0, static_cast<int>(c->coll), c->peer);
+      const auto key = key_of(*c);
       groups[key].push_back(d.rank);
       sample[key] = c;
     }
@@ -55,6 +182,14 @@ std::optional<Diagnosis> mismatch(const Dumps& dumps) {
                          k, ranks_text(ref->second), fp_text(r), others, flist);
     size_t reached = 0;
     for (const auto& [key, ranks] : groups) reached += ranks.size();
+    if (groups.size() == 2) {
+      const auto odd = std::next(groups.begin()) == ref ? groups.begin() : std::next(groups.begin());
+      Diagnosis a = d;
+      if (realign(dumps, k, ref->second, odd->second, 2 * ref->second.size() > reached, a)) {
+        a.text += fmt::format("; at call #{} the calls differ in: {}", k, flist);
+        return a;
+      }
+    }
     if (2 * ref->second.size() <= reached) {
       // No strict majority: which side is the odd one out is a guess.
       d.text += fmt::format("; no strict majority ({} of the {} ranks reached call #{}), so the group with the "

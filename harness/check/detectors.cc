@@ -25,9 +25,9 @@ const std::vector<Detector>& detectors() {
   static const std::vector<Detector> rows{
       {"mismatch", one<mismatch>, {}},
       {"crash", one<crash>, {}},
-      {"missing rank", one<missing_rank>, {K::ShapeMismatch, K::OrderMismatch, K::RankCrashed}},
-      {"deadlock", one<deadlock>, {K::ShapeMismatch, K::OrderMismatch, K::RankCrashed, K::MissingRank}},
-      {"hung call", hung_call, {K::ShapeMismatch, K::OrderMismatch, K::RankCrashed, K::MissingRank, K::Deadlock}},
+      {"missing rank", one<missing_rank>, {K::ShapeMismatch, K::OrderMismatch, K::ExtraCall, K::SkippedCall, K::RankCrashed}},
+      {"deadlock", one<deadlock>, {K::ShapeMismatch, K::OrderMismatch, K::ExtraCall, K::SkippedCall, K::RankCrashed, K::MissingRank}},
+      {"hung call", hung_call, {K::ShapeMismatch, K::OrderMismatch, K::ExtraCall, K::SkippedCall, K::RankCrashed, K::MissingRank, K::Deadlock}},
       {"corrupted payload", corrupted_payload, {}},
       {"slow link", slow_link, {}},
       {"async work", async_work, {}},

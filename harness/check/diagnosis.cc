@@ -23,6 +23,7 @@ constexpr std::pair<DiagnosisKind, std::string_view> kNames[] = {
     {DiagnosisKind::SlowLink, "slow_link"},                 {DiagnosisKind::CorruptedPayload, "corrupted_payload"},
     {DiagnosisKind::WrongResult, "wrong_result"},           {DiagnosisKind::CallFailed, "call_failed"},
     {DiagnosisKind::RankCrashed, "rank_crashed"},           {DiagnosisKind::HungCall, "hung_call"},
+    {DiagnosisKind::ExtraCall, "extra_call"},               {DiagnosisKind::SkippedCall, "skipped_call"},
 };
 }  // namespace
 
@@ -87,7 +88,7 @@ std::vector<Diagnosis> run_table(const std::vector<RankDump>& dumps, const Analy
 // Findings of several communicators, in this order: what explains the rest first.
 int precedence(DiagnosisKind k) {
   using K = DiagnosisKind;
-  constexpr K order[] = {K::ShapeMismatch, K::OrderMismatch,  K::RankCrashed,    K::Deadlock,
+  constexpr K order[] = {K::ShapeMismatch, K::OrderMismatch,  K::ExtraCall, K::SkippedCall, K::RankCrashed, K::Deadlock,
                          K::MissingRank,   K::HungCall,       K::CorruptedPayload, K::SlowLink,
                          K::ReadBeforeWait, K::UnwaitedWork,  K::WrongResult,    K::CallFailed};
   for (size_t i = 0; i < std::size(order); ++i)

@@ -18,6 +18,8 @@ namespace collcheck {
 enum class DiagnosisKind : uint8_t {
   ShapeMismatch,     // same call, different count, dtype or op on some ranks
   OrderMismatch,     // ranks issued their calls in different orders
+  ExtraCall,         // some ranks issued calls the others did not; the calls after them agree again
+  SkippedCall,       // some ranks skipped calls a strict majority made; the calls after them agree again
   MissingRank,       // some ranks never joined a call the others are in
   Deadlock,          // ranks wait on each other in a cycle
   UnwaitedWork,      // an async call whose wait() was never made

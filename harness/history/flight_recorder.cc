@@ -170,6 +170,18 @@ void FlightRecorder::scheduled(const CallRecord& r) {
   }
 }
 
+void FlightRecorder::ended(std::vector<CallRecord> not_run, bool more) {
+  std::lock_guard<std::mutex> g(mu_);
+  if (not_run.size() > kNotRunKept) {
+    not_run.resize(kNotRunKept);
+    more = true;
+  }
+  for (auto& c : not_run) c.state = CallState::Scheduled;
+  not_run_ = std::move(not_run);
+  not_run_more_ = more;
+  ended_ = true;
+}
+
 void FlightRecorder::started(uint64_t seq) {
   std::lock_guard<std::mutex> g(mu_);
   if (auto* c = find(seq)) {
@@ -260,24 +272,29 @@ nlohmann::json FlightRecorder::to_json(const std::string& reason, const CrashNot
   if (!group_.empty() || p2p_) j["group"] = {{"name", group_}, {"ranks", members_}, {"p2p", p2p_}};
   j["dumped_at"] = now();
   j["dropped_calls"] = dropped_calls_;
+  auto call_json = [](const CallRecord& c) {
+    return nlohmann::json{{"seq", c.seq},
+                          {"collective", std::string(collective_name(c.coll))},
+                          {"peer", c.peer},
+                          {"tag", c.tag},
+                          {"count", c.count},
+                          {"dtype", std::string(dtype_name(c.dtype))},
+                          {"op", std::string(op_name(c.op))},
+                          {"async", c.async},
+                          {"impl", c.impl},
+                          {"state", std::string(call_state_name(c.state))},
+                          {"t_scheduled", c.t_scheduled},
+                          {"t_started", c.t_started},
+                          {"t_completed", c.t_completed},
+                          {"t_waited", c.t_waited},
+                          {"t_read", c.t_read},
+                          {"error", c.error}};
+  };
   auto& calls = j["calls"] = nlohmann::json::array();
-  for (const auto& c : calls_) {
-    calls.push_back({{"seq", c.seq},
-                     {"collective", std::string(collective_name(c.coll))},
-                     {"peer", c.peer},
-                     {"tag", c.tag},
-                     {"count", c.count},
-                     {"dtype", std::string(dtype_name(c.dtype))},
-                     {"op", std::string(op_name(c.op))},
-                     {"async", c.async},
-                     {"impl", c.impl},
-                     {"state", std::string(call_state_name(c.state))},
-                     {"t_scheduled", c.t_scheduled},
-                     {"t_started", c.t_started},
-                     {"t_completed", c.t_completed},
-                     {"t_waited", c.t_waited},
-                     {"t_read", c.t_read},
-                     {"error", c.error}});
+  for (const auto& c : calls_) calls.push_back(call_json(c));
+  if (ended_) {
+    auto& rest = j["not_run"] = {{"calls", nlohmann::json::array()}, {"more", not_run_more_}};
+    for (const auto& c : not_run_) rest["calls"].push_back(call_json(c));
   }
   auto& tr = j["transfers"] = nlohmann::json::array();
   for (const auto& t : transfers_) {
@@ -356,13 +373,9 @@ RankDump rank_dump_from_json(const nlohmann::json& j) {
   if (j.contains("crash") && !j["crash"].is_null())
     d.crash = CrashNote{whole<int>(j["crash"].at("rank"), "crash.rank", -1, d.size - 1),
                         j["crash"].at("signal").get<std::string>()};
-  for (const auto& c : j.at("calls")) {
+  auto call_from = [&d](const nlohmann::json& c) {
     CallRecord r;
     r.seq = whole<uint64_t>(c.at("seq"), "calls[].seq", 1, kMaxSeq);
-    // A recorder numbers its calls 1, 2, 3, ... and keeps the latest ones.
-    if (!d.calls.empty() && r.seq != d.calls.back().seq + 1)
-      throw std::runtime_error(fmt::format("calls[].seq: {} follows {}; a rank's calls are numbered one after another",
-                                           r.seq, d.calls.back().seq));
     if (c.contains("collective")) {  // absent in older dumps: all-reduces
       auto coll = parse_collective(c.at("collective").get<std::string>());
       if (!coll) throw std::runtime_error(fmt::format("calls[].collective: unknown '{}'; allowed: {}",
@@ -387,7 +400,23 @@ RankDump rank_dump_from_json(const nlohmann::json& j) {
     r.t_waited = c.at("t_waited").get<double>();
     r.t_read = c.value("t_read", -1.0);
     r.error = c.value("error", "");
+    return r;
+  };
+  for (const auto& c : j.at("calls")) {
+    CallRecord r = call_from(c);
+    // A recorder numbers its calls 1, 2, 3, ... and keeps the latest ones.
+    if (!d.calls.empty() && r.seq != d.calls.back().seq + 1)
+      throw std::runtime_error(fmt::format("calls[].seq: {} follows {}; a rank's calls are numbered one after another",
+                                           r.seq, d.calls.back().seq));
     d.calls.push_back(r);
+  }
+  if (j.contains("not_run")) {
+    const auto& rest = j.at("not_run");
+    const auto& list = rest.at("calls");
+    if (!list.is_array() || list.size() > kNotRunKept)
+      throw std::runtime_error(fmt::format("not_run.calls: at most {} call records", kNotRunKept));
+    for (const auto& c : list) d.not_run.push_back(call_from(c));
+    d.rest_known = !rest.at("more").get<bool>();
   }
   for (const auto& t : j.at("transfers")) {
     TransferRecord x;

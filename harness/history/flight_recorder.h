@@ -109,6 +109,13 @@ class FlightRecorder {
   void blocked(int peer, bool send, Tag tag);
   void unblocked();
   void transfer(const TransferRecord& t);
+  // When the rank's program ended (a failed call ends it): the calls it would
+  // have issued next in this communicator, recorded but never run, at most
+  // kNotRunKept of them (`more`: others followed). After a mismatch they let
+  // the analysis align the ranks' call sequences: an extra call on one rank,
+  // or calls another skipped. NCCL's host thread goes on enqueueing work
+  // after a stuck call too; a Flight Recorder dump shows it as scheduled.
+  void ended(std::vector<CallRecord> not_run, bool more);
 
   std::vector<CallRecord> calls() const;
   std::vector<TransferRecord> transfers() const;
@@ -135,7 +142,10 @@ class FlightRecorder {
   std::string group_;
   std::vector<int> members_;
   bool p2p_ = false;
+  bool ended_ = false, not_run_more_ = false;
+  std::vector<CallRecord> not_run_;
 };
+inline constexpr size_t kNotRunKept = 16;
 
 // Where a recorder's dump goes in a dump directory: rank-<r>.json for the
 // world's collectives, rank-<r>.p2p.json for its point-to-point calls,
@@ -155,6 +165,12 @@ struct RankDump {
   std::string group;               // FlightRecorder::set_group: "" for the world
   std::vector<int> members;        // the group's world ranks; empty for the world
   bool p2p = false;                // the point-to-point calls of the group
+  // FlightRecorder::ended: the calls the program would have issued next
+  // (never run), and whether that list is the whole rest of the program:
+  // false in a dump written before the program ended (a crash, older dumps)
+  // or when more than kNotRunKept calls followed.
+  std::vector<CallRecord> not_run;
+  bool rest_known = false;
 };
 RankDump rank_dump_from_json(const nlohmann::json& j);
 

@@ -27,6 +27,21 @@ std::string call_key(const CallRecord& c) {
                      static_cast<int>(c.dtype), static_cast<int>(c.op), c.async, static_cast<int>(c.state));
 }
 
+// The calls a failed program would have issued next (never run), as one
+// line: what the analysis aligns the ranks' sequences with after a mismatch.
+std::string not_run_text(const RankDump& d) {
+  if (d.not_run.empty()) return "";
+  constexpr size_t kShown = 4;
+  std::string s;
+  for (size_t i = 0; i < d.not_run.size() && i < kShown; ++i) {
+    const auto& c = d.not_run[i];
+    s += fmt::format("{}#{} {} {} {}", i ? ", " : "", c.seq, c.tag, c.count, dtype_name(c.dtype));
+  }
+  const size_t more = d.not_run.size() - std::min(d.not_run.size(), kShown);
+  if (more || !d.rest_known) s += fmt::format(", {}", more ? fmt::format("{} more", more) : "more");
+  return fmt::format("  {:<8} never run, the program's next calls: {}\n", "", s);
+}
+
 // rank -> the ranks it stands for (only the first rank of each fold is a key).
 std::map<int, std::vector<int>> folds(const std::map<int, std::string>& keys) {
   std::map<int, std::vector<int>> out;
@@ -119,6 +134,7 @@ std::string format_timeline(const std::vector<RankDump>& dumps) {
   for (const auto& d : dumps) {
     std::string& k = keys[d.rank];
     for (const auto& c : d.calls) k += call_key(c);
+    for (const auto& c : d.not_run) k += "next" + call_key(c);
     if (d.blocked_on.blocked) k += d.blocked_on.send ? "blocked send" : "blocked recv";
   }
   const auto fold = folds(keys);
@@ -149,6 +165,7 @@ std::string format_timeline(const std::vector<RankDump>& dumps) {
     if (d.blocked_on.blocked)
       s += fmt::format("  {:<8} blocked on {} rank {}, {}, since {:.3f}\n", "", d.blocked_on.send ? "send to" : "recv from",
                        d.blocked_on.peer, describe_tag(d.blocked_on.tag), d.blocked_on.since);
+    s += not_run_text(d);
   }
   return s;
 }

@@ -362,77 +362,121 @@ void run_rank_program(RankEnv& env, Links& base) {
     // Waited ones are done with; a never-waited one keeps its input to the end.
     std::erase_if(pending, [](const Pending& pw) { return !pw.work; });
   };
-  for (const Step& st : s.program(r)) {
-    if (st.kind == Step::Sleep) {
-      std::this_thread::sleep_for(std::chrono::duration<double>(st.sleep_ms / 1e3));
-      continue;
-    }
-    if (st.kind == Step::Stall) {
-      // Never enter the remaining calls: wait until the others give up
-      // (their failure aborts this barrier) or the run's limit.
-      env.stall();
-      return;
-    }
-    if (st.kind == Step::Synchronize) {
-      // The device-wide sync: every call issued so far, in every group, must
-      // finish. It does not wait() any Work: an unwaited one stays unwaited.
-      if (!synchronize(*stream, Clock::now() + env.timeout))
-        throw std::runtime_error(fmt::format("rank {}: synchronize (line {}): the calls issued before it did not "
-                                             "finish within the deadline ({} ms)",
-                                             r, st.line, env.timeout.count()));
-      continue;
-    }
-    const CallStep& c = st.call;
-    const int gi = env.recs.index(c.group);
-    if (gi < 0) continue;  // not a member: the call is a no-op here, as in torch.distributed
-    GroupComm& gc = comms[static_cast<size_t>(gi)];
-    wait_for(WaitAt::Next);
-    Communicator& comm = *gc.comm;
-    const int gp = comm.size();
-    auto local = [&](int world) {
-      return static_cast<int>(std::find(gc.members.begin(), gc.members.end(), world) - gc.members.begin());
-    };
-    CallOut co_out;
-    co_out.call = c;
-    co_out.p = gp;
-    co_out.r = comm.rank();
-    std::vector<std::byte> input(send_elements(c.coll, c.count, gp) * dtype_size(c.dtype));
-    if (is_p2p(c.coll)) {
-      const bool send = c.coll == Collective::Send;
-      const uint64_t n = ++gc.p2p_sent[{c.peer, send}];
-      co_out.seq = comm.p2p_calls_issued() + 1;
-      co_out.seed = send ? p2p_seed(c.group, r, c.peer, n, c.tag) : p2p_seed(c.group, c.peer, r, n, c.tag);
-      if (send) fill_input(input.data(), c.count, c.dtype, RedOp::Sum, 2, 0, co_out.seed, DataClass::Exact);
-    } else {
-      co_out.seq = comm.calls_issued() + 1;
-      co_out.seed = collective_seed(c.group, co_out.seq, c.tag);
-      if (c.coll == Collective::Broadcast) co_out.root = local(c.peer);
-      // A broadcast's input matters on its root only; every rank fills it alike.
-      fill_input(input.data(), input.size() / dtype_size(c.dtype), c.dtype, c.op, gp, comm.rank(), co_out.seed,
-                 DataClass::Exact);
-    }
-    co_out.out.resize(recv_elements(c.coll, c.count, gp) * dtype_size(c.dtype));
-    const size_t at = mine.add(std::move(co_out));
-    CallOut& out = mine.at(at);
-    const CallSpec spec{c.coll,  c.count, c.dtype, c.op, c.scalar, has_peer(c.coll) ? local(c.peer) : -1,
-                        c.tag};
-    FlightRecorder& rec = is_p2p(c.coll) ? *env.recs.p2p[static_cast<size_t>(gi)] : *env.recs.coll[static_cast<size_t>(gi)];
-    if (c.async) {
-      auto w = comm.call_async(spec, input.data(), out.out.data());
-      if (c.read_before_wait) {
-        rec.read_output(out.seq);
-        std::vector<std::byte> seen(out.out);  // the program reads its output here
-        (void)seen;
+  // However the program ends, each group's recorder is told, with the calls
+  // a failed program would have issued next in it (never run): after a
+  // mismatch they align the ranks' sequences (an extra or a skipped call).
+  const Program& program = s.program(r);
+  size_t next_step = 0;  // the first step whose call was not issued
+  auto record_end = [&](bool failed) {
+    std::vector<std::vector<CallRecord>> rest(comms.size());
+    std::vector<bool> more(comms.size(), false);
+    std::vector<uint64_t> seq(comms.size());
+    for (size_t gi = 0; gi < comms.size(); ++gi) seq[gi] = comms[gi].comm->calls_issued();
+    for (size_t i = next_step; failed && i < program.size(); ++i) {
+      const Step& st = program[i];
+      if (st.kind != Step::Call || is_p2p(st.call.coll)) continue;
+      const int gi = env.recs.index(st.call.group);
+      if (gi < 0) continue;
+      const auto g = static_cast<size_t>(gi);
+      if (rest[g].size() == kNotRunKept) {
+        more[g] = true;
+        continue;
       }
-      // The input must outlive the async call: keep it with the Work.
-      pending.push_back({std::move(w), c.wait, at, std::move(input)});
-    } else {
-      comm.call(spec, input.data(), out.out.data());
-      mine.waited(at);
+      CallRecord c;
+      c.seq = ++seq[g];
+      c.coll = st.call.coll;
+      c.peer = has_peer(st.call.coll) ? st.call.peer : -1;
+      c.tag = st.call.tag;
+      c.count = st.call.count;
+      c.dtype = st.call.dtype;
+      c.op = st.call.op;
+      c.async = st.call.async;
+      c.impl = s.impl;
+      rest[g].push_back(std::move(c));
     }
+    for (size_t gi = 0; gi < comms.size(); ++gi) env.recs.coll[gi]->ended(std::move(rest[gi]), more[gi]);
+  };
+  try {
+    for (size_t si = 0; si < program.size(); ++si) {
+      const Step& st = program[si];
+      next_step = si;
+      if (st.kind == Step::Sleep) {
+        std::this_thread::sleep_for(std::chrono::duration<double>(st.sleep_ms / 1e3));
+        continue;
+      }
+      if (st.kind == Step::Stall) {
+        // Never enter the remaining calls: wait until the others give up
+        // (their failure aborts this barrier) or the run's limit.
+        env.stall();
+        return;
+      }
+      if (st.kind == Step::Synchronize) {
+        // The device-wide sync: every call issued so far, in every group, must
+        // finish. It does not wait() any Work: an unwaited one stays unwaited.
+        if (!synchronize(*stream, Clock::now() + env.timeout))
+          throw std::runtime_error(fmt::format("rank {}: synchronize (line {}): the calls issued before it did not "
+                                               "finish within the deadline ({} ms)",
+                                               r, st.line, env.timeout.count()));
+        continue;
+      }
+      const CallStep& c = st.call;
+      const int gi = env.recs.index(c.group);
+      if (gi < 0) continue;  // not a member: the call is a no-op here, as in torch.distributed
+      GroupComm& gc = comms[static_cast<size_t>(gi)];
+      wait_for(WaitAt::Next);
+      Communicator& comm = *gc.comm;
+      const int gp = comm.size();
+      auto local = [&](int world) {
+        return static_cast<int>(std::find(gc.members.begin(), gc.members.end(), world) - gc.members.begin());
+      };
+      CallOut co_out;
+      co_out.call = c;
+      co_out.p = gp;
+      co_out.r = comm.rank();
+      std::vector<std::byte> input(send_elements(c.coll, c.count, gp) * dtype_size(c.dtype));
+      if (is_p2p(c.coll)) {
+        const bool send = c.coll == Collective::Send;
+        const uint64_t n = ++gc.p2p_sent[{c.peer, send}];
+        co_out.seq = comm.p2p_calls_issued() + 1;
+        co_out.seed = send ? p2p_seed(c.group, r, c.peer, n, c.tag) : p2p_seed(c.group, c.peer, r, n, c.tag);
+        if (send) fill_input(input.data(), c.count, c.dtype, RedOp::Sum, 2, 0, co_out.seed, DataClass::Exact);
+      } else {
+        co_out.seq = comm.calls_issued() + 1;
+        co_out.seed = collective_seed(c.group, co_out.seq, c.tag);
+        if (c.coll == Collective::Broadcast) co_out.root = local(c.peer);
+        // A broadcast's input matters on its root only; every rank fills it alike.
+        fill_input(input.data(), input.size() / dtype_size(c.dtype), c.dtype, c.op, gp, comm.rank(), co_out.seed,
+                   DataClass::Exact);
+      }
+      co_out.out.resize(recv_elements(c.coll, c.count, gp) * dtype_size(c.dtype));
+      const size_t at = mine.add(std::move(co_out));
+      CallOut& out = mine.at(at);
+      const CallSpec spec{c.coll,  c.count, c.dtype, c.op, c.scalar, has_peer(c.coll) ? local(c.peer) : -1,
+                          c.tag};
+      FlightRecorder& rec = is_p2p(c.coll) ? *env.recs.p2p[static_cast<size_t>(gi)] : *env.recs.coll[static_cast<size_t>(gi)];
+      next_step = si + 1;  // the call is recorded from here, even if it fails
+      if (c.async) {
+        auto w = comm.call_async(spec, input.data(), out.out.data());
+        if (c.read_before_wait) {
+          rec.read_output(out.seq);
+          std::vector<std::byte> seen(out.out);  // the program reads its output here
+          (void)seen;
+        }
+        // The input must outlive the async call: keep it with the Work.
+        pending.push_back({std::move(w), c.wait, at, std::move(input)});
+      } else {
+        comm.call(spec, input.data(), out.out.data());
+        mine.waited(at);
+      }
+    }
+    next_step = program.size();
+    wait_for(WaitAt::Next);
+    wait_for(WaitAt::End);
+  } catch (...) {
+    record_end(true);
+    throw;
   }
-  wait_for(WaitAt::Next);
-  wait_for(WaitAt::End);
+  record_end(false);
   // WaitAt::Never: the Work is dropped here without wait(); the
   // communicator logs it and the recorder shows it completed, not waited.
 }
@@ -648,7 +692,20 @@ ReplayResult replay_scenario(const Scenario& in, const ReplayOptions& o, World& 
       }
     }
     if (v) {
-      // The guard's finding is the same classification, made before the call.
+      // The guard's finding is the same classification, made before the call
+      // from that call's fingerprints alone. The analysis saw more: the calls
+      // each rank would have issued next, which tell an extra or a skipped
+      // call from a reorder; its finding at that call wins then.
+      const auto realigned = std::find_if(res.diagnoses.begin(), res.diagnoses.end(), [&](const Diagnosis& d) {
+        return (d.kind == DiagnosisKind::ExtraCall || d.kind == DiagnosisKind::SkippedCall) && d.group == v->group &&
+               d.seq == v->seq;
+      });
+      if (realigned != res.diagnoses.end()) {
+        Diagnosis first = *realigned;
+        first.text += " (caught before the call by guarded mode)";
+        res.diagnoses.erase(realigned);
+        v = first;
+      }
       std::erase_if(res.diagnoses, [&](const Diagnosis& d) { return d.kind == v->kind && d.group == v->group; });
       res.diagnoses.insert(res.diagnoses.begin(), *v);
       res.time_to_diagnosis = when;
@@ -662,7 +719,8 @@ ReplayResult replay_scenario(const Scenario& in, const ReplayOptions& o, World& 
   // each rank's counted; the first wrong one is a diagnosis unless the calls
   // disagreed or a payload was corrupted on purpose.
   const bool corrupted = has_diagnosis(res, {DiagnosisKind::CorruptedPayload});
-  const bool mismatch = has_diagnosis(res, {DiagnosisKind::ShapeMismatch, DiagnosisKind::OrderMismatch});
+  const bool mismatch = has_diagnosis(res, {DiagnosisKind::ShapeMismatch, DiagnosisKind::OrderMismatch,
+                                            DiagnosisKind::ExtraCall, DiagnosisKind::SkippedCall});
   for (const auto& v : checked) res.results_checked += v.at("checked").get<size_t>();
   // A link fault that changed nothing: said, so the run does not read like a missed diagnosis.
   std::vector<FaultTally> total(s.faults.size());
