@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <array>
 #include <cmath>
 
@@ -9,8 +10,9 @@ namespace collcheck {
 
 namespace {
 // The registry: one line per nemesis.
-const std::array<const NemesisInfo*, 6> kNemeses = {&kMismatchedShape, &kMisordered,  &kMissingWait,
-                                                    &kSlowLink,        &kStalledRank, &kCorruptedPayload};
+const std::array<const NemesisInfo*, 8> kNemeses = {&kMismatchedShape, &kMisordered,       &kMissingWait,
+                                                    &kSlowLink,        &kStalledRank,      &kCorruptedPayload,
+                                                    &kExtraCall,       &kSkippedCall};
 std::vector<NemesisInfo> registry() {
   std::vector<NemesisInfo> v;
   for (const auto* n : kNemeses) v.push_back(*n);
@@ -47,6 +49,21 @@ int step_of_call(const Program& p, int call) {
     if (n++ == call) return static_cast<int>(i);
   }
   return -1;
+}
+
+ExpectSpec one_call_more(const Scenario& s, const std::vector<int>& with_more, uint64_t seq) {
+  ExpectSpec e;
+  e.seq = seq;
+  if (2 * static_cast<int>(with_more.size()) <= s.ranks) {
+    e.diagnosis = "extra_call";
+    e.ranks = with_more;
+    std::sort(e.ranks.begin(), e.ranks.end());
+    return e;
+  }
+  e.diagnosis = "skipped_call";
+  for (int r = 0; r < s.ranks; ++r)
+    if (std::find(with_more.begin(), with_more.end(), r) == with_more.end()) e.ranks.push_back(r);
+  return e;
 }
 
 int calls_in(const Program& p) {

@@ -95,6 +95,10 @@ int step_of_call(const Program& p, int call);
 int calls_in(const Program& p);
 double fault_number(const Scenario& s, const FaultSpec& f, const std::string& key, double lo, double hi, double dflt);
 int fault_rank(const Scenario& s, const FaultSpec& f, const std::string& key);
+// What the analysis names when `with_more` issued one call, at world call
+// number `seq`, that the other ranks did not: an extra call on them, unless
+// they are a strict majority; then the others skipped it.
+ExpectSpec one_call_more(const Scenario& s, const std::vector<int>& with_more, uint64_t seq);
 
 // The nemeses (one file each).
 extern const NemesisInfo kMismatchedShape;
@@ -103,5 +107,7 @@ extern const NemesisInfo kMissingWait;
 extern const NemesisInfo kSlowLink;
 extern const NemesisInfo kStalledRank;
 extern const NemesisInfo kCorruptedPayload;
+extern const NemesisInfo kExtraCall;
+extern const NemesisInfo kSkippedCall;
 
 }  // namespace collcheck

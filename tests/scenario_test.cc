@@ -109,6 +109,11 @@ TEST(Scenario, BadFilesNameFileLineAndField) {
       {"world: {ranks: 2}\nprogram: [{all_reduce: {}}]\nfaults:\n  - slow_link: {from: 0, to: 7}\n", "faults.slow_link.to: expected a number in [0, 1], got '7'"},
       {"world: {ranks: 2}\nprogram: [{all_reduce: {}}]\nfaults:\n  - missing_wait: {ranks: [1], call: 0, mode: sometimes}\n", "faults.missing_wait.mode: unknown mode 'sometimes'; allowed: never, read_before_wait"},
       {"world: {ranks: 2}\nprogram: [{all_reduce: {}}\n", "bad.yaml:3: syntax: end of sequence flow not found"},
+      {"world: {ranks: 2}\nprogram: [{all_reduce: {}}]\nfaults:\n  - extra_call: {ranks: [0, 1], call: 0}\n", "bad.yaml:4: faults.extra_call.ranks: at least one rank must not make it"},
+      {"world: {ranks: 2}\nprogram: [{all_reduce: {}}]\nfaults:\n  - extra_call: {ranks: [0], call: 0, count: 0}\n", "faults.extra_call.count: expected a number in [1, 1048576], got '0'"},
+      {"world: {ranks: 2}\nprogram: [{all_reduce: {}}]\nfaults:\n  - extra_call: {ranks: [0], call: 0, size: 2}\n", "faults.extra_call.size: unknown parameter; allowed: ranks, call, count, tag"},
+      {"world: {ranks: 3}\ngroups: {tp: [0, 1]}\nprogram: [{all_reduce: {group: tp}}, {all_reduce: {}}]\nfaults:\n  - skipped_call: {ranks: [0], call: 0}\n", "faults.skipped_call.call: call 0 of rank 0 is in process group tp; pick a call of the world"},
+      {"world: {ranks: 2}\nprogram: [{all_reduce: {}}]\nfaults:\n  - skipped_call: {ranks: [1], call: 1}\n", "faults.skipped_call.call: rank 1 has only 1 calls"},
   };
   for (const auto& [yaml, want] : bad) {
     const std::string got = error_of(yaml);
@@ -185,8 +190,9 @@ TEST(Scenario, RepeatBlocksAndPerRankEdits) {
   // What it writes out parses to the same programs.
   const Scenario back = parse_scenario(scenario_to_yaml(s), "back.yaml");
   for (int r = 0; r < 3; ++r) EXPECT_EQ(tags(back.program(r)), tags(s.program(r)));
-  // The skipped barrier on rank 1: it calls call3 where the others call the barrier.
-  Scenario skip = parse_scenario(base + "ranks:\n  1: {skip: [2]}\nexpect: {diagnosis: order_mismatch, ranks: [1], seq: 3}\n",
+  // The skipped barrier on rank 1: it calls call3 where the others call the
+  // barrier, and the calls after it show that it skipped one.
+  Scenario skip = parse_scenario(base + "ranks:\n  1: {skip: [2]}\nexpect: {diagnosis: skipped_call, ranks: [1], seq: 3}\n",
                                  "skip.yaml");
   for (const bool guarded : {true, false}) {
     ReplayOptions o;
@@ -684,7 +690,7 @@ TEST_P(Detection, RandomFaultsAreNamedAndCleanRunsAreClean) {
               "most %.3f s after the start\n",
               worst_margin, worst_guarded);
   EXPECT_EQ(failures, 0u);
-  EXPECT_EQ(by_kind.size(), 7u) << "every nemesis and the clean case were drawn";
+  EXPECT_EQ(by_kind.size(), nemeses().size() + 1) << "every nemesis and the clean case were drawn";
 }
 
 INSTANTIATE_TEST_SUITE_P(Shards, Detection, ::testing::Values(0, 1));
