@@ -33,6 +33,7 @@ void mutate(Scenario& s, const FaultSpec& f) {
     c.async = true;
     if (mode_of(f) == "never") {
       c.wait = WaitAt::Never;
+      c.handle.clear();  // its wait step, if any, then finds nothing pending
       c.read_before_wait = false;
     } else {
       if (c.wait == WaitAt::Call || c.wait == WaitAt::Never) c.wait = WaitAt::Next;

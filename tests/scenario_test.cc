@@ -1070,3 +1070,72 @@ TEST(Replay, ExtraAndSkippedCallsAreAlignedAndNamed) {
     }
   }
 }
+
+// A wait step on a named handle: the async call is waited where the program
+// says (after a sleep and another call here), not before the next call.
+TEST(Replay, AWaitStepWaitsItsHandleWhereTheProgramSays) {
+  const Scenario s = parse_scenario(
+      "world: {ranks: 2}\nprogram:\n"
+      "  - all_reduce: {tag: grads, count: 4096, async: true, handle: g}\n"
+      "  - sleep: 50\n"
+      "  - all_reduce: {tag: loss, count: 1}\n"
+      "  - wait: g\n",
+      "handle.yaml");
+  ASSERT_EQ(s.defaults.size(), 4u);
+  EXPECT_EQ(s.defaults[0].call.wait, WaitAt::Handle);
+  EXPECT_EQ(s.defaults[3].kind, Step::Wait);
+  // What it writes out parses to the same program.
+  EXPECT_EQ(scenario_to_yaml(parse_scenario(scenario_to_yaml(s), "again.yaml")), scenario_to_yaml(s));
+  for (const bool guarded : {true, false}) {
+    ReplayOptions o;
+    o.guarded = guarded;
+    const ReplayResult r = replay_scenario(s, o);
+    EXPECT_TRUE(r.diagnoses.empty()) << format_diagnosis(r.diagnoses.front());
+    EXPECT_EQ(r.results_checked, 4u);
+    size_t seen = 0;
+    for (const auto& d : r.dumps) {
+      if (d.p2p || d.calls.size() != 2) continue;
+      ++seen;
+      const CallRecord& grads = d.calls[0];
+      const CallRecord& loss = d.calls[1];
+      EXPECT_EQ(grads.tag, "grads");
+      EXPECT_GE(grads.t_waited, loss.t_completed) << "rank " << d.rank;
+      EXPECT_GE(grads.t_waited, grads.t_started + 0.045) << "rank " << d.rank << ": waited before the sleep";
+    }
+    EXPECT_EQ(seen, 2u);
+  }
+}
+
+TEST(Scenario, HandlesAreWaitedOnceAndByName) {
+  const std::string head = "world: {ranks: 2}\nprogram:\n";
+  for (const auto& [body, want] : std::vector<std::pair<std::string, std::string>>{
+           {"  - all_reduce: {async: true, handle: g}\n  - wait: h\n",
+            "h.yaml:4: wait: rank 0 has no pending async call with handle 'h' here; pending: g"},
+           {"  - all_reduce: {async: true, handle: g}\n",
+            "h.yaml:3: handle: rank 0 never waits handle 'g'; add a step wait: g (or give the call wait: never"},
+           {"  - all_reduce: {async: true, handle: g}\n  - all_reduce: {async: true, handle: g}\n  - wait: g\n",
+            "h.yaml:4: all_reduce.handle: rank 0's handle 'g' (the call at line 3) is not waited yet"},
+           {"  - all_reduce: {handle: g}\n  - wait: g\n", "program[0].all_reduce.handle: only an async call has a handle"},
+           {"  - all_reduce: {async: true, wait: end, handle: g}\n  - wait: g\n",
+            "program[0].all_reduce.handle: give either wait or handle, not both"},
+           {"  - all_reduce: {async: true, handle: 'a b'}\n  - wait: 'a b'\n",
+            "program[0].all_reduce.handle: 'a b' is not a handle name"},
+           {"  - all_reduce: {async: true, handle: g}\n  - wait: g\n  - wait: g\n",
+            "h.yaml:5: wait: rank 0 has no pending async call with handle 'g' here; pending: none"},
+           // A rank's own edit that drops the wait.
+           {"  - all_reduce: {async: true, handle: g}\n  - all_reduce: {}\n  - wait: g\nranks: {1: {program: [{all_reduce: {async: true, handle: g}}, {all_reduce: {}}]}}\n",
+            "rank 1 never waits handle 'g'"},
+       }) {
+    std::string got = "(accepted)";
+    try {
+      parse_scenario(head + body, "h.yaml");
+    } catch (const ScenarioError& e) {
+      got = e.what();
+    }
+    EXPECT_NE(got.find(want), std::string::npos) << "for:\n" << body << "got: " << got << "\nwant: " << want;
+  }
+  // The same handle again once it was waited: a loop body.
+  EXPECT_NO_THROW(parse_scenario(head + "  - repeat: {times: 3, steps: [{all_reduce: {async: true, handle: g}}, "
+                                        "{all_reduce: {tag: x}}, {wait: g}]}\n",
+                                 "loop.yaml"));
+}

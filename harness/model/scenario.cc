@@ -22,6 +22,7 @@ std::string_view wait_at_name(WaitAt w) {
     case WaitAt::Next: return "next";
     case WaitAt::End: return "end";
     case WaitAt::Never: return "never";
+    case WaitAt::Handle: return "handle";
   }
   return "?";
 }
@@ -97,7 +98,8 @@ class Parser : public YamlFields<ScenarioError> {
       return s;
     }
     if (!n.IsMap()) fail(n, field, "expected a mapping such as {tag: grads, count: 1024}");
-    std::vector<const char*> keys{"tag", "count", "shape", "dtype", "async", "wait", "read_before_wait", "group"};
+    std::vector<const char*> keys{"tag",   "count", "shape",           "dtype",
+                                  "async", "wait",  "read_before_wait", "group", "handle"};
     if (reduces(coll)) keys.insert(keys.end(), {"op", "scalar"});
     if (coll == Collective::Broadcast) keys.push_back("root");
     if (is_p2p(coll)) keys.push_back("peer");
@@ -171,12 +173,34 @@ class Parser : public YamlFields<ScenarioError> {
         fail(n["wait"], field + ".wait", fmt::format("unknown wait '{}'; allowed: next, end, never", w));
       }
     }
+    if (n["handle"]) {
+      // Waited where the program says: a later step `wait: <handle>`.
+      if (!c.async) fail(n["handle"], field + ".handle", "only an async call has a handle; add async: true");
+      if (n["wait"]) fail(n["handle"], field + ".handle", "give either wait or handle, not both");
+      c.handle = handle_name(n["handle"], field + ".handle");
+      c.wait = WaitAt::Handle;
+    }
     if (n["read_before_wait"]) {
       c.read_before_wait = scalar<bool>(n["read_before_wait"], field + ".read_before_wait", "true or false");
       if (c.read_before_wait && !c.async)
         fail(n["read_before_wait"], field + ".read_before_wait", "only an async call can be read before its wait");
     }
     return s;
+  }
+
+  std::string handle_name(const YAML::Node& n, const std::string& field) const {
+    const auto h = scalar<std::string>(n, field, "a handle name");
+    if (h.empty() || h.size() > 64 || !std::all_of(h.begin(), h.end(), [](char ch) {
+          return std::isalnum(static_cast<unsigned char>(ch)) || ch == '_' || ch == '-' || ch == '.';
+        }))
+      fail(n, field, fmt::format("'{}' is not a handle name: 1 to 64 letters, digits, '_', '-' or '.'", h));
+    return h;
+  }
+
+  static std::string open_handles(const std::map<std::string, int>& open) {
+    std::string h;
+    for (const auto& [name, line] : open) h += (h.empty() ? "" : ", ") + name;
+    return h.empty() ? "none" : h;
   }
 
   static std::string group_choices(const Scenario& sc) {
@@ -186,7 +210,7 @@ class Parser : public YamlFields<ScenarioError> {
   }
 
   static std::string step_choices() {
-    return collective_choices() + ", sleep, stall, synchronize";
+    return collective_choices() + ", sleep, stall, synchronize, wait";
   }
 
   Program program(const YAML::Node& n, const std::string& field, const Scenario& sc, int first_call = 0) {
@@ -230,6 +254,12 @@ class Parser : public YamlFields<ScenarioError> {
             p.push_back(x);
             if (x.kind == Step::Call && t > 0 && !explicit_tag(x)) p.back().call.tag = fmt::format("call{}", calls++);
           }
+      } else if (key == "wait") {
+        Step s;
+        s.kind = Step::Wait;
+        s.line = st.Mark().line + 1;
+        s.handle = handle_name(v, f + ".wait");
+        p.push_back(s);
       } else if (key == "sleep" || key == "stall" || key == "synchronize") {
         Step s;
         s.kind = key == "sleep" ? Step::Sleep : key == "stall" ? Step::Stall : Step::Synchronize;
@@ -380,6 +410,30 @@ class Parser : public YamlFields<ScenarioError> {
         if (kv.second["skip"] || kv.second["insert"]) s.overrides[rank] = edited(kv.second, f, s.overrides[rank], s);
       }
     }
+    // Each handle is waited once, after its call and before the handle is
+    // used again; a call that is never waited says wait: never.
+    for (int r = 0; r < s.ranks; ++r) {
+      std::map<std::string, int> open;  // handle -> the line of its call
+      for (const auto& st : s.program(r)) {
+        if (st.kind == Step::Call && !st.call.handle.empty()) {
+          if (auto it = open.find(st.call.handle); it != open.end())
+            throw ScenarioError(fmt::format("{}:{}: {}.handle: rank {}'s handle '{}' (the call at line {}) is not "
+                                            "waited yet; wait it first or name this one differently",
+                                            file_, st.line, collective_name(st.call.coll), r, st.call.handle,
+                                            it->second));
+          open[st.call.handle] = st.line;
+        } else if (st.kind == Step::Wait) {
+          if (!open.erase(st.handle))
+            throw ScenarioError(fmt::format("{}:{}: wait: rank {} has no pending async call with handle '{}' here; "
+                                            "pending: {}",
+                                            file_, st.line, r, st.handle, open_handles(open)));
+        }
+      }
+      if (!open.empty())
+        throw ScenarioError(fmt::format("{}:{}: handle: rank {} never waits handle '{}'; add a step wait: {} (or give "
+                                        "the call wait: never to leave it unwaited)",
+                                        file_, open.begin()->second, r, open.begin()->first, open.begin()->first));
+    }
     // A rank cannot send to or receive from itself.
     for (int r = 0; r < s.ranks; ++r)
       for (const auto& st : s.program(r))
@@ -500,6 +554,8 @@ void emit_program(YAML::Emitter& y, const Program& p) {
       y << YAML::Key << "stall" << YAML::Value << true;
     } else if (s.kind == Step::Synchronize) {
       y << YAML::Key << "synchronize" << YAML::Value << true;
+    } else if (s.kind == Step::Wait) {
+      y << YAML::Key << "wait" << YAML::Value << s.handle;
     } else {
       const CallStep& c = s.call;
       y << YAML::Key << std::string(collective_name(c.coll)) << YAML::Value << YAML::Flow << YAML::BeginMap;
@@ -516,7 +572,10 @@ void emit_program(YAML::Emitter& y, const Program& p) {
       if (reduces(c.coll) && c.op == RedOp::PreMulSum) y << YAML::Key << "scalar" << YAML::Value << c.scalar;
       if (c.async) {
         y << YAML::Key << "async" << YAML::Value << true;
-        y << YAML::Key << "wait" << YAML::Value << std::string(wait_at_name(c.wait));
+        if (c.wait == WaitAt::Handle)
+          y << YAML::Key << "handle" << YAML::Value << c.handle;
+        else
+          y << YAML::Key << "wait" << YAML::Value << std::string(wait_at_name(c.wait));
         if (c.read_before_wait) y << YAML::Key << "read_before_wait" << YAML::Value << true;
       }
       y << YAML::EndMap;

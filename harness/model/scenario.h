@@ -36,6 +36,7 @@ enum class WaitAt : uint8_t {
   Next,   // right before the rank's next call (or at the end)
   End,    // after the rank's last call
   Never,  // the Work is dropped without wait()
+  Handle, // at the program's `wait: <handle>` step (CallStep::handle)
 };
 std::string_view wait_at_name(WaitAt w);
 
@@ -52,15 +53,18 @@ struct CallStep {
   double scalar = 1.0;
   bool async = false;
   WaitAt wait = WaitAt::Call;
+  std::string handle;  // WaitAt::Handle: the name a later `wait: <handle>` step waits on
   bool read_before_wait = false;  // the program reads the output before wait()
 };
 
 struct Step {
   // Synchronize: the device-wide sync (cuda.synchronize(), .tolist()): waits
   // until every call this rank issued, in every group, has finished.
-  enum Kind : uint8_t { Call, Sleep, Stall, Synchronize } kind = Call;
+  // Wait: waits the async call of this rank whose handle is `handle`.
+  enum Kind : uint8_t { Call, Sleep, Stall, Synchronize, Wait } kind = Call;
   CallStep call;
   double sleep_ms = 0;  // Sleep
+  std::string handle;   // Wait
   int line = 0;         // where it was written, for messages
 };
 using Program = std::vector<Step>;

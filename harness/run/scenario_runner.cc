@@ -347,12 +347,14 @@ void run_rank_program(RankEnv& env, Links& base) {
     WaitAt at;
     size_t index;
     std::vector<std::byte> input;
+    std::string handle;  // WaitAt::Handle
   };
   std::vector<Pending> pending;
   auto& mine = env.outs;
-  auto wait_for = [&](WaitAt at) {
+  // Waits every pending call due at `at` (WaitAt::Handle: the one with that handle).
+  auto wait_for = [&](WaitAt at, const std::string& handle = "") {
     for (auto& pw : pending) {
-      if (pw.work && pw.at == at) {
+      if (pw.work && pw.at == at && pw.handle == handle) {
         pw.work->wait();
         pw.work.reset();
         std::vector<std::byte>().swap(pw.input);
@@ -410,6 +412,12 @@ void run_rank_program(RankEnv& env, Links& base) {
         env.stall();
         return;
       }
+      if (st.kind == Step::Wait) {
+        // The program's wait on a handle (a fault may have made its call
+        // never waited: nothing is pending then).
+        wait_for(WaitAt::Handle, st.handle);
+        continue;
+      }
       if (st.kind == Step::Synchronize) {
         // The device-wide sync: every call issued so far, in every group, must
         // finish. It does not wait() any Work: an unwaited one stays unwaited.
@@ -463,7 +471,7 @@ void run_rank_program(RankEnv& env, Links& base) {
           (void)seen;
         }
         // The input must outlive the async call: keep it with the Work.
-        pending.push_back({std::move(w), c.wait, at, std::move(input)});
+        pending.push_back({std::move(w), c.wait, at, std::move(input), c.handle});
       } else {
         comm.call(spec, input.data(), out.out.data());
         mine.waited(at);
