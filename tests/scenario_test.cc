@@ -1134,6 +1134,32 @@ TEST(Scenario, HandlesAreWaitedOnceAndByName) {
     }
     EXPECT_NE(got.find(want), std::string::npos) << "for:\n" << body << "got: " << got << "\nwant: " << want;
   }
+  // wait: {before: k}: a handle and a wait step right before call k.
+  const Scenario before = parse_scenario(head + "  - all_reduce: {tag: g, async: true, wait: {before: 2}}\n"
+                                                "  - all_reduce: {tag: loss}\n  - all_reduce: {tag: norm}\n",
+                                         "before.yaml");
+  ASSERT_EQ(before.defaults.size(), 4u);
+  EXPECT_EQ(before.defaults[2].kind, Step::Wait);
+  EXPECT_EQ(before.defaults[2].handle, before.defaults[0].call.handle);
+  EXPECT_EQ(before.defaults[3].call.tag, "norm");
+  EXPECT_EQ(scenario_to_yaml(parse_scenario(scenario_to_yaml(before), "again.yaml")), scenario_to_yaml(before));
+  for (const auto& [body, want] : std::vector<std::pair<std::string, std::string>>{
+           {"  - all_reduce: {async: true, wait: {before: 0}}\n  - all_reduce: {}\n",
+            "h.yaml:3: program.wait.before: call 0 is not a later call of this list; allowed: 1 to 1"},
+           {"  - all_reduce: {async: true, wait: {before: 5}}\n",
+            "call 5 is not a later call of this list; allowed: none (it is the last call)"},
+           {"  - repeat: {times: 2, steps: [{all_reduce: {async: true, wait: {before: 1}}}, {all_reduce: {}}]}\n",
+            "wait: {before: <call>} inside a repeat"},
+           {"  - all_reduce: {async: true, wait: {after: 1}}\n  - all_reduce: {}\n", "unknown key 'after'"},
+       }) {
+    std::string got = "(accepted)";
+    try {
+      parse_scenario(head + body, "h.yaml");
+    } catch (const ScenarioError& e) {
+      got = e.what();
+    }
+    EXPECT_NE(got.find(want), std::string::npos) << "for:\n" << body << "got: " << got << "\nwant: " << want;
+  }
   // The same handle again once it was waited: a loop body.
   EXPECT_NO_THROW(parse_scenario(head + "  - repeat: {times: 3, steps: [{all_reduce: {async: true, handle: g}}, "
                                         "{all_reduce: {tag: x}}, {wait: g}]}\n",

@@ -160,9 +160,16 @@ class Parser : public YamlFields<ScenarioError> {
     if (n["scalar"]) c.scalar = number(n["scalar"], field + ".scalar", -1e30, 1e30);
     if (n["async"]) c.async = scalar<bool>(n["async"], field + ".async", "true or false");
     c.wait = c.async ? WaitAt::Next : WaitAt::Call;
-    if (n["wait"]) {
+    if (n["wait"] && n["wait"].IsMap()) {
+      // wait: {before: k}: waited right before the program's call k (from 0).
       if (!c.async) fail(n["wait"], field + ".wait", "only an async call has a wait; add async: true");
-      const auto w = scalar<std::string>(n["wait"], field + ".wait", "next, end or never");
+      only_keys(n["wait"], field + ".wait", {"before"});
+      if (!n["wait"]["before"]) fail(n["wait"], field + ".wait.before", "missing: the call (from 0) it is waited before");
+      c.wait_before = integer(n["wait"]["before"], field + ".wait.before", 0, 1 << 24);
+      c.wait = WaitAt::Handle;
+    } else if (n["wait"]) {
+      if (!c.async) fail(n["wait"], field + ".wait", "only an async call has a wait; add async: true");
+      const auto w = scalar<std::string>(n["wait"], field + ".wait", "next, end, never or {before: <call>}");
       if (w == "next") {
         c.wait = WaitAt::Next;
       } else if (w == "end") {
@@ -170,7 +177,7 @@ class Parser : public YamlFields<ScenarioError> {
       } else if (w == "never") {
         c.wait = WaitAt::Never;
       } else {
-        fail(n["wait"], field + ".wait", fmt::format("unknown wait '{}'; allowed: next, end, never", w));
+        fail(n["wait"], field + ".wait", fmt::format("unknown wait '{}'; allowed: next, end, never, {{before: <call>}}", w));
       }
     }
     if (n["handle"]) {
@@ -217,7 +224,45 @@ class Parser : public YamlFields<ScenarioError> {
     Program p;
     int calls = first_call;
     steps_into(p, n, field, sc, calls);
-    return p;
+    return waits_before_placed(std::move(p), field);
+  }
+
+  // Each `wait: {before: k}` becomes a handle and a wait step right before
+  // call k of the list it was written in (calls counted from 0).
+  Program waits_before_placed(Program p, const std::string& field) const {
+    std::multimap<int, Step> waits;  // call index -> the wait steps before it
+    int ci = 0;
+    const int n = calls_of(p);
+    for (Step& st : p) {
+      if (st.kind != Step::Call) continue;
+      CallStep& c = st.call;
+      if (c.wait_before >= 0) {
+        if (c.wait_before <= ci || c.wait_before >= n)
+          throw ScenarioError(fmt::format("{}:{}: {}.wait.before: call {} is not a later call of this list; allowed: "
+                                          "{}",
+                                          file_, st.line, field, c.wait_before,
+                                          ci + 1 < n ? fmt::format("{} to {}", ci + 1, n - 1) : "none (it is the last call)"));
+        c.handle = fmt::format("before{}_of{}", c.wait_before, ci);
+        Step w;
+        w.kind = Step::Wait;
+        w.line = st.line;
+        w.handle = c.handle;
+        waits.emplace(c.wait_before, w);
+        c.wait_before = -1;
+      }
+      ++ci;
+    }
+    if (waits.empty()) return p;
+    Program out;
+    ci = 0;
+    for (Step& st : p) {
+      if (st.kind == Step::Call) {
+        auto [a, b] = waits.equal_range(ci++);
+        for (auto it = a; it != b; ++it) out.push_back(it->second);
+      }
+      out.push_back(std::move(st));
+    }
+    return out;
   }
 
   // Appends the steps of list `n` to `p`; `calls` numbers the calls (default tags call<i>).
@@ -246,6 +291,11 @@ class Parser : public YamlFields<ScenarioError> {
         const auto times = static_cast<size_t>(integer(v["times"], rf + ".times", 0, 1 << 20));
         Program once;
         steps_into(once, v["steps"], rf + ".steps", sc, calls);
+        for (const Step& x : once)
+          if (x.kind == Step::Call && x.call.wait_before >= 0)
+            throw ScenarioError(fmt::format("{}:{}: {}.steps: wait: {{before: <call>}} inside a repeat; give the call "
+                                            "a handle and a step wait: <handle> in the block instead",
+                                            file_, x.line, rf));
         // Each copy counts against the step limit, before it is made.
         steps_ += once.size() * (times > 0 ? times - 1 : 0);
         check_steps(v, rf);
@@ -321,6 +371,7 @@ class Parser : public YamlFields<ScenarioError> {
         const int k = integer(it[where], fmt::format("{}.{}", fi, where), 0, n - 1);
         Program steps;
         steps_into(steps, it["steps"], fi + ".steps", sc, calls);
+        steps = waits_before_placed(std::move(steps), fi + ".steps");
         (it["after"] ? after : before)[k].push_back(std::move(steps));
       }
     }

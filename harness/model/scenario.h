@@ -54,6 +54,7 @@ struct CallStep {
   bool async = false;
   WaitAt wait = WaitAt::Call;
   std::string handle;  // WaitAt::Handle: the name a later `wait: <handle>` step waits on
+  int wait_before = -1;  // while parsing `wait: {before: k}`: the call k it is waited before
   bool read_before_wait = false;  // the program reads the output before wait()
 };
 
