@@ -80,7 +80,7 @@ std::vector<std::string> examples() {
 
 TEST(Scenario, BadFilesNameFileLineAndField) {
   const std::pair<std::string, std::string> bad[] = {
-      {"world: {ranks: 0}\nprogram: []\n", "bad.yaml:1: world.ranks: expected an integer in [1, 512], got 0"},
+      {"world: {ranks: 0}\nprogram: []\n", "bad.yaml:1: world.ranks: expected an integer in [1, 4096], got 0"},
       {"program: []\n", "bad.yaml:1: world: missing"},
       {"world: {ranks: 2}\nprogram:\n  - all_reduce: {count: -3}\n", "bad.yaml:3: program[0].all_reduce.count: expected a non-negative integer"},
       {"world: {ranks: 2}\nprogram:\n  - all_reduce: {dtype: float128}\n", "bad.yaml:3: program[0].all_reduce.dtype: unknown dtype 'float128'; allowed: int8"},

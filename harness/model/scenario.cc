@@ -402,7 +402,7 @@ class Parser : public YamlFields<ScenarioError> {
     if (!root["world"]) fail(root, "world", "missing; e.g. world: {ranks: 4}");
     only_keys(root["world"], "world", {"ranks", "kind"});
     if (!root["world"]["ranks"]) fail(root["world"], "world.ranks", "missing");
-    s.ranks = integer(root["world"]["ranks"], "world.ranks", 1, 512);
+    s.ranks = integer(root["world"]["ranks"], "world.ranks", 1, 4096);
     if (root["world"]["kind"]) {
       s.world = scalar<std::string>(root["world"]["kind"], "world.kind", "threads or mpi");
       if (s.world != "threads" && s.world != "mpi")
