@@ -10,18 +10,7 @@ namespace collcheck {
 namespace {
 
 void validate(const Scenario& s, const FaultSpec& f) {
-  if (f.ranks.empty()) fault_error(s, f, "ranks", "missing: which ranks issue the extra call");
-  if (static_cast<int>(f.ranks.size()) >= s.ranks) fault_error(s, f, "ranks", "at least one rank must not make it");
-  if (f.calls.size() != 1) fault_error(s, f, "call", "expected one call index (from 0): the extra call comes before it");
-  for (int r : f.ranks) {
-    const Program& p = s.program(r);
-    if (f.calls[0] >= calls_in(p))
-      fault_error(s, f, "call", fmt::format("rank {} has only {} calls", r, calls_in(p)));
-    const auto& c = p[static_cast<size_t>(step_of_call(p, f.calls[0]))].call;
-    if (!c.group.empty())
-      fault_error(s, f, "call", fmt::format("call {} of rank {} is in process group {}; pick a call of the world",
-                                            f.calls[0], r, c.group));
-  }
+  validate_one_world_call(s, f, "issue the extra call");
   for (const auto& [k, v] : f.fields)
     if (k != "count" && k != "tag") fault_error(s, f, k, "unknown parameter; allowed: ranks, call, count, tag");
   fault_number(s, f, "count", 1, 1 << 20, 1);

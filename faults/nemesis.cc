@@ -51,6 +51,21 @@ int step_of_call(const Program& p, int call) {
   return -1;
 }
 
+void validate_one_world_call(const Scenario& s, const FaultSpec& f, std::string_view what) {
+  if (f.ranks.empty()) fault_error(s, f, "ranks", fmt::format("missing: which ranks {}", what));
+  if (static_cast<int>(f.ranks.size()) >= s.ranks) fault_error(s, f, "ranks", fmt::format("at least one rank must not {}", what));
+  if (f.calls.size() != 1) fault_error(s, f, "call", "expected one call index (from 0)");
+  for (int r : f.ranks) {
+    const Program& p = s.program(r);
+    if (f.calls[0] >= calls_in(p))
+      fault_error(s, f, "call", fmt::format("rank {} has only {} calls", r, calls_in(p)));
+    const auto& c = p[static_cast<size_t>(step_of_call(p, f.calls[0]))].call;
+    if (!c.group.empty())
+      fault_error(s, f, "call", fmt::format("call {} of rank {} is in process group {}; pick a call of the world",
+                                            f.calls[0], r, c.group));
+  }
+}
+
 ExpectSpec one_call_more(const Scenario& s, const std::vector<int>& with_more, uint64_t seq) {
   ExpectSpec e;
   e.seq = seq;

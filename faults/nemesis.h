@@ -95,6 +95,10 @@ int step_of_call(const Program& p, int call);
 int calls_in(const Program& p);
 double fault_number(const Scenario& s, const FaultSpec& f, const std::string& key, double lo, double hi, double dflt);
 int fault_rank(const Scenario& s, const FaultSpec& f, const std::string& key);
+// Checks `ranks` (some, not all) and `call` (one call of the world that each
+// of those ranks has) for a nemesis that adds or removes a call; `what` says
+// what the ranks do ("issue the extra call").
+void validate_one_world_call(const Scenario& s, const FaultSpec& f, std::string_view what);
 // What the analysis names when `with_more` issued one call, at world call
 // number `seq`, that the other ranks did not: an extra call on them, unless
 // they are a strict majority; then the others skipped it.

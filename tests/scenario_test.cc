@@ -109,7 +109,7 @@ TEST(Scenario, BadFilesNameFileLineAndField) {
       {"world: {ranks: 2}\nprogram: [{all_reduce: {}}]\nfaults:\n  - slow_link: {from: 0, to: 7}\n", "faults.slow_link.to: expected a number in [0, 1], got '7'"},
       {"world: {ranks: 2}\nprogram: [{all_reduce: {}}]\nfaults:\n  - missing_wait: {ranks: [1], call: 0, mode: sometimes}\n", "faults.missing_wait.mode: unknown mode 'sometimes'; allowed: never, read_before_wait"},
       {"world: {ranks: 2}\nprogram: [{all_reduce: {}}\n", "bad.yaml:3: syntax: end of sequence flow not found"},
-      {"world: {ranks: 2}\nprogram: [{all_reduce: {}}]\nfaults:\n  - extra_call: {ranks: [0, 1], call: 0}\n", "bad.yaml:4: faults.extra_call.ranks: at least one rank must not make it"},
+      {"world: {ranks: 2}\nprogram: [{all_reduce: {}}]\nfaults:\n  - extra_call: {ranks: [0, 1], call: 0}\n", "bad.yaml:4: faults.extra_call.ranks: at least one rank must not issue the extra call"},
       {"world: {ranks: 2}\nprogram: [{all_reduce: {}}]\nfaults:\n  - extra_call: {ranks: [0], call: 0, count: 0}\n", "faults.extra_call.count: expected a number in [1, 1048576], got '0'"},
       {"world: {ranks: 2}\nprogram: [{all_reduce: {}}]\nfaults:\n  - extra_call: {ranks: [0], call: 0, size: 2}\n", "faults.extra_call.size: unknown parameter; allowed: ranks, call, count, tag"},
       {"world: {ranks: 3}\ngroups: {tp: [0, 1]}\nprogram: [{all_reduce: {group: tp}}, {all_reduce: {}}]\nfaults:\n  - skipped_call: {ranks: [0], call: 0}\n", "faults.skipped_call.call: call 0 of rank 0 is in process group tp; pick a call of the world"},
@@ -1110,6 +1110,14 @@ TEST(Replay, AWaitStepWaitsItsHandleWhereTheProgramSays) {
 
 TEST(Scenario, HandlesAreWaitedOnceAndByName) {
   const std::string head = "world: {ranks: 2}\nprogram:\n";
+  auto error_in = [&](const std::string& body) {
+    try {
+      parse_scenario(head + body, "h.yaml");
+    } catch (const ScenarioError& e) {
+      return std::string(e.what());
+    }
+    return std::string("(accepted)");
+  };
   for (const auto& [body, want] : std::vector<std::pair<std::string, std::string>>{
            {"  - all_reduce: {async: true, handle: g}\n  - wait: h\n",
             "h.yaml:4: wait: rank 0 has no pending async call with handle 'h' here; pending: g"},
@@ -1128,12 +1136,7 @@ TEST(Scenario, HandlesAreWaitedOnceAndByName) {
            {"  - all_reduce: {async: true, handle: g}\n  - all_reduce: {}\n  - wait: g\nranks: {1: {program: [{all_reduce: {async: true, handle: g}}, {all_reduce: {}}]}}\n",
             "rank 1 never waits handle 'g'"},
        }) {
-    std::string got = "(accepted)";
-    try {
-      parse_scenario(head + body, "h.yaml");
-    } catch (const ScenarioError& e) {
-      got = e.what();
-    }
+    const std::string got = error_in(body);
     EXPECT_NE(got.find(want), std::string::npos) << "for:\n" << body << "got: " << got << "\nwant: " << want;
   }
   // wait: {before: k}: a handle and a wait step right before call k.
@@ -1154,12 +1157,7 @@ TEST(Scenario, HandlesAreWaitedOnceAndByName) {
             "wait: {before: <call>} inside a repeat"},
            {"  - all_reduce: {async: true, wait: {after: 1}}\n  - all_reduce: {}\n", "unknown key 'after'"},
        }) {
-    std::string got = "(accepted)";
-    try {
-      parse_scenario(head + body, "h.yaml");
-    } catch (const ScenarioError& e) {
-      got = e.what();
-    }
+    const std::string got = error_in(body);
     EXPECT_NE(got.find(want), std::string::npos) << "for:\n" << body << "got: " << got << "\nwant: " << want;
   }
   // The same handle again once it was waited: a loop body.

@@ -95,46 +95,45 @@ const RankDump* dump_of(const Dumps& dumps, int rank) {
   return nullptr;
 }
 
-// An extra call on `extra`, or (with a strict majority that has them)
+// `extra` issued s calls at call #k that `other` did not; the text, and the
+// caveat when there is no strict majority to say which side is wrong.
+void extra_call(Diagnosis& d, uint64_t k, size_t s, const std::vector<int>& extra, const Rest& rextra,
+                const std::vector<int>& other, const Rest& rother, bool majority) {
+  d.kind = DiagnosisKind::ExtraCall;
+  d.ranks = extra;
+  d.text = fmt::format("{} issued {}, {} ({}), that {} did not: {}'s call #{} ({}) is {}'s call #{}, and the calls "
+                       "after it agree again",
+                       ranks_text(extra), s == 1 ? "an extra call" : fmt::format("{} extra calls", s), calls_text(k, s),
+                       fps_text(rextra, s), ranks_text(other), ranks_text(other), k, fp_text(*rother.calls.front()),
+                       ranks_text(extra), k + s);
+  if (!majority)
+    d.text += fmt::format(" (with no strict majority, {} skipping {} would look the same)", ranks_text(other),
+                          s == 1 ? "it" : "them");
+}
+
+// An extra call on the odd ranks, or (with a strict majority that has them)
 // calls that the odd ranks left out, into d; false when the sequences do not
 // realign.
 bool realign(const Dumps& dumps, uint64_t k, const std::vector<int>& ref, const std::vector<int>& odd,
              bool majority, Diagnosis& d) {
   const Rest rref = rest_of(*dump_of(dumps, ref.front()), k), rodd = rest_of(*dump_of(dumps, odd.front()), k);
   if (const auto s = shift_of(dumps, odd, ref.front(), k)) {
-    d.kind = DiagnosisKind::ExtraCall;
-    d.ranks = odd;
-    d.text = fmt::format("{} issued {}, {} ({}), that {} did not: {}'s call #{} ({}) is {}'s call #{}, and the "
-                         "calls after it agree again",
-                         ranks_text(odd), *s == 1 ? "an extra call" : fmt::format("{} extra calls", *s),
-                         calls_text(k, *s), fps_text(rodd, *s), ranks_text(ref), ranks_text(ref), k,
-                         fp_text(*rref.calls.front()), ranks_text(odd), k + *s);
-    if (!majority)
-      d.text += fmt::format(" (with no strict majority, {} skipping {} would look the same)", ranks_text(ref),
-                            *s == 1 ? "it" : "them");
+    extra_call(d, k, *s, odd, rodd, ref, rref, majority);
     return true;
   }
-  if (const auto s = shift_of(dumps, ref, odd.front(), k)) {
-    if (majority) {
-      d.kind = DiagnosisKind::SkippedCall;
-      d.ranks = odd;
-      d.text = fmt::format("{} skipped {} ({}) that {} made: {}'s call #{} ({}) is their call #{}, and the calls "
-                           "after it agree again",
-                           ranks_text(odd), calls_text(k, *s), fps_text(rref, *s), ranks_text(ref), ranks_text(odd),
-                           k, fp_text(*rodd.calls.front()), k + *s);
-    } else {
-      d.kind = DiagnosisKind::ExtraCall;
-      d.ranks = ref;
-      d.text = fmt::format("{} issued {}, {} ({}), that {} did not: {}'s call #{} ({}) is {}'s call #{}, and the "
-                           "calls after it agree again (with no strict majority, {} skipping {} would look the same)",
-                           ranks_text(ref), *s == 1 ? "an extra call" : fmt::format("{} extra calls", *s),
-                           calls_text(k, *s), fps_text(rref, *s), ranks_text(odd), ranks_text(odd), k,
-                           fp_text(*rodd.calls.front()), ranks_text(ref), k + *s, ranks_text(odd),
-                           *s == 1 ? "it" : "them");
-    }
+  const auto s = shift_of(dumps, ref, odd.front(), k);
+  if (!s) return false;
+  if (!majority) {
+    extra_call(d, k, *s, ref, rref, odd, rodd, majority);
     return true;
   }
-  return false;
+  d.kind = DiagnosisKind::SkippedCall;
+  d.ranks = odd;
+  d.text = fmt::format("{} skipped {} ({}) that {} made: {}'s call #{} ({}) is their call #{}, and the calls after "
+                       "it agree again",
+                       ranks_text(odd), calls_text(k, *s), fps_text(rref, *s), ranks_text(ref), ranks_text(odd), k,
+                       fp_text(*rodd.calls.front()), k + *s);
+  return true;
 }
 
 }  // namespace
