@@ -215,3 +215,122 @@ TEST(Communicator, RejectsUnknownAlgorithm) {
   ASSERT_FALSE(run.ok());
   EXPECT_NE(run.ranks[0].error.find("allowed: ring, tree, dbtree"), std::string::npos) << run.ranks[0].error;
 }
+
+// ---- The caller progress rule (CommOptions::caller_progress, MPI's) ----
+
+namespace {
+CommOptions caller_progress(std::chrono::milliseconds t) {
+  CommOptions o("ring", t);
+  o.caller_progress = true;
+  return o;
+}
+CallSpec p2p(Collective c, int peer, size_t count) { return CallSpec{c, count, DType::Int32, RedOp::Sum, 1.0, peer, "x"}; }
+}  // namespace
+
+// An isend left alone does not move until its rank enters the communicator
+// again (here: its wait); on the device's stream it moves by itself.
+TEST(CallerProgress, AnIsendMovesOnlyWhenItsRankEntersTheLibrary) {
+  for (const bool caller : {true, false}) {
+    ThreadWorld w(2);
+    std::atomic<bool> received{false};
+    std::atomic<bool> received_before_wait{false};
+    auto run = w.run(
+        [&](RankContext& c) {
+          CommOptions o = caller ? caller_progress(5000ms) : CommOptions("ring", 5000ms);
+          Communicator comm(c.links(), o);
+          std::vector<int32_t> buf(1000, c.rank() + 7);
+          if (c.rank() == 0) {
+            auto work = comm.call_async(p2p(Collective::Send, 1, buf.size()), buf.data(), nullptr);
+            // Up to 300 ms for the receive to complete without this rank.
+            for (int i = 0; i < 300 && !received; ++i) std::this_thread::sleep_for(1ms);
+            received_before_wait = received.load();
+            work->wait();
+          } else {
+            comm.call(p2p(Collective::Recv, 0, buf.size()), nullptr, buf.data());
+            EXPECT_EQ(buf[999], 7);
+            received = true;
+          }
+        },
+        10s);
+    ASSERT_TRUE(run.ok()) << run.failures();
+    EXPECT_EQ(received_before_wait.load(), !caller) << (caller ? "caller progress" : "stream progress");
+  }
+}
+
+// Two pending sends of one rank move together once it enters the library: a
+// receiver that takes the second first does not wait on the first (each
+// posts on a lane of its own, as MPI progresses every pending request).
+TEST(CallerProgress, PendingSendsDoNotWaitOnEachOther) {
+  ThreadWorld w(3);
+  auto run = w.run(
+      [&](RankContext& c) {
+        Communicator comm(c.links(), caller_progress(3000ms));
+        std::vector<int32_t> a(64, 1), b(64, 2), in(64, 0);
+        if (c.rank() == 0) {
+          auto to1 = comm.call_async(p2p(Collective::Send, 1, 64), a.data(), nullptr);
+          auto to2 = comm.call_async(p2p(Collective::Send, 2, 64), b.data(), nullptr);
+          to1->wait();  // enters the library: both sends move
+          to2->wait();
+        } else if (c.rank() == 1) {
+          comm.call(p2p(Collective::Recv, 2, 64), nullptr, in.data());  // rank 2 sends only after rank 0's to it
+          comm.call(p2p(Collective::Recv, 0, 64), nullptr, in.data());
+          EXPECT_EQ(in[0], 1);
+        } else {
+          comm.call(p2p(Collective::Recv, 0, 64), nullptr, in.data());
+          EXPECT_EQ(in[0], 2);
+          comm.call(p2p(Collective::Send, 1, 64), in.data(), nullptr);
+        }
+      },
+      10s);
+  ASSERT_TRUE(run.ok()) << run.failures();
+}
+
+// finish() is the rank's last entry (MPI_Finalize): a never-waited isend
+// moves. Without it, the communicator going fails the call's Work, never run.
+TEST(CallerProgress, FinishMovesWhatIsLeftAndAnUnmovedCallFailsItsWork) {
+  {
+    ThreadWorld w(2);
+    std::atomic<bool> received{false};
+    auto run = w.run(
+        [&](RankContext& c) {
+          Communicator comm(c.links(), caller_progress(3000ms));
+          std::vector<int32_t> buf(16, 5);
+          if (c.rank() == 0) {
+            auto never_waited = comm.call_async(p2p(Collective::Send, 1, 16), buf.data(), nullptr);
+            comm.finish();
+            // The receive completes with this rank outside the library.
+            for (int i = 0; i < 3000 && !received; ++i) std::this_thread::sleep_for(1ms);
+            EXPECT_TRUE(received.load()) << "finish() did not move the pending send";
+          } else {
+            std::vector<int32_t> in(16, 0);
+            comm.call(p2p(Collective::Recv, 0, 16), nullptr, in.data());
+            EXPECT_EQ(in[15], 5);
+            received = true;
+          }
+        },
+        10s);
+    ASSERT_TRUE(run.ok()) << run.failures();
+  }
+  {
+    ThreadWorld w(2);
+    std::string error;
+    auto run = w.run(
+        [&](RankContext& c) {
+          if (c.rank() != 0) return;
+          std::vector<int32_t> buf(16, 5);
+          std::unique_ptr<Work> work;
+          {
+            Communicator comm(c.links(), caller_progress(3000ms));
+            work = comm.call_async(p2p(Collective::Send, 1, 16), buf.data(), nullptr);
+          }
+          try {
+            work->wait();
+          } catch (const std::exception& e) {
+            error = e.what();
+          }
+        },
+        10s);
+    ASSERT_TRUE(run.ok()) << run.failures();
+    EXPECT_NE(error.find("never progressed"), std::string::npos) << error;
+  }
+}

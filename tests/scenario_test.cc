@@ -98,6 +98,10 @@ TEST(Scenario, BadFilesNameFileLineAndField) {
       {"world: {ranks: 3}\ngroups: {tp: [0, 5]}\nprogram: []\n", "bad.yaml:2: groups.tp[1]: expected an integer in [0, 2], got 5"},
       {"world: {ranks: 3}\ngroups: {tp: [0, 0]}\nprogram: []\n", "bad.yaml:2: groups.tp: a rank is listed twice"},
       {"world: {ranks: 3}\ngroups: {world: [0]}\nprogram: []\n", "groups.world: 'world' is every rank already"},
+      {"world: {ranks: 3}\ngroups: {mpi: {ranks: [0, 1], progress: eager}}\nprogram: []\n", "bad.yaml:2: groups.mpi.progress: unknown progress rule 'eager'; allowed: stream (the device's, NCCL), caller"},
+      {"world: {ranks: 3}\ngroups: {mpi: {progress: caller}}\nprogram: []\n", "bad.yaml:2: groups.mpi.ranks: missing: the group's world ranks"},
+      {"world: {ranks: 3}\ngroups: {mpi: {ranks: [0, 4], progress: caller}}\nprogram: []\n", "bad.yaml:2: groups.mpi.ranks[1]: expected an integer in [0, 2], got 4"},
+      {"world: {ranks: 3}\ngroups: {mpi: {ranks: [0], thread: true}}\nprogram: []\n", "bad.yaml:2: groups.mpi: unknown key 'thread'; allowed: ranks, progress"},
       {"world: {ranks: 3}\ngroups: {tp: [0, 1]}\nprogram:\n  - broadcast: {group: tp, root: 2}\n", "program[0].broadcast.root: rank 2 is not in group tp; allowed: 0, 1"},
       {"world: {ranks: 2}\nprogram:\n  - synchronize: false\n", "program[0].synchronize: expected true"},
       {"world: {ranks: 2}\nprogram: []\ncolour: red\n", "bad.yaml:3: scenario: unknown key 'colour'; allowed: name, description"},
@@ -1165,3 +1169,67 @@ TEST(Scenario, HandlesAreWaitedOnceAndByName) {
                                         "{all_reduce: {tag: x}}, {wait: g}]}\n",
                                  "loop.yaml"));
 }
+
+namespace {
+
+// TensorRT-LLM #10665 (examples/bugs/isend_left_behind_a_blocking_send.yaml):
+// an isend in a group with MPI's progress rule, left alone while its rank
+// blocks in the world's send, never moves. The cycle's text says so, from the
+// live run and from the dump files alone; the same program with the device's
+// progress rule, or with the wait before the blocking send (the fix), is clean.
+TEST(Replay, AnIsendOfACallerProgressGroupDoesNotMoveWhileItsRankBlocksElsewhere) {
+  std::ifstream in(std::string(SOURCE_DIR) + "/examples/bugs/isend_left_behind_a_blocking_send.yaml");
+  const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  ASSERT_NE(text.find("progress: caller"), std::string::npos);
+  for (const bool guarded : {true, false}) {
+    ReplayOptions o;
+    o.guarded = guarded;
+    const ReplayResult r = replay_scenario(parse_scenario(text, "isend.yaml"), o);
+    ASSERT_FALSE(r.diagnoses.empty()) << format_timeline(r.dumps);
+    const Diagnosis& d = r.diagnoses.front();
+    EXPECT_EQ(d.kind, DiagnosisKind::Deadlock) << format_diagnosis(d);
+    for (const char* part : {"rank 1 waits in group mpi recv message #1 from rank 0 (new_requests) for rank 0, whose "
+                             "group mpi send message #1 to rank 1 (new_requests) (async",
+                             "never started: group mpi moves async calls only while rank 0 is inside one of its calls "
+                             "(progress: caller), and rank 0 was waiting in the world send message #1 to rank 1"})
+      EXPECT_NE(d.text.find(part), std::string::npos) << d.text;
+    if (!guarded) {
+      const auto again = analyze(load_dumps(r.dump_dir), AnalysisOptions{});
+      ASSERT_FALSE(again.empty());
+      EXPECT_NE(again.front().text.find("(progress: caller)"), std::string::npos) << again.front().text;
+      std::filesystem::remove_all(r.dump_dir);
+    }
+  }
+  const std::string expect = "expect:\n  diagnosis: deadlock\n  ranks: [0, 1]\n";
+  ASSERT_NE(text.find(expect), std::string::npos);
+  std::string stream = text, fixed = text;
+  const std::string group = "mpi: {ranks: [0, 1], progress: caller}";
+  ASSERT_NE(stream.find(group), std::string::npos);
+  stream.replace(stream.find(group), group.size(), "mpi: {ranks: [0, 1], progress: stream}");
+  const std::string late = "  - send: {peer: 1, tag: activations, shape: [8, 4096], dtype: bfloat16}\n  - wait: requests\n";
+  ASSERT_NE(fixed.find(late), std::string::npos);
+  fixed.replace(fixed.find(late), late.size(),
+                "  - wait: requests\n  - send: {peer: 1, tag: activations, shape: [8, 4096], dtype: bfloat16}\n");
+  for (const std::string& clean : {stream, fixed}) {
+    const ReplayResult r = replay_scenario(parse_scenario(clean, "clean.yaml"), ReplayOptions{});
+    EXPECT_TRUE(r.diagnoses.empty()) << format_diagnosis(r.diagnoses.front());
+    EXPECT_EQ(r.results_checked, 2u);
+  }
+}
+
+// The progress rule survives the trip to YAML and back.
+TEST(Scenario, AGroupsProgressRuleIsWrittenBack) {
+  const Scenario s = parse_scenario("world: {ranks: 3}\ngroups: {mpi: {ranks: [0, 2], progress: caller}, tp: [0, 1]}\n"
+                                    "program: [{barrier: {group: mpi}}]\n",
+                                    "p.yaml");
+  ASSERT_EQ(s.groups.size(), 2u);
+  EXPECT_TRUE(s.groups[0].caller_progress);
+  EXPECT_FALSE(s.groups[1].caller_progress);
+  const Scenario back = parse_scenario(scenario_to_yaml(s), "back.yaml");
+  ASSERT_EQ(back.groups.size(), 2u);
+  EXPECT_TRUE(back.groups[0].caller_progress);
+  EXPECT_EQ(back.groups[0].ranks, (std::vector<int>{0, 2}));
+  EXPECT_FALSE(back.groups[1].caller_progress);
+}
+
+}  // namespace

@@ -111,6 +111,15 @@ std::optional<Diagnosis> call_cycle(const Dumps& dumps) {
   // r waits on q when q had not entered the call r is in (theirs) by then.
   auto waits_on = [&](const CallRecord* theirs) { return !theirs || theirs->t_started < 0 || theirs->t_started >= t; };
   std::map<int, std::vector<int>> edges;
+  // An edge r -> q where q had issued its side of the call, async, in a group
+  // whose calls move only inside q's calls of it (progress: caller), and it
+  // never started: q's call, for the text.
+  std::map<std::pair<int, int>, std::pair<const RankDump*, const CallRecord*>> unmoved;
+  auto note_unmoved = [&](int r, int q, const RankDump* other, const CallRecord* theirs) {
+    if (other && other->caller_progress && theirs && theirs->t_scheduled >= 0 && theirs->t_scheduled < t &&
+        theirs->t_started < 0)
+      unmoved[{r, q}] = {other, theirs};
+  };
   for (const auto& [r, s] : stuck) {
     const RankDump& d = *s.dump;
     const CallRecord& c = *s.call;
@@ -119,7 +128,10 @@ std::optional<Diagnosis> call_cycle(const Dumps& dumps) {
       const RankDump* other = dump_of(q, d.group, true);
       const Collective mirror = c.coll == Collective::Send ? Collective::Recv : Collective::Send;
       const CallRecord* theirs = other ? nth_p2p(*other, mirror, r, p2p_index(d, c)) : nullptr;
-      if (waits_on(theirs)) edges[r].push_back(q);
+      if (waits_on(theirs)) {
+        edges[r].push_back(q);
+        note_unmoved(r, q, other, theirs);
+      }
       continue;
     }
     std::vector<int> members = d.members;
@@ -128,7 +140,11 @@ std::optional<Diagnosis> call_cycle(const Dumps& dumps) {
     for (int q : members) {
       if (q == r) continue;
       const RankDump* other = dump_of(q, d.group, false);
-      if (waits_on(other ? call_of(*other, c.seq) : nullptr)) edges[r].push_back(q);
+      const CallRecord* theirs = other ? call_of(*other, c.seq) : nullptr;
+      if (waits_on(theirs)) {
+        edges[r].push_back(q);
+        note_unmoved(r, q, other, theirs);
+      }
     }
   }
   // The first cycle among stuck ranks, walking from the lowest rank: an
@@ -169,16 +185,27 @@ std::optional<Diagnosis> call_cycle(const Dumps& dumps) {
     dg.ranks = path;
     std::sort(dg.ranks.begin(), dg.ranks.end());
     std::string chain;
+    bool progress_edge = false;
     for (size_t i = 0; i < path.size(); ++i) {
       const Stuck& s = stuck.at(path[i]);
-      chain += fmt::format("{}rank {} waits in {} for rank {}", i ? "; " : "", path[i], where(*s.dump, *s.call),
-                           path[(i + 1) % path.size()]);
+      const int q = path[(i + 1) % path.size()];
+      chain += fmt::format("{}rank {} waits in {} for rank {}", i ? "; " : "", path[i], where(*s.dump, *s.call), q);
+      if (const auto it = unmoved.find({path[i], q}); it != unmoved.end()) {
+        progress_edge = true;
+        const auto& [od, oc] = it->second;
+        const std::string g = od->group.empty() ? "the world" : "group " + od->group;
+        chain += fmt::format(", whose {} (async, issued at {:.3f} s) never started: {} moves async calls only while "
+                             "rank {} is inside one of its calls (progress: caller), and rank {} was waiting in {}",
+                             where(*od, *oc), oc->t_scheduled, g, q, q, where(*stuck.at(q).dump, *stuck.at(q).call));
+      }
     }
     std::string cycle;
     for (int r : path) cycle += fmt::format("rank {} -> ", r);
-    dg.text = fmt::format("a wait-for cycle: {}rank {}: {}. Each rank runs its calls in the order it issued them (one "
-                          "device stream), so none of them reaches the call another waits in",
-                          cycle, path.front(), chain);
+    dg.text = fmt::format("a wait-for cycle: {}rank {}: {}. {}", cycle, path.front(), chain,
+                          progress_edge ? "An async call of a library without a progress thread (MPI) moves only "
+                                          "inside that library's calls: wait on it before blocking elsewhere"
+                                        : "Each rank runs its calls in the order it issued them (one device stream), "
+                                          "so none of them reaches the call another waits in");
     return dg;
   }
   return std::nullopt;

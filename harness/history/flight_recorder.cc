@@ -249,11 +249,12 @@ void FlightRecorder::set_run(std::string id, std::string what) {
   run_what_ = std::move(what);
 }
 
-void FlightRecorder::set_group(std::string name, std::vector<int> members, bool p2p) {
+void FlightRecorder::set_group(std::string name, std::vector<int> members, bool p2p, bool caller_progress) {
   std::lock_guard<std::mutex> g(mu_);
   group_ = std::move(name);
   members_ = std::move(members);
   p2p_ = p2p;
+  caller_progress_ = caller_progress;
 }
 
 std::string dump_file_name(int rank, const std::string& group, bool p2p) {
@@ -269,7 +270,10 @@ nlohmann::json FlightRecorder::to_json(const std::string& reason, const CrashNot
   j["reason"] = reason;
   if (!run_id_.empty()) j["run"] = {{"id", run_id_}, {"scenario", run_what_}};
   if (crash) j["crash"] = {{"rank", crash->rank}, {"signal", crash->signal}};
-  if (!group_.empty() || p2p_) j["group"] = {{"name", group_}, {"ranks", members_}, {"p2p", p2p_}};
+  if (!group_.empty() || p2p_) {
+    j["group"] = {{"name", group_}, {"ranks", members_}, {"p2p", p2p_}};
+    if (caller_progress_) j["group"]["progress"] = "caller";
+  }
   j["dumped_at"] = now();
   j["dropped_calls"] = dropped_calls_;
   auto call_json = [](const CallRecord& c) {
@@ -366,6 +370,12 @@ RankDump rank_dump_from_json(const nlohmann::json& j) {
     if (d.group.size() > 64) throw std::runtime_error("group.name: longer than 64 characters");
     for (const auto& m : g.at("ranks")) d.members.push_back(whole<int>(m, "group.ranks[]", 0, d.size - 1));
     d.p2p = g.value("p2p", false);
+    if (g.contains("progress")) {
+      const auto& pr = g.at("progress");
+      if (!pr.is_string() || (pr != "caller" && pr != "stream"))
+        throw std::runtime_error(fmt::format("group.progress: expected \"stream\" or \"caller\", got {}", pr.dump()));
+      d.caller_progress = pr == "caller";
+    }
     if (!d.group.empty() && std::find(d.members.begin(), d.members.end(), d.rank) == d.members.end())
       throw std::runtime_error(fmt::format("group.ranks: rank {} dumped group {} but is not one of its ranks", d.rank,
                                            d.group));

@@ -99,7 +99,9 @@ class FlightRecorder {
   // Which communicator this recorder serves: a process group ("" for the
   // world), its world ranks, and whether it records the group's point-to-point
   // calls (numbered apart from its collectives, as PyTorch does).
-  void set_group(std::string name, std::vector<int> members, bool p2p);
+  // caller_progress: the group's async calls move only inside its rank's calls
+  // (GroupSpec::caller_progress), so a scheduled call may never have started.
+  void set_group(std::string name, std::vector<int> members, bool p2p, bool caller_progress = false);
 
   void scheduled(const CallRecord& r);  // r.seq, fingerprint fields; state Scheduled
   void started(uint64_t seq);
@@ -141,7 +143,7 @@ class FlightRecorder {
   std::string run_id_, run_what_;
   std::string group_;
   std::vector<int> members_;
-  bool p2p_ = false;
+  bool p2p_ = false, caller_progress_ = false;
   bool ended_ = false, not_run_more_ = false;
   std::vector<CallRecord> not_run_;
 };
@@ -165,6 +167,7 @@ struct RankDump {
   std::string group;               // FlightRecorder::set_group: "" for the world
   std::vector<int> members;        // the group's world ranks; empty for the world
   bool p2p = false;                // the point-to-point calls of the group
+  bool caller_progress = false;    // the group's async calls move only inside its rank's calls ("progress": "caller")
   // FlightRecorder::ended: the calls the program would have issued next
   // (never run), and whether that list is the whole rest of the program:
   // false in a dump written before the program ended (a crash, older dumps)

@@ -431,12 +431,32 @@ class Parser : public YamlFields<ScenarioError> {
                              });
         if (!name_ok) fail(kv.first, f, "a group's name is 1 to 32 letters, digits, '_' or '-'");
         if (spec.name == "world") fail(kv.first, f, "'world' is every rank already; calls without a group use it");
-        if (!kv.second.IsSequence() || kv.second.size() == 0) fail(kv.second, f, "expected a non-empty list of ranks");
-        spec.ranks = int_list(kv.second, f, 0, s.ranks - 1);
+        // A list of ranks, or {ranks: [...], progress: stream | caller}.
+        // (A YAML::Node's operator= writes into the node it refers to: each
+        // node here is bound once, at construction.)
+        const bool as_map = kv.second.IsMap();
+        if (as_map) only_keys(kv.second, f, {"ranks", "progress"});
+        if (as_map && !kv.second["ranks"]) fail(kv.second, f + ".ranks", "missing: the group's world ranks");
+        const YAML::Node ranks_node = as_map ? kv.second["ranks"] : kv.second;
+        const std::string rf = as_map ? f + ".ranks" : f;
+        if (as_map) {
+          if (kv.second["progress"]) {
+            const auto pr = scalar<std::string>(kv.second["progress"], f + ".progress", "stream or caller");
+            if (pr != "stream" && pr != "caller")
+              fail(kv.second["progress"], f + ".progress",
+                   fmt::format("unknown progress rule '{}'; allowed: stream (the device's, NCCL), caller (only inside "
+                               "the rank's calls of the group, MPI)",
+                               pr));
+            spec.caller_progress = pr == "caller";
+          }
+        }
+        if (!ranks_node.IsSequence() || ranks_node.size() == 0)
+          fail(ranks_node, rf, "expected a non-empty list of ranks, or {ranks: [...], progress: stream | caller}");
+        spec.ranks = int_list(ranks_node, rf, 0, s.ranks - 1);
         std::vector<int> sorted = spec.ranks;
         std::sort(sorted.begin(), sorted.end());
         if (std::adjacent_find(sorted.begin(), sorted.end()) != sorted.end())
-          fail(kv.second, f, "a rank is listed twice");
+          fail(ranks_node, rf, "a rank is listed twice");
         spec.ranks = sorted;
         s.groups.push_back(std::move(spec));
       }
@@ -649,7 +669,14 @@ std::string scenario_to_yaml(const Scenario& s) {
   y << YAML::Key << "mode" << YAML::Value << (s.guarded ? "guarded" : "unguarded");
   if (!s.groups.empty()) {
     y << YAML::Key << "groups" << YAML::Value << YAML::BeginMap;
-    for (const auto& g : s.groups) y << YAML::Key << g.name << YAML::Value << YAML::Flow << g.ranks;
+    for (const auto& g : s.groups) {
+      y << YAML::Key << g.name << YAML::Value;
+      if (g.caller_progress)
+        y << YAML::Flow << YAML::BeginMap << YAML::Key << "ranks" << YAML::Value << YAML::Flow << g.ranks
+          << YAML::Key << "progress" << YAML::Value << "caller" << YAML::EndMap;
+      else
+        y << YAML::Flow << g.ranks;
+    }
     y << YAML::EndMap;
   }
   y << YAML::Key << "program" << YAML::Value;

@@ -93,6 +93,13 @@ struct ExpectSpec {
 struct GroupSpec {
   std::string name;
   std::vector<int> ranks;  // world ranks, ascending; the group's rank i is ranks[i]
+  // How the group's async calls progress. false: on the rank's device stream,
+  // whatever the rank does (NCCL). true (`progress: caller`): only while the
+  // rank is inside a call of the group, a wait or test of one of its calls
+  // included (MPI without a progress thread, above its eager limit): an
+  // isend issued and then left alone while the rank blocks elsewhere never
+  // moves.
+  bool caller_progress = false;
   int line = 0;
 };
 

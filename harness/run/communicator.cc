@@ -24,7 +24,13 @@ struct Work::State {
   // poison_async: the call computes into `staging`; wait() copies it to `recv`.
   std::vector<std::byte> staging_in, staging;
   void* recv = nullptr;
+  // caller_progress: its communicator's calls that have not moved yet; a
+  // wait() or test() enters the library and moves them.
+  std::shared_ptr<Deferred> deferred;
 };
+
+// Moves every deferred call of a caller-progress communicator (defined below).
+void progress_deferred(Deferred& d);
 
 struct Work::Log {
   mutable std::mutex mu;
@@ -46,12 +52,14 @@ Work::~Work() {
 }
 
 bool Work::test() {
+  if (state_->deferred) progress_deferred(*state_->deferred);
   std::lock_guard<std::mutex> g(state_->mu);
   if (state_->done && state_->error) std::rethrow_exception(state_->error);
   return state_->done;
 }
 
 void Work::wait() {
+  if (state_->deferred) progress_deferred(*state_->deferred);
   std::unique_lock<std::mutex> lk(state_->mu);
   // The worker's own link waits end by the same deadline, so a short grace is
   // enough for it to report its error rather than ours.
@@ -179,16 +187,82 @@ class Stream {
 std::shared_ptr<Stream> make_stream(int rank) { return std::make_shared<Stream>(rank); }
 bool synchronize(Stream& s, Deadline deadline) { return s.drain(deadline); }
 
+// The async calls of a caller-progress communicator that have not moved: they
+// move when the rank next enters the communicator. Collectives then run in
+// issue order on the communicator's thread; each point-to-point call posts on
+// a lane of its own (an idle one is reused), so that two pending sends never
+// wait on each other, as MPI progresses every pending request at once.
+struct Deferred {
+  int rank;
+  std::shared_ptr<Stream> stream;
+  std::mutex mu;
+  std::vector<std::unique_ptr<StreamTask>> tasks;
+  std::vector<std::shared_ptr<Stream>> lanes;
+  bool closed = false;
+};
+
+void progress_deferred(Deferred& d) {
+  std::lock_guard<std::mutex> g(d.mu);
+  for (auto& t : d.tasks) {
+    if (!is_p2p(t->spec.coll)) {
+      d.stream->submit(std::move(t));
+      continue;
+    }
+    std::shared_ptr<Stream> lane;
+    for (const auto& l : d.lanes) {
+      std::lock_guard<std::mutex> lg(l->mu);
+      if (l->in_flight == 0) {
+        lane = l;
+        break;
+      }
+    }
+    if (!lane) lane = d.lanes.emplace_back(make_stream(d.rank));
+    lane->submit(std::move(t));
+  }
+  d.tasks.clear();
+}
+
 Communicator::Communicator(Links& links, CommOptions options)
     : links_(links), options_(std::move(options)), log_(std::make_shared<Work::Log>()),
-      stream_(options_.stream ? options_.stream : make_stream(links.rank())) {
+      stream_(options_.stream && !options_.caller_progress ? options_.stream : make_stream(links.rank())) {
   impl_ = options_.impl ? options_.impl : make_implementation(options_.algorithm);
+  if (options_.caller_progress) {
+    deferred_ = std::make_shared<Deferred>();
+    deferred_->rank = links.rank();
+    deferred_->stream = stream_;
+  }
+}
+
+void Communicator::finish() {
+  if (deferred_) progress_deferred(*deferred_);
 }
 
 // The calls queued on the stream use this communicator's links: they run
 // before it goes (those of the other communicators sharing the stream too,
-// while every communicator of the rank is still alive).
-Communicator::~Communicator() { stream_->close(); }
+// while every communicator of the rank is still alive). Calls that never
+// moved (caller_progress, and no finish()) never run: their Works fail.
+Communicator::~Communicator() {
+  if (deferred_) {
+    std::vector<std::shared_ptr<Stream>> lanes;
+    {
+      std::lock_guard<std::mutex> g(deferred_->mu);
+      for (auto& t : deferred_->tasks) {
+        std::lock_guard<std::mutex> sg(t->state->mu);
+        t->state->error = std::make_exception_ptr(std::runtime_error(fmt::format(
+            "{}: never progressed: its communicator moves async calls only inside its rank's calls, and rank {} "
+            "entered none before its program ended",
+            t->state->call.describe(), rank())));
+        t->state->done = true;
+        t->state->cv.notify_all();
+      }
+      deferred_->tasks.clear();
+      deferred_->closed = true;
+      lanes.swap(deferred_->lanes);
+    }
+    for (auto& l : lanes) l->close();
+  }
+  stream_->close();
+}
 
 int Communicator::rank() const { return links_.rank(); }
 int Communicator::size() const { return links_.size(); }
@@ -228,11 +302,15 @@ FlightRecorder* Communicator::recorder_of(const CallFingerprint& fp) const {
 
 void Communicator::call(const CallSpec& c, const void* send, void* recv) {
   const Deadline deadline = Clock::now() + options_.timeout;
+  if (deferred_) progress_deferred(*deferred_);  // the rank is inside the library: what was pending moves
   const CallFingerprint fp = fingerprint(c, false);
   const Tag tag = tag_of(fp);
   FlightRecorder* rec = recorder_of(fp);
   if (rec) rec->scheduled(record_of(fp));
-  if (!stream_->drain(deadline)) {
+  // A host library's blocking send or receive does not wait for its pending
+  // requests; its collectives keep their order.
+  const bool in_order = !(deferred_ && is_p2p(c.coll));
+  if (in_order && !stream_->drain(deadline)) {
     const std::string err = fmt::format("rank {}: {} #{} could not start: earlier async calls did not "
                                         "finish by its deadline",
                                         rank(), collective_name(c.coll), fp.seq);
@@ -255,7 +333,10 @@ void Communicator::call(const CallSpec& c, const void* send, void* recv) {
 }
 
 std::unique_ptr<Work> Communicator::call_async(const CallSpec& c, const void* send, void* recv) {
+  // Entering the library moves what was pending, not the call being issued.
+  if (deferred_) progress_deferred(*deferred_);
   auto state = std::make_shared<Work::State>();
+  state->deferred = deferred_;
   state->deadline = Clock::now() + options_.timeout;
   state->call = fingerprint(c, true);
   const Tag tag = tag_of(state->call);
@@ -284,7 +365,12 @@ std::unique_ptr<Work> Communicator::call_async(const CallSpec& c, const void* se
   }
   auto task = std::make_unique<StreamTask>(StreamTask{c, task_send, task_recv, resolve_reduction(c.dtype, c.op, p, c.scalar),
                                           &links_, impl_.get(), tag, state});
-  stream_->submit(std::move(task));
+  if (deferred_) {
+    std::lock_guard<std::mutex> g(deferred_->mu);
+    deferred_->tasks.push_back(std::move(task));
+  } else {
+    stream_->submit(std::move(task));
+  }
   return std::make_unique<Work>(state, log_);
 }
 

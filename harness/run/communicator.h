@@ -38,6 +38,8 @@ namespace collcheck {
 // own thread. Shared by the communicators of a rank's process groups.
 class Stream;
 std::shared_ptr<Stream> make_stream(int rank);
+// The async calls of a caller-progress communicator that have not moved yet.
+struct Deferred;
 // Waits until every call issued on the stream so far has finished (a device
 // synchronize); false when the deadline passed first.
 bool synchronize(Stream& s, Deadline deadline);
@@ -67,6 +69,13 @@ struct CommOptions {
   std::shared_ptr<Stream> stream;
   // Records the point-to-point calls (their own sequence), when set; not owned.
   FlightRecorder* p2p_recorder = nullptr;
+  // The progress rule of a host library without a progress thread (MPI): an
+  // async call does not move until the rank next enters this communicator (a
+  // call, or a wait or test of one of its calls); then its collectives run in
+  // order on the communicator's own thread and its point-to-point calls post
+  // at once. `stream` is not used: the device does not run these calls, and a
+  // sync point-to-point call does not wait for the async ones before it.
+  bool caller_progress = false;
 
   CommOptions(std::string algo = "ring", std::chrono::milliseconds t = std::chrono::milliseconds(30000),
               ImplPtr i = nullptr)
@@ -138,6 +147,11 @@ class Communicator {
   void call(const CallSpec& c, const void* send, void* recv);
   std::unique_ptr<Work> call_async(const CallSpec& c, const void* send, void* recv);
 
+  // caller_progress: the rank enters the library once more (MPI_Finalize):
+  // its async calls that have not moved yet start. A communicator destroyed
+  // without it (the program failed) never runs them: their Works fail.
+  void finish();
+
   // Every Work dropped without a successful wait(), in the order they were dropped.
   std::vector<UnwaitedWork> unwaited() const;
   // Collective calls issued (the sequence number of the last one); point-to-point
@@ -156,6 +170,7 @@ class Communicator {
   std::map<std::pair<int, bool>, uint64_t> p2p_ordinal_;  // (peer, send) -> calls so far
   std::shared_ptr<Work::Log> log_;
   std::shared_ptr<Stream> stream_;
+  std::shared_ptr<Deferred> deferred_;  // caller_progress: the calls that have not moved yet
 };
 
 }  // namespace collcheck

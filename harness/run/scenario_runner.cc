@@ -278,7 +278,8 @@ RankRecorders make_recorders(const Scenario& s, int r, Clock::time_point epoch, 
       const size_t transfers = std::clamp<size_t>(size_t{262144} / static_cast<size_t>(s.ranks), 1024, 16384);
       auto rec = std::make_unique<FlightRecorder>(r, s.ranks, epoch, 4096, transfers);
       rec->set_run(run_id, run_what);
-      if (!g.empty() || p2p) rec->set_group(g, g.empty() ? std::vector<int>{} : s.members(g), p2p);
+      if (!g.empty() || p2p)
+        rec->set_group(g, g.empty() ? std::vector<int>{} : s.members(g), p2p, s.group(g) && s.group(g)->caller_progress);
       (p2p ? rr.p2p : rr.coll).push_back(std::move(rec));
     }
   }
@@ -337,6 +338,7 @@ void run_rank_program(RankEnv& env, Links& base) {
     co.poison_async = true;
     co.group_id = s.group_id(gc.name);
     co.stream = stream;
+    if (const GroupSpec* g = s.group(gc.name)) co.caller_progress = g->caller_progress;
     if (env.before_call) co.before_call = [&env, g = gc.name](const CallFingerprint& fp) { env.before_call(g, fp); };
     gc.comm = std::make_unique<Communicator>(*gc.subset, co);
     comms.push_back(std::move(gc));
@@ -480,6 +482,9 @@ void run_rank_program(RankEnv& env, Links& base) {
     next_step = program.size();
     wait_for(WaitAt::Next);
     wait_for(WaitAt::End);
+    // The rank leaves the libraries (MPI_Finalize): a caller-progress
+    // group's calls that never moved (never waited) move now.
+    for (auto& gc : comms) gc.comm->finish();
   } catch (...) {
     record_end(true);
     throw;
