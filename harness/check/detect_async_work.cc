@@ -11,12 +11,31 @@
 namespace collcheck::detect {
 
 void async_work(const Dumps& dumps, const AnalysisOptions& o, std::vector<Diagnosis>& out) {
-  std::map<uint64_t, std::vector<int>> unwaited, early;
+  std::map<uint64_t, std::vector<int>> unwaited, early, written;
+  std::map<uint64_t, const CallRecord*> written_call;
   for (const auto& d : dumps) {
     for (const auto& c : d.calls) {
       if (c.async && c.t_read >= 0 && (c.t_waited < 0 || c.t_read < c.t_waited)) early[c.seq].push_back(d.rank);
+      if (c.async && c.t_written >= 0 && (c.t_waited < 0 || c.t_written < c.t_waited)) {
+        written[c.seq].push_back(d.rank);
+        written_call.emplace(c.seq, &c);
+      }
       if (c.async && o.run_finished && c.state == CallState::Completed) unwaited[c.seq].push_back(d.rank);
     }
+  }
+  if (!written.empty()) {
+    // OpenNMT-py #2295: the gradients divided in place before the wait of
+    // their all-reduce. The device may still be reading or writing the buffer.
+    Diagnosis dg;
+    dg.kind = DiagnosisKind::WriteBeforeWait;
+    dg.seq = written.begin()->first;
+    dg.ranks = written.begin()->second;
+    const CallRecord& c = *written_call.at(*dg.seq);
+    dg.text = fmt::format("the buffer of async call #{} ({}) was written on {} before its wait(): the call may still "
+                          "be reading it (an in-place call's input) or may yet overwrite it with the result, so what "
+                          "the buffer holds after the wait is undefined; wait() first, then write",
+                          *dg.seq, fp_text(c), ranks_text(dg.ranks));
+    out.push_back(dg);
   }
   if (!early.empty()) {
     Diagnosis dg;

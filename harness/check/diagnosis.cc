@@ -24,6 +24,7 @@ constexpr std::pair<DiagnosisKind, std::string_view> kNames[] = {
     {DiagnosisKind::WrongResult, "wrong_result"},           {DiagnosisKind::CallFailed, "call_failed"},
     {DiagnosisKind::RankCrashed, "rank_crashed"},           {DiagnosisKind::HungCall, "hung_call"},
     {DiagnosisKind::ExtraCall, "extra_call"},               {DiagnosisKind::SkippedCall, "skipped_call"},
+    {DiagnosisKind::WriteBeforeWait, "write_before_wait"},
 };
 }  // namespace
 
@@ -90,7 +91,7 @@ int precedence(DiagnosisKind k) {
   using K = DiagnosisKind;
   constexpr K order[] = {K::ShapeMismatch, K::OrderMismatch,  K::ExtraCall, K::SkippedCall, K::RankCrashed, K::Deadlock,
                          K::MissingRank,   K::HungCall,       K::CorruptedPayload, K::SlowLink,
-                         K::ReadBeforeWait, K::UnwaitedWork,  K::WrongResult,    K::CallFailed};
+                         K::WriteBeforeWait, K::ReadBeforeWait, K::UnwaitedWork,  K::WrongResult,    K::CallFailed};
   for (size_t i = 0; i < std::size(order); ++i)
     if (order[i] == k) return static_cast<int>(i);
   return 99;

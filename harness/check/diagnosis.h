@@ -24,6 +24,7 @@ enum class DiagnosisKind : uint8_t {
   Deadlock,          // ranks wait on each other in a cycle
   UnwaitedWork,      // an async call whose wait() was never made
   ReadBeforeWait,    // an async call's output was read before its wait()
+  WriteBeforeWait,   // an async call's buffer was written before its wait()
   SlowLink,          // one directed edge is much slower than the others
   CorruptedPayload,  // bytes differ between what was sent and what arrived
   WrongResult,       // a result the oracle rejects, with no other explanation

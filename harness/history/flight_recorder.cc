@@ -207,6 +207,11 @@ void FlightRecorder::waited(uint64_t seq) {
   }
 }
 
+void FlightRecorder::wrote_buffer(uint64_t seq) {
+  std::lock_guard<std::mutex> g(mu_);
+  if (auto* c = find(seq)) c->t_written = now();
+}
+
 void FlightRecorder::read_output(uint64_t seq) {
   std::lock_guard<std::mutex> g(mu_);
   if (auto* c = find(seq)) c->t_read = now();
@@ -292,6 +297,7 @@ nlohmann::json FlightRecorder::to_json(const std::string& reason, const CrashNot
                           {"t_completed", c.t_completed},
                           {"t_waited", c.t_waited},
                           {"t_read", c.t_read},
+                          {"t_written", c.t_written},
                           {"error", c.error}};
   };
   auto& calls = j["calls"] = nlohmann::json::array();
@@ -409,6 +415,7 @@ RankDump rank_dump_from_json(const nlohmann::json& j) {
     r.t_completed = c.at("t_completed").get<double>();
     r.t_waited = c.at("t_waited").get<double>();
     r.t_read = c.value("t_read", -1.0);
+    r.t_written = c.value("t_written", -1.0);
     r.error = c.value("error", "");
     return r;
   };

@@ -37,6 +37,7 @@ struct CallRecord {
   CallState state = CallState::Scheduled;
   double t_scheduled = -1, t_started = -1, t_completed = -1, t_waited = -1;  // seconds since the epoch
   double t_read = -1;  // the program read the output before the wait (async calls)
+  double t_written = -1;  // the program wrote the call's buffer before the wait (async calls)
   std::string error;
 };
 
@@ -108,6 +109,7 @@ class FlightRecorder {
   void completed(uint64_t seq, const std::string& error = "");
   void waited(uint64_t seq);
   void read_output(uint64_t seq);  // the program reads the call's output now
+  void wrote_buffer(uint64_t seq);  // the program writes the call's buffer now (an in-place call's input and output)
   void blocked(int peer, bool send, Tag tag);
   void unblocked();
   void transfer(const TransferRecord& t);

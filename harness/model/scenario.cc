@@ -99,7 +99,8 @@ class Parser : public YamlFields<ScenarioError> {
     }
     if (!n.IsMap()) fail(n, field, "expected a mapping such as {tag: grads, count: 1024}");
     std::vector<const char*> keys{"tag",   "count", "shape",           "dtype",
-                                  "async", "wait",  "read_before_wait", "group", "handle"};
+                                  "async", "wait",  "read_before_wait", "write_before_wait", "group", "handle"};
+    if (coll == Collective::AllReduce || coll == Collective::Broadcast) keys.push_back("in_place");
     if (reduces(coll)) keys.insert(keys.end(), {"op", "scalar"});
     if (coll == Collective::Broadcast) keys.push_back("root");
     if (is_p2p(coll)) keys.push_back("peer");
@@ -192,6 +193,12 @@ class Parser : public YamlFields<ScenarioError> {
       if (c.read_before_wait && !c.async)
         fail(n["read_before_wait"], field + ".read_before_wait", "only an async call can be read before its wait");
     }
+    if (n["write_before_wait"]) {
+      c.write_before_wait = scalar<bool>(n["write_before_wait"], field + ".write_before_wait", "true or false");
+      if (c.write_before_wait && !c.async)
+        fail(n["write_before_wait"], field + ".write_before_wait", "only an async call can be written before its wait");
+    }
+    if (n["in_place"]) c.in_place = scalar<bool>(n["in_place"], field + ".in_place", "true or false");
     return s;
   }
 
@@ -648,7 +655,9 @@ void emit_program(YAML::Emitter& y, const Program& p) {
         else
           y << YAML::Key << "wait" << YAML::Value << std::string(wait_at_name(c.wait));
         if (c.read_before_wait) y << YAML::Key << "read_before_wait" << YAML::Value << true;
+        if (c.write_before_wait) y << YAML::Key << "write_before_wait" << YAML::Value << true;
       }
+      if (c.in_place) y << YAML::Key << "in_place" << YAML::Value << true;
       y << YAML::EndMap;
     }
     y << YAML::EndMap;

@@ -56,6 +56,10 @@ struct CallStep {
   std::string handle;  // WaitAt::Handle: the name a later `wait: <handle>` step waits on
   int wait_before = -1;  // while parsing `wait: {before: k}`: the call k it is waited before
   bool read_before_wait = false;  // the program reads the output before wait()
+  bool write_before_wait = false;  // the program writes the call's buffer before wait() (OpenNMT-py #2295)
+  // The output buffer is the input too (PyTorch's dist.all_reduce(t)):
+  // all_reduce and broadcast only.
+  bool in_place = false;
 };
 
 struct Step {

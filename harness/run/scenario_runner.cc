@@ -4,6 +4,7 @@
 #include <fmt/ranges.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstring>
 #include <filesystem>
 #include <functional>
@@ -459,23 +460,36 @@ void run_rank_program(RankEnv& env, Links& base) {
                    DataClass::Exact);
       }
       co_out.out.resize(recv_elements(c.coll, c.count, gp) * dtype_size(c.dtype));
+      // In place (all_reduce, broadcast: the sizes agree): the output buffer
+      // holds the input and is both.
+      if (c.in_place && co_out.out.size() == input.size() && !input.empty())
+        std::memcpy(co_out.out.data(), input.data(), input.size());
       const size_t at = mine.add(std::move(co_out));
       CallOut& out = mine.at(at);
       const CallSpec spec{c.coll,  c.count, c.dtype, c.op, c.scalar, has_peer(c.coll) ? local(c.peer) : -1,
                           c.tag};
       FlightRecorder& rec = is_p2p(c.coll) ? *env.recs.p2p[static_cast<size_t>(gi)] : *env.recs.coll[static_cast<size_t>(gi)];
       next_step = si + 1;  // the call is recorded from here, even if it fails
+      const void* send_buf = c.in_place ? static_cast<const void*>(out.out.data()) : input.data();
       if (c.async) {
-        auto w = comm.call_async(spec, input.data(), out.out.data());
+        auto w = comm.call_async(spec, send_buf, out.out.data());
         if (c.read_before_wait) {
           rec.read_output(out.seq);
           std::vector<std::byte> seen(out.out);  // the program reads its output here
           (void)seen;
         }
+        if (c.write_before_wait) {
+          // The program writes the buffer here (OpenNMT-py divided the
+          // gradients by the world size). The call works on its own staging
+          // copy (poison_async), so the write is recorded and then lost at the
+          // wait, as a device would overwrite it.
+          rec.wrote_buffer(out.seq);
+          std::fill(out.out.begin(), out.out.end(), std::byte{0});
+        }
         // The input must outlive the async call: keep it with the Work.
         pending.push_back({std::move(w), c.wait, at, std::move(input), c.handle});
       } else {
-        comm.call(spec, input.data(), out.out.data());
+        comm.call(spec, send_buf, out.out.data());
         mine.waited(at);
       }
     }
