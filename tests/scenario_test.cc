@@ -1291,3 +1291,125 @@ program:
 }
 
 }  // namespace
+
+namespace {
+
+std::vector<std::string> tags_of(const Program& p) {
+  std::vector<std::string> t;
+  for (const Step& x : p)
+    t.push_back(x.kind == Step::Call   ? x.call.tag
+                : x.kind == Step::Exit ? "exit"
+                : x.kind == Step::Raise ? "raise"
+                : x.kind == Step::Wait ? "wait:" + x.handle
+                                       : "other");
+  return t;
+}
+
+void expect_refused(const std::string& yaml, const std::string& message) {
+  try {
+    parse_scenario(yaml, "bad.yaml");
+    ADD_FAILURE() << "accepted: " << yaml;
+  } catch (const ScenarioError& e) {
+    EXPECT_NE(std::string(e.what()).find(message), std::string::npos) << e.what();
+  }
+}
+
+// Events and rank-dependent choices, as each rank's program: `if` takes its
+// then-steps on the listed ranks and its else-steps on the others; `raise`
+// leaves out the rest of the innermost repeat pass it is in (a nested pass
+// leaves the outer one going), or of the program at the top, and a wait it
+// leaves out makes its call never waited; `exit` stays in the program.
+TEST(Scenario, IfRaiseAndExitMakeEachRanksProgram) {
+  const Scenario s = parse_scenario(R"(world: {ranks: 4}
+program:
+  - all_reduce: {tag: a}
+  - if:
+      ranks: [1, 3]
+      then: [{all_reduce: {tag: only13}}]
+      else: [{all_reduce: {tag: others}}, {if: {ranks: [2], then: [{exit: true}]}}]
+  - repeat:
+      times: 2
+      steps:
+        - all_reduce: {tag: x}
+        - repeat: {times: 2, steps: [{all_reduce: {tag: in}}, {all_reduce: {tag: in2}}]}
+        - all_reduce: {tag: y}
+ranks:
+  3: {insert: {after: 3, steps: [{raise: true}]}}
+  0: {insert: {after: 2, steps: [{raise: true}]}}
+)",
+                                    "events.yaml");
+  using V = std::vector<std::string>;
+  // Rank 0: raise after its first x (call 2): the rest of that outer pass goes.
+  EXPECT_EQ(tags_of(s.program(0)), (V{"a", "others", "x", "raise", "x", "in", "in2", "in", "in2", "y"}));
+  EXPECT_EQ(tags_of(s.program(1)), (V{"a", "only13", "x", "in", "in2", "in", "in2", "y", "x", "in", "in2", "in", "in2", "y"}));
+  EXPECT_EQ(tags_of(s.program(2)), (V{"a", "others", "exit", "x", "in", "in2", "in", "in2", "y", "x", "in", "in2", "in", "in2", "y"}));
+  // Rank 3: raise after the first inner pass's `in` (call 3): only that inner pass's rest goes.
+  EXPECT_EQ(tags_of(s.program(3)), (V{"a", "only13", "x", "in", "raise", "in", "in2", "y", "x", "in", "in2", "in", "in2", "y"}));
+  // Written back and read again: the same calls (a raise's effect is kept, not its marker).
+  const Scenario back = parse_scenario(scenario_to_yaml(s), "back.yaml");
+  for (int r = 0; r < 4; ++r) {
+    V want;
+    for (const auto& t : tags_of(s.program(r)))
+      if (t != "raise") want.push_back(t);
+    EXPECT_EQ(tags_of(back.program(r)), want) << "rank " << r;
+  }
+  // A raise that leaves out a wait: its call is never waited; one that
+  // leaves out a call: its later wait goes too.
+  const Scenario w = parse_scenario(R"(world: {ranks: 2}
+program:
+  - repeat:
+      times: 2
+      steps:
+        - all_reduce: {tag: g, async: true, handle: h}
+        - all_reduce: {tag: loss}
+        - wait: h
+ranks:
+  1: {insert: {after: 2, steps: [{raise: true}]}}
+)",
+                                    "wait.yaml");
+  EXPECT_EQ(tags_of(w.program(1)), (V{"g", "loss", "wait:h", "g", "raise"}));
+  EXPECT_EQ(w.program(1)[3].call.wait, WaitAt::Never);
+  const Scenario w2 = parse_scenario(R"(world: {ranks: 2}
+program:
+  - raise: true
+  - all_reduce: {tag: g, async: true, handle: h}
+  - wait: h
+  - all_reduce: {tag: z}
+)",
+                                     "top.yaml");
+  EXPECT_EQ(tags_of(w2.program(0)), (V{"raise"}));
+  expect_refused("world: {ranks: 2}\nprogram:\n  - if: {ranks: [1]}\n", "bad.yaml:3: program[0].if.then: missing");
+  expect_refused("world: {ranks: 2}\nprogram:\n  - if: {then: []}\n", "bad.yaml:3: program[0].if.ranks: missing");
+  expect_refused("world: {ranks: 2}\nprogram:\n  - if: {ranks: [2], then: []}\n",
+                 "bad.yaml:3: program[0].if.ranks[0]: expected an integer in [0, 1], got 2");
+  expect_refused("world: {ranks: 2}\nprogram:\n  - if: {ranks: [0], then: [], when: 3}\n",
+                 "bad.yaml:3: program[0].if: unknown key 'when'; allowed: ranks, then, else");
+  expect_refused("world: {ranks: 2}\nprogram:\n  - raise: false\n", "bad.yaml:3: program[0].raise: expected true");
+  expect_refused("world: {ranks: 2}\nprogram:\n  - exit: 1\n", "program[0].exit");
+}
+
+}  // namespace
+
+namespace {
+
+// A missing rank whose program had ended (an exit) is said to have ended; a
+// stalled one, still in its program, is not.
+TEST(Replay, AMissingRankWhoseProgramEndedIsSaidToHaveEnded) {
+  for (const auto& [file, ended] : std::vector<std::pair<std::string, bool>>{{"worker_out_of_data_exits.yaml", true},
+                                                                            {"rank_stuck_in_dataloader.yaml", false}}) {
+    const Scenario s = load_scenario(std::string(SOURCE_DIR) + "/examples/bugs/" + file);
+    for (const bool guarded : {true, false}) {
+      ReplayOptions o;
+      o.guarded = guarded;
+      const ReplayResult r = replay_scenario(s, o);
+      ASSERT_FALSE(r.diagnoses.empty()) << file;
+      EXPECT_EQ(r.diagnoses.front().kind, DiagnosisKind::MissingRank) << format_diagnosis(r.diagnoses.front());
+      EXPECT_EQ(r.diagnoses.front().text.find("had ended its program with no call left to issue") != std::string::npos,
+                ended)
+          << file << ": " << r.diagnoses.front().text;
+      if (!r.dump_dir.empty()) std::filesystem::remove_all(r.dump_dir);
+    }
+  }
+}
+
+}  // namespace

@@ -35,6 +35,17 @@ std::optional<Diagnosis> missing_rank(const Dumps& dumps) {
                           "per rank: {}",
                           ranks_text(missing), k, fp_text(*joined_call),
                           ranks_text(joined), last_completed_text(dumps));
+    // Missing ranks whose program had ended without a failure (an early
+    // exit, a shorter loop): nothing was left for them to issue.
+    std::vector<int> ended;
+    for (const auto& d : dumps)
+      if (std::find(missing.begin(), missing.end(), d.rank) != missing.end() && d.rest_known && d.not_run.empty() &&
+          std::none_of(d.calls.begin(), d.calls.end(), [](const CallRecord& c) { return c.state == CallState::Failed; }))
+        ended.push_back(d.rank);
+    if (!ended.empty())
+      dg.text += fmt::format("; {} had ended {} program with no call left to issue (an exit, or a loop that ran out "
+                             "early)",
+                             ranks_text(ended), ended.size() == 1 ? "its" : "their");
     return dg;
   }
   return std::nullopt;

@@ -224,7 +224,7 @@ class Parser : public YamlFields<ScenarioError> {
   }
 
   static std::string step_choices() {
-    return collective_choices() + ", sleep, stall, synchronize, wait";
+    return collective_choices() + ", sleep, stall, synchronize, wait, exit, raise, if";
   }
 
   Program program(const YAML::Node& n, const std::string& field, const Scenario& sc, int first_call = 0) {
@@ -306,11 +306,53 @@ class Parser : public YamlFields<ScenarioError> {
         // Each copy counts against the step limit, before it is made.
         steps_ += once.size() * (times > 0 ? times - 1 : 0);
         check_steps(v, rf);
-        for (size_t t = 0; t < times; ++t)
+        for (size_t t = 0; t < times; ++t) {
+          // Each pass is a block of its own, and so is each pass of a repeat
+          // inside it (fresh ids, so that no two passes share one).
+          const uint32_t pass = next_block_++;
+          std::map<uint32_t, uint32_t> fresh;
           for (const Step& x : once) {
             p.push_back(x);
-            if (x.kind == Step::Call && t > 0 && !explicit_tag(x)) p.back().call.tag = fmt::format("call{}", calls++);
+            Step& y = p.back();
+            if (y.kind == Step::Call && t > 0 && !explicit_tag(x)) y.call.tag = fmt::format("call{}", calls++);
+            for (uint32_t& b : y.blocks) {
+              if (t == 0) continue;
+              auto it = fresh.find(b);
+              if (it == fresh.end()) it = fresh.emplace(b, next_block_++).first;
+              b = it->second;
+            }
+            y.blocks.insert(y.blocks.begin(), pass);
           }
+        }
+      } else if (key == "if") {
+        // A rank-dependent choice (`if rank in (...)`): the then-steps on the
+        // listed ranks, the else-steps on the others.
+        const auto fi = f + ".if";
+        if (!v.IsMap()) fail(v, fi, "expected a mapping such as {ranks: [0], then: [...], else: [...]}");
+        only_keys(v, fi, {"ranks", "then", "else"});
+        if (!v["ranks"]) fail(v, fi + ".ranks", "missing: the ranks that take the then-steps");
+        if (!v["then"]) fail(v, fi + ".then", "missing: the steps of the listed ranks (else: those of the others)");
+        std::vector<int> rs = int_list(v["ranks"], fi + ".ranks", 0, sc.ranks - 1);
+        std::sort(rs.begin(), rs.end());
+        rs.erase(std::unique(rs.begin(), rs.end()), rs.end());
+        const auto k = static_cast<int32_t>(cond_sets_.size());
+        cond_sets_.push_back(std::move(rs));
+        for (const bool then : {true, false}) {
+          const char* branch = then ? "then" : "else";
+          if (!v[branch]) continue;
+          Program part;
+          steps_into(part, v[branch], fi + "." + branch, sc, calls);
+          for (Step& x : part) {
+            x.conds.insert(x.conds.begin(), then ? k + 1 : -(k + 1));
+            p.push_back(std::move(x));
+          }
+        }
+      } else if (key == "exit" || key == "raise") {
+        Step s;
+        s.kind = key == "exit" ? Step::Exit : Step::Raise;
+        s.line = st.Mark().line + 1;
+        if (!scalar<bool>(v, f + "." + key, "true")) fail(v, f + "." + key, "expected true");
+        p.push_back(s);
       } else if (key == "wait") {
         Step s;
         s.kind = Step::Wait;
@@ -389,10 +431,70 @@ class Parser : public YamlFields<ScenarioError> {
         out.push_back(x);
         continue;
       }
-      for (const auto& block : before[ci]) out.insert(out.end(), block.begin(), block.end());
+      // Inserted steps are in the blocks of the call they are inserted at.
+      auto put = [&](const Program& block) {
+        for (Step y : block) {
+          y.blocks.insert(y.blocks.begin(), x.blocks.begin(), x.blocks.end());
+          out.push_back(std::move(y));
+        }
+      };
+      for (const auto& block : before[ci]) put(block);
       if (!skip.count(ci)) out.push_back(x);
-      for (const auto& block : after[ci]) out.insert(out.end(), block.begin(), block.end());
+      for (const auto& block : after[ci]) put(block);
       ++ci;
+    }
+    return out;
+  }
+
+  static bool has_conds(const Program& p) {
+    return std::any_of(p.begin(), p.end(), [](const Step& x) { return !x.conds.empty(); });
+  }
+
+  // The steps rank r takes (-1: a rank no `if` lists), conditions dropped.
+  Program chosen(const Program& p, int r) const {
+    Program out;
+    for (const Step& x : p) {
+      bool take = true;
+      for (const int32_t c : x.conds) {
+        const auto& set = cond_sets_[static_cast<size_t>(std::abs(c) - 1)];
+        const bool in = r >= 0 && std::binary_search(set.begin(), set.end(), r);
+        take = take && (c > 0 ? in : !in);
+      }
+      if (!take) continue;
+      out.push_back(x);
+      out.back().conds.clear();
+    }
+    return out;
+  }
+
+  // Each Raise leaves out the rest of its block (the innermost repeat pass it
+  // is in; the rest of the program at the top). A wait left out makes its
+  // call never waited; a call left out takes its later wait step with it.
+  static Program raised(Program p) {
+    if (std::none_of(p.begin(), p.end(), [](const Step& x) { return x.kind == Step::Raise; })) return p;
+    Program out;
+    std::set<std::string> gone;  // handles whose call was left out
+    for (size_t i = 0; i < p.size(); ++i) {
+      Step& x = p[i];
+      if (x.kind == Step::Wait && gone.count(x.handle)) continue;
+      out.push_back(x);
+      if (x.kind != Step::Raise) continue;
+      const bool top = x.blocks.empty();
+      const uint32_t b = top ? 0 : x.blocks.back();
+      size_t j = i + 1;
+      for (; j < p.size() && (top || std::find(p[j].blocks.begin(), p[j].blocks.end(), b) != p[j].blocks.end()); ++j) {
+        const Step& y = p[j];
+        if (y.kind == Step::Call && !y.call.handle.empty()) gone.insert(y.call.handle);
+        if (y.kind == Step::Wait && !gone.count(y.handle)) {
+          for (auto it = out.rbegin(); it != out.rend(); ++it)
+            if (it->kind == Step::Call && it->call.handle == y.handle) {
+              it->call.wait = WaitAt::Never;
+              it->call.handle.clear();
+              break;
+            }
+        }
+      }
+      i = j - 1;
     }
     return out;
   }
@@ -471,23 +573,43 @@ class Parser : public YamlFields<ScenarioError> {
     }
     if (!root["program"]) fail(root, "program", "missing: the list of calls every rank makes");
     s.defaults = program(root["program"], "program", s);
+    // Rank-dependent choices: each rank an `if` lists gets its program; the
+    // others share the default, their branches taken.
+    if (has_conds(s.defaults)) {
+      std::set<int> listed;
+      for (const auto& set : cond_sets_) listed.insert(set.begin(), set.end());
+      for (const int r : listed) {
+        s.overrides[r] = chosen(s.defaults, r);
+        steps_ += s.overrides[r].size();
+        check_steps(root["program"], "program");
+      }
+      s.defaults = chosen(s.defaults, -1);
+    }
     if (root["ranks"]) {
       const YAML::Node r = root["ranks"];
       if (!r.IsMap()) fail(r, "ranks", "expected a mapping from rank to {program: [...]}");
+      std::set<int> said;
       for (const auto& kv : r) {
         const int rank = integer(kv.first, "ranks", 0, s.ranks - 1);
         const auto f = fmt::format("ranks.{}", rank);
-        if (s.overrides.count(rank)) fail(kv.first, "ranks", fmt::format("duplicate key '{}': say each rank once", rank));
+        if (!said.insert(rank).second) fail(kv.first, "ranks", fmt::format("duplicate key '{}': say each rank once", rank));
         if (!kv.second.IsMap())
           fail(kv.second, f, "expected {program: [...]}, or edits of the default program: {skip: [calls], insert: "
                              "{after: <call>, steps: [...]}}");
         only_keys(kv.second, f, {"program", "skip", "insert"});
         if (!kv.second["program"] && !kv.second["skip"] && !kv.second["insert"])
           fail(kv.second, f, "expected program, skip or insert");
-        s.overrides[rank] = kv.second["program"] ? program(kv.second["program"], f + ".program", s) : s.defaults;
+        if (kv.second["program"])
+          s.overrides[rank] = program(kv.second["program"], f + ".program", s);
+        else if (!s.overrides.count(rank))
+          s.overrides[rank] = s.defaults;
         if (kv.second["skip"] || kv.second["insert"]) s.overrides[rank] = edited(kv.second, f, s.overrides[rank], s);
+        s.overrides[rank] = chosen(s.overrides[rank], rank);
       }
     }
+    // Exceptions: each `raise` leaves out the rest of its block, per rank.
+    s.defaults = raised(std::move(s.defaults));
+    for (auto& [rank, prog] : s.overrides) prog = raised(std::move(prog));
     // Each handle is waited once, after its call and before the handle is
     // used again; a call that is never waited says wait: never.
     for (int r = 0; r < s.ranks; ++r) {
@@ -606,6 +728,8 @@ class Parser : public YamlFields<ScenarioError> {
  private:
   InputLimits limits_;
   size_t steps_ = 0;
+  std::vector<std::vector<int>> cond_sets_;  // the rank sets of `if` steps (Step::conds)
+  uint32_t next_block_ = 0;                  // ids of repeat passes (Step::blocks)
 };
 
 }  // namespace
@@ -625,6 +749,9 @@ namespace {
 void emit_program(YAML::Emitter& y, const Program& p) {
   y << YAML::BeginSeq;
   for (const Step& s : p) {
+    // A raise's effect (the rest of its block left out) is in the program
+    // already: written back, the marker would leave out more.
+    if (s.kind == Step::Raise) continue;
     y << YAML::BeginMap;
     if (s.kind == Step::Sleep) {
       y << YAML::Key << "sleep" << YAML::Value << s.sleep_ms;
@@ -632,6 +759,8 @@ void emit_program(YAML::Emitter& y, const Program& p) {
       y << YAML::Key << "stall" << YAML::Value << true;
     } else if (s.kind == Step::Synchronize) {
       y << YAML::Key << "synchronize" << YAML::Value << true;
+    } else if (s.kind == Step::Exit) {
+      y << YAML::Key << "exit" << YAML::Value << true;
     } else if (s.kind == Step::Wait) {
       y << YAML::Key << "wait" << YAML::Value << s.handle;
     } else {

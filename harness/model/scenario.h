@@ -66,11 +66,24 @@ struct Step {
   // Synchronize: the device-wide sync (cuda.synchronize(), .tolist()): waits
   // until every call this rank issued, in every group, has finished.
   // Wait: waits the async call of this rank whose handle is `handle`.
-  enum Kind : uint8_t { Call, Sleep, Stall, Synchronize, Wait } kind = Call;
+  // Exit: the rank's program ends here (an early exit, ElasticDL #1895): no
+  // later step runs and nothing pending is waited.
+  // Raise: an exception caught around the current block (one pass of the
+  // innermost `repeat`, the whole program at the top): the rest of that pass
+  // was left out when the file was read; the step stays as a marker.
+  enum Kind : uint8_t { Call, Sleep, Stall, Synchronize, Wait, Exit, Raise } kind = Call;
   CallStep call;
   double sleep_ms = 0;  // Sleep
   std::string handle;   // Wait
   int line = 0;         // where it was written, for messages
+  // The passes of `repeat` blocks the step is in, outermost first (unique
+  // ids); what a Raise leaves out. Steps inserted by an edit get the blocks
+  // of the call they are inserted at.
+  std::vector<uint32_t> blocks;
+  // `if: {ranks: [...], then: [...], else: [...]}` while reading: conditions
+  // the step needs (k + 1: the rank is in condition set k; -(k + 1): it is
+  // not). Resolved into each rank's program before the scenario is returned.
+  std::vector<int32_t> conds;
 };
 using Program = std::vector<Step>;
 

@@ -372,6 +372,7 @@ void run_rank_program(RankEnv& env, Links& base) {
   // mismatch they align the ranks' sequences (an extra or a skipped call).
   const Program& program = s.program(r);
   size_t next_step = 0;  // the first step whose call was not issued
+  bool exited = false;   // the program's exit step ended it
   auto record_end = [&](bool failed) {
     std::vector<std::vector<CallRecord>> rest(comms.size());
     std::vector<bool> more(comms.size(), false);
@@ -414,6 +415,13 @@ void run_rank_program(RankEnv& env, Links& base) {
         // (their failure aborts this barrier) or the run's limit.
         env.stall();
         return;
+      }
+      if (st.kind == Step::Raise) continue;  // its block's rest was left out when the file was read
+      if (st.kind == Step::Exit) {
+        // An early exit: the program ends here, nothing pending is waited
+        // (the Works are dropped) and the libraries are not entered again.
+        exited = true;
+        break;
       }
       if (st.kind == Step::Wait) {
         // The program's wait on a handle (a fault may have made its call
@@ -493,12 +501,14 @@ void run_rank_program(RankEnv& env, Links& base) {
         mine.waited(at);
       }
     }
-    next_step = program.size();
-    wait_for(WaitAt::Next);
-    wait_for(WaitAt::End);
-    // The rank leaves the libraries (MPI_Finalize): a caller-progress
-    // group's calls that never moved (never waited) move now.
-    for (auto& gc : comms) gc.comm->finish();
+    if (!exited) {
+      next_step = program.size();
+      wait_for(WaitAt::Next);
+      wait_for(WaitAt::End);
+      // The rank leaves the libraries (MPI_Finalize): a caller-progress
+      // group's calls that never moved (never waited) move now.
+      for (auto& gc : comms) gc.comm->finish();
+    }
   } catch (...) {
     record_end(true);
     throw;
