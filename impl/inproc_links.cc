@@ -25,6 +25,9 @@ struct Op {
   size_t size = 0;
   OpState state = OpState::Pending;
   std::string error;
+  // Sizes as NCCL runs them: a receive matched by a shorter send got these
+  // bytes and waits for the rest, which never come (SIZE_MAX: not so).
+  size_t arrived = SIZE_MAX;
 };
 using Key = std::pair<int, Tag>;  // (source rank, tag) within a destination's mailbox
 
@@ -52,6 +55,7 @@ struct InProcFabric::Impl {
   std::atomic<uint64_t> abort_from{UINT64_MAX};
   // The process group of that call: other groups' transfers all fail.
   std::atomic<uint64_t> abort_group{0};
+  std::atomic<bool> nccl_sizes{false};  // InProcFabric::set_sizes_as_nccl
   std::mutex abort_mu;
   std::string abort_reason;
 
@@ -67,7 +71,7 @@ struct InProcFabric::Impl {
   }
 
   // Matches `op` against the opposite queue or enqueues it. Called with box.mu held.
-  static void post(Mailbox& box, const std::shared_ptr<Op>& op, Key key) {
+  static void post(Mailbox& box, const std::shared_ptr<Op>& op, Key key, bool nccl_sizes) {
     auto& opposite = op->dir == LinkDirection::Send ? box.recvs : box.sends;
     auto& mine = op->dir == LinkDirection::Send ? box.sends : box.recvs;
     auto it = opposite.find(key);
@@ -80,7 +84,19 @@ struct InProcFabric::Impl {
     if (it->second.empty()) opposite.erase(it);
     Op& send = op->dir == LinkDirection::Send ? *op : *other;
     Op& recv = op->dir == LinkDirection::Send ? *other : *op;
-    if (send.size != recv.size) {
+    if (send.size != recv.size && nccl_sizes) {
+      // No error, as NCCL has none: what fits moves. A longer send is cut
+      // (both complete: the receiver's data is wrong); a shorter one leaves
+      // the receiver waiting for bytes that never come (a hang).
+      const size_t n = std::min(send.size, recv.size);
+      if (n > 0) std::memcpy(recv.dst, send.src, n);
+      send.state = OpState::Done;
+      if (send.size >= recv.size) {
+        recv.state = OpState::Done;
+      } else {
+        recv.arrived = n;
+      }
+    } else if (send.size != recv.size) {
       const std::string msg = fmt::format(
           "size mismatch on {}: rank {} sent {} bytes to rank {}, which expected {} bytes",
           describe_tag(send.tag), send.rank, send.size, recv.rank, recv.size);
@@ -147,6 +163,10 @@ class InProcRequest final : public LinkRequest {
     InProcFabric::Impl::cancel(*box_, op_, key_, "gave up on it at its own deadline");
     // Did the peer post the matching transfer and cancel it?
     std::string peer_side = "the peer never posted the matching transfer";
+    if (op_->arrived != SIZE_MAX)
+      peer_side = fmt::format("rank {}'s matching send carried {} bytes and the rest never came (a size mismatch, "
+                              "which NCCL does not check: it waits)",
+                              op_->peer, op_->arrived);
     const LinkDirection opposite = op_->dir == LinkDirection::Send ? LinkDirection::Recv : LinkDirection::Send;
     if (auto it = box_->cancelled.find({opposite, key_}); it != box_->cancelled.end())
       peer_side = fmt::format("rank {} posted the matching {} and then {}{}", op_->peer,
@@ -221,7 +241,7 @@ class InProcLinks final : public Links {
   RequestPtr post(Mailbox& box, const std::shared_ptr<Op>& op, Key key) {
     {
       std::lock_guard<std::mutex> g(box.mu);
-      InProcFabric::Impl::post(box, op, key);
+      InProcFabric::Impl::post(box, op, key, fabric_->nccl_sizes.load(std::memory_order_relaxed));
     }
     return std::make_unique<InProcRequest>(fabric_, &box, op, key);
   }
@@ -262,6 +282,8 @@ void InProcFabric::abort(const std::string& reason, uint64_t from_call, uint64_t
     b->cv.notify_all();
   }
 }
+
+void InProcFabric::set_sizes_as_nccl(bool on) { impl_->nccl_sizes.store(on); }
 
 bool InProcFabric::aborted() const { return impl_->aborted.load(std::memory_order_acquire); }
 std::string InProcFabric::abort_reason() const { return impl_->reason(); }

@@ -29,6 +29,12 @@ class InProcFabric {
   // those and reach call k, and the flight recorders show what every rank
   // called there.
   void abort(const std::string& reason, uint64_t from_call = 0, uint64_t group = 0);
+  // Sizes as NCCL runs them (on) instead of checked (off, the default): a
+  // send and a receive of different sizes match without an error; a longer
+  // send is cut to the receive (wrong data, both complete), a shorter one
+  // leaves the receive waiting for the rest until its deadline (a hang).
+  // What production shows of a size mismatch.
+  void set_sizes_as_nccl(bool on);
   // True once any abort happened (scoped or not).
   bool aborted() const;
   std::string abort_reason() const;

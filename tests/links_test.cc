@@ -188,3 +188,49 @@ TEST(InProcLinks, ATimeoutNamesAPeerThatPostedAndCancelled) {
     EXPECT_NE(w.find("rank 1 posted the matching send and then cancelled it"), std::string::npos) << w;
   }
 }
+
+// Sizes as NCCL runs them: no error at the transfer. A longer send is cut to
+// the receive (both complete); a shorter one leaves the receive waiting for
+// the rest until its deadline, which says so. Checked sizes (the default)
+// fail both at once.
+TEST(InProcLinks, SizesAsNcclCutALongerSendAndLeaveAShorterOneWaiting) {
+  const std::vector<std::byte> src(100, std::byte{7});
+  for (const bool nccl : {true, false}) {
+    InProcFabric f(2);
+    f.set_sizes_as_nccl(nccl);
+    auto a = f.links(0), b = f.links(1);
+    std::vector<std::byte> dst(60, std::byte{0});
+    auto s = a->isend(1, 5, std::span<const std::byte>(src.data(), 100));
+    auto r = b->irecv(0, 5, std::span<std::byte>(dst.data(), 60));
+    if (nccl) {
+      EXPECT_NO_THROW(r->wait(Clock::now() + 1s));
+      EXPECT_NO_THROW(s->wait(Clock::now() + 1s));
+      EXPECT_EQ(dst, std::vector<std::byte>(60, std::byte{7}));
+    } else {
+      EXPECT_THROW(r->wait(Clock::now() + 1s), LinkError);
+    }
+    std::vector<std::byte> big(160, std::byte{0});
+    auto s2 = a->isend(1, 6, std::span<const std::byte>(src.data(), 100));
+    auto r2 = b->irecv(0, 6, std::span<std::byte>(big.data(), 160));
+    if (nccl) {
+      EXPECT_NO_THROW(s2->wait(Clock::now() + 1s));  // the sender is done
+      try {
+        r2->wait(Clock::now() + 100ms);
+        ADD_FAILURE() << "a receive of 160 bytes completed on a send of 100";
+      } catch (const LinkTimeout& e) {
+        EXPECT_NE(std::string(e.what()).find("rank 0's matching send carried 100 bytes and the rest never came"),
+                  std::string::npos)
+            << e.what();
+      }
+      EXPECT_EQ(big[99], std::byte{7});
+      EXPECT_EQ(big[100], std::byte{0});
+    } else {
+      try {
+        r2->wait(Clock::now() + 1s);
+        ADD_FAILURE() << "a size mismatch completed with checked sizes";
+      } catch (const LinkError& e) {
+        EXPECT_NE(std::string(e.what()).find("size mismatch"), std::string::npos) << e.what();
+      }
+    }
+  }
+}

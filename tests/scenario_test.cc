@@ -1413,3 +1413,42 @@ TEST(Replay, AMissingRankWhoseProgramEndedIsSaidToHaveEnded) {
 }
 
 }  // namespace
+
+namespace {
+
+// Unguarded mode is production: a size mismatch is what NCCL makes of it, a
+// hang until the deadline with the watchdog's message, and the diagnosis
+// still names the mismatch. A flipped bit is corrupted output with every call
+// returned; guarded mode and a clean run say nothing of a symptom. The
+// command line prints it.
+TEST(Replay, UnguardedModeShowsWhatProductionWouldHaveShown) {
+  auto run = [](const std::string& file, bool guarded) {
+    ReplayOptions o;
+    o.guarded = guarded;
+    ReplayResult r = replay_scenario(load_scenario(std::string(SOURCE_DIR) + "/examples/bugs/" + file), o);
+    if (!r.dump_dir.empty()) std::filesystem::remove_all(r.dump_dir);
+    return r;
+  };
+  const ReplayResult hang = run("bucket_off_by_one.yaml", false);
+  ASSERT_FALSE(hang.diagnoses.empty());
+  EXPECT_EQ(hang.diagnoses.front().kind, DiagnosisKind::ShapeMismatch);
+  EXPECT_EQ(hang.symptom.rfind("a hang until the deadline: [Rank ", 0), 0u) << hang.symptom;
+  EXPECT_NE(hang.symptom.find("] Watchdog caught collective operation timeout: WorkNCCL(SeqNum=1, OpType=ALLREDUCE, "
+                              "NumelIn=10"),
+            std::string::npos)
+      << hang.symptom;
+  EXPECT_NE(hang.symptom.find("Timeout(ms)=2000) ran for "), std::string::npos) << hang.symptom;
+  EXPECT_GE(hang.first_failure, 1.9) << "the hang lasts until the deadline (2 s)";
+  for (const auto& d : hang.diagnoses) EXPECT_NE(d.kind, DiagnosisKind::CorruptedPayload) << format_diagnosis(d);
+  const ReplayResult bit = run("flipped_bit.yaml", false);
+  EXPECT_EQ(bit.symptom.rfind("corrupted output, and every call returned: rank ", 0), 0u) << bit.symptom;
+  EXPECT_TRUE(run("bucket_off_by_one.yaml", true).symptom.empty());
+  EXPECT_TRUE(run("clean_training_step.yaml", false).symptom.empty());
+  const auto r = testutil::collcheck("replay " + std::string(SOURCE_DIR) +
+                                     "/examples/bugs/bucket_off_by_one.yaml --mode unguarded");
+  EXPECT_EQ(r.code, 0) << r.out;
+  EXPECT_NE(r.out.find("what production would have shown: a hang until the deadline: [Rank"), std::string::npos)
+      << r.out;
+}
+
+}  // namespace

@@ -7,7 +7,10 @@ namespace collcheck::detect {
 
 void corrupted_payload(const Dumps& dumps, const AnalysisOptions&, std::vector<Diagnosis>& out) {
   for (const auto& [key, p] : transfer_pairs(dumps)) {
-    if (p.first && p.second && p.first->checksum != p.second->checksum) {
+    // A receive of another size than its send (a size mismatch run as NCCL
+    // runs it: cut, or waiting for the rest) holds other bytes for that
+    // reason, not because the link changed them.
+    if (p.first && p.second && p.first->bytes == p.second->bytes && p.first->checksum != p.second->checksum) {
       Diagnosis dg;
       dg.kind = DiagnosisKind::CorruptedPayload;
       dg.edge = std::make_pair(p.first->src, p.first->dst);

@@ -57,6 +57,7 @@ void print_replay(const collcheck::Scenario& s, const collcheck::ReplayResult& r
                    : "");
     for (const auto& d : r.diagnoses) fmt::print("  {}\n", collcheck::format_diagnosis(d));
   }
+  if (!r.symptom.empty()) fmt::print("what production would have shown: {}\n", r.symptom);
   fmt::print("{}", collcheck::format_timeline(r.dumps));
   for (const auto& u : r.unfired) fmt::print("note: {}\n", u);
 }

@@ -81,6 +81,59 @@ double first_failure(const std::vector<RankDump>& dumps) {
   return t;
 }
 
+// PyTorch's name of a collective in a WorkNCCL (its OpType).
+std::string_view op_type(Collective c) {
+  switch (c) {
+    case Collective::AllReduce: return "ALLREDUCE";
+    case Collective::Broadcast: return "BROADCAST";
+    case Collective::AllGather: return "ALLGATHER";
+    case Collective::ReduceScatter: return "_REDUCE_SCATTER_BASE";
+    case Collective::AllToAll: return "ALLTOALL_BASE";
+    case Collective::Barrier: return "BARRIER";
+    case Collective::Send: return "SEND";
+    case Collective::Recv: return "RECV";
+  }
+  return "UNKNOWN";
+}
+
+// What an unguarded run showed from outside, the first thing a user would
+// have seen: a rank's call timing out (the watchdog's message, as PyTorch's
+// ProcessGroupNCCL prints it), another error, or results the oracle rejects
+// while every call returned.
+std::string symptom_of(const std::vector<RankDump>& dumps, const std::vector<nlohmann::json>& checked,
+                       const std::vector<int>& checked_rank, bool hung, double deadline_s) {
+  const RankDump* fd = nullptr;
+  const CallRecord* first = nullptr;
+  for (const auto& d : dumps)
+    for (const auto& c : d.calls)
+      if (c.state == CallState::Failed && (!first || c.t_completed < first->t_completed)) {
+        first = &c;
+        fd = &d;
+      }
+  if (first && first->error.find("did not complete by its deadline") != std::string::npos) {
+    const int p = fd->members.empty() ? fd->size : static_cast<int>(fd->members.size());
+    const size_t in = is_p2p(first->coll) ? first->count : send_elements(first->coll, first->count, p);
+    const size_t out = is_p2p(first->coll) ? first->count : recv_elements(first->coll, first->count, p);
+    return fmt::format("a hang until the deadline: [Rank {}] Watchdog caught collective operation timeout: "
+                       "WorkNCCL(SeqNum={}, OpType={}, NumelIn={}, NumelOut={}, Timeout(ms)={}) ran for {} "
+                       "milliseconds before timing out.",
+                       fd->rank, first->seq, op_type(first->coll), in, out,
+                       static_cast<long long>(std::llround(deadline_s * 1000)),
+                       static_cast<long long>(std::llround((first->t_completed - first->t_started) * 1000)));
+  }
+  if (first)
+    return fmt::format("an error: rank {}'s call #{} ({}) failed at {:.3f} s: {}", fd->rank, first->seq,
+                       collective_name(first->coll), first->t_completed, first->error);
+  if (hung) return "a hang: some ranks never returned within the run's limit";
+  for (size_t i = 0; i < checked.size(); ++i) {
+    const std::string text = checked[i].at("wrong").get<std::string>();
+    if (!text.empty())
+      return fmt::format("corrupted output, and every call returned: rank {}'s result of call #{} is wrong: {}",
+                         checked_rank[i], checked[i].at("wrong_seq").get<uint64_t>(), text);
+  }
+  return "";
+}
+
 bool has_diagnosis(const ReplayResult& r, std::initializer_list<DiagnosisKind> kinds) {
   for (const auto& d : r.diagnoses)
     for (DiagnosisKind k : kinds)
@@ -563,6 +616,10 @@ std::string verdict_text(RankResults& outs, const std::vector<FaultTally>& talli
 
 ReplayResult replay_scenario(const Scenario& in, const ReplayOptions& o) {
   ThreadWorld world(in.ranks);
+  // Unguarded mode is production: a size mismatch is not an error at the
+  // transfer but what NCCL makes of it, a hang until the deadline or wrong
+  // data (the symptom says which). MPI checks sizes itself (MPI_ERR_TRUNCATE).
+  world.set_sizes_as_nccl(!o.guarded.value_or(in.guarded));
   return replay_scenario(in, o, world);
 }
 
@@ -824,6 +881,11 @@ ReplayResult replay_scenario(const Scenario& in, const ReplayOptions& o, World& 
       res.diagnoses.push_back(d);
       break;
     }
+  }
+  if (!guarded) {
+    res.symptom = symptom_of(dumps, checked, checked_rank, res.hung, s.deadline_s);
+    if (res.symptom.empty() && !res.diagnoses.empty())
+      res.symptom = "nothing: every call returned and every result the oracle checked was right (a silent bug)";
   }
   if (res.diagnoses.empty() && !run.ok()) res.unexplained = run.failures();
   if (!res.diagnoses.empty() && res.time_to_diagnosis < 0)

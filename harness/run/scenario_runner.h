@@ -45,6 +45,10 @@ struct ReplayResult {
   std::string unexplained;
   // One line per link fault that never fired, saying why (faults/nemesis.h).
   std::vector<std::string> unfired;
+  // Unguarded mode: what the run looked like from outside, as production
+  // would have shown it: a hang until the deadline (with the watchdog's
+  // message), an error, or corrupted output; empty in guarded mode.
+  std::string symptom;
 };
 
 // Runs the scenario in `world`: every process of the world calls it, and

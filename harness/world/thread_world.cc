@@ -168,6 +168,7 @@ std::unique_ptr<CallGuard> ThreadWorld::call_guard(Clock::time_point epoch, std:
 }
 
 int ThreadWorld::size() const { return static_cast<int>(state_->links.size()); }
+void ThreadWorld::set_sizes_as_nccl(bool on) { state_->fabric.set_sizes_as_nccl(on); }
 
 WorldRun ThreadWorld::run(const RankFn& fn, std::chrono::milliseconds limit, int ranks) {
   if (ranks != 0 && ranks != size())

@@ -40,6 +40,11 @@ class ThreadWorld final : public World {
   // at once; `deadline` bounds how long it waits to tell the odd one out.
   std::unique_ptr<CallGuard> call_guard(Clock::time_point epoch, std::chrono::milliseconds deadline) override;
 
+  // A size mismatch between a send and its receive runs as NCCL runs it (no
+  // error: a hang or wrong data) instead of failing at once; see
+  // InProcFabric::set_sizes_as_nccl. Unguarded replays turn it on.
+  void set_sizes_as_nccl(bool on);
+
   struct State;
 
  private:
