@@ -1378,6 +1378,16 @@ program:
 )",
                                      "top.yaml");
   EXPECT_EQ(tags_of(w2.program(0)), (V{"raise"}));
+  // Both branches number their calls from the same place: the same untagged
+  // call in each is the same call (default tag call<i>), on every rank.
+  const Scenario same = parse_scenario("world: {ranks: 3}\nprogram:\n  - all_reduce: {count: 4}\n"
+                                       "  - if: {ranks: [0], then: [{barrier: true}], else: [{barrier: true}]}\n"
+                                       "  - all_reduce: {count: 4}\n",
+                                       "same.yaml");
+  for (int r = 0; r < 3; ++r) EXPECT_EQ(tags_of(same.program(r)), (V{"call0", "call1", "call2"})) << "rank " << r;
+  ReplayOptions so;
+  const ReplayResult sr = replay_scenario(same, so);
+  EXPECT_TRUE(sr.diagnoses.empty()) << format_diagnosis(sr.diagnoses.front());
   expect_refused("world: {ranks: 2}\nprogram:\n  - if: {ranks: [1]}\n", "bad.yaml:3: program[0].if.then: missing");
   expect_refused("world: {ranks: 2}\nprogram:\n  - if: {then: []}\n", "bad.yaml:3: program[0].if.ranks: missing");
   expect_refused("world: {ranks: 2}\nprogram:\n  - if: {ranks: [2], then: []}\n",

@@ -337,16 +337,23 @@ class Parser : public YamlFields<ScenarioError> {
         rs.erase(std::unique(rs.begin(), rs.end()), rs.end());
         const auto k = static_cast<int32_t>(cond_sets_.size());
         cond_sets_.push_back(std::move(rs));
+        // Both branches number their calls from here (a rank takes one of
+        // them): the same call in both has the same default tag.
+        const int at = calls;
+        int after = calls;
         for (const bool then : {true, false}) {
           const char* branch = then ? "then" : "else";
           if (!v[branch]) continue;
           Program part;
-          steps_into(part, v[branch], fi + "." + branch, sc, calls);
+          int counted = at;
+          steps_into(part, v[branch], fi + "." + branch, sc, counted);
+          after = std::max(after, counted);
           for (Step& x : part) {
             x.conds.insert(x.conds.begin(), then ? k + 1 : -(k + 1));
             p.push_back(std::move(x));
           }
         }
+        calls = after;
       } else if (key == "exit" || key == "raise") {
         Step s;
         s.kind = key == "exit" ? Step::Exit : Step::Raise;

@@ -198,7 +198,6 @@ struct Deferred {
   std::mutex mu;
   std::vector<std::unique_ptr<StreamTask>> tasks;
   std::vector<std::shared_ptr<Stream>> lanes;
-  bool closed = false;
 };
 
 void progress_deferred(Deferred& d) {
@@ -256,7 +255,6 @@ Communicator::~Communicator() {
         t->state->cv.notify_all();
       }
       deferred_->tasks.clear();
-      deferred_->closed = true;
       lanes.swap(deferred_->lanes);
     }
     for (auto& l : lanes) l->close();

@@ -72,13 +72,19 @@ std::chrono::milliseconds millis(double s) {
 
 }  // namespace
 
-// When the first call failed on any rank (seconds from the start; -1: none).
-double first_failure(const std::vector<RankDump>& dumps) {
-  double t = -1;
+// The call that failed first on any rank, and its rank's dump (nulls: none).
+std::pair<const RankDump*, const CallRecord*> first_failed_call(const std::vector<RankDump>& dumps) {
+  std::pair<const RankDump*, const CallRecord*> f{nullptr, nullptr};
   for (const auto& d : dumps)
     for (const auto& c : d.calls)
-      if (c.state == CallState::Failed && (t < 0 || c.t_completed < t)) t = c.t_completed;
-  return t;
+      if (c.state == CallState::Failed && (!f.second || c.t_completed < f.second->t_completed)) f = {&d, &c};
+  return f;
+}
+
+// When the first call failed on any rank (seconds from the start; -1: none).
+double first_failure(const std::vector<RankDump>& dumps) {
+  const auto [d, c] = first_failed_call(dumps);
+  return c ? c->t_completed : -1;
 }
 
 // PyTorch's name of a collective in a WorkNCCL (its OpType).
@@ -102,14 +108,7 @@ std::string_view op_type(Collective c) {
 // while every call returned.
 std::string symptom_of(const std::vector<RankDump>& dumps, const std::vector<nlohmann::json>& checked,
                        const std::vector<int>& checked_rank, bool hung, double deadline_s) {
-  const RankDump* fd = nullptr;
-  const CallRecord* first = nullptr;
-  for (const auto& d : dumps)
-    for (const auto& c : d.calls)
-      if (c.state == CallState::Failed && (!first || c.t_completed < first->t_completed)) {
-        first = &c;
-        fd = &d;
-      }
+  const auto [fd, first] = first_failed_call(dumps);
   if (first && first->error.find("did not complete by its deadline") != std::string::npos) {
     const int p = fd->members.empty() ? fd->size : static_cast<int>(fd->members.size());
     const size_t in = is_p2p(first->coll) ? first->count : send_elements(first->coll, first->count, p);
