@@ -30,12 +30,19 @@ struct DetectionOutcome {
   double seconds = 0;
   double limit_s = 0;   // the longest this run may take
   double margin_s = 0;  // seconds beyond the extra time its fault allows (a stalled rank: one deadline), else 0
+  bool slow = false;      // the diagnosis was right but the run outlasted its limit
+  std::string slow_once;  // set when a first run was slow and this outcome is its rerun's: why it was slow
   ReplayResult result;
 };
 
-// Replays with `replay` (default: the thread world's replay_scenario).
+// Replays with `replay` (default: the thread world's replay_scenario). A run
+// that is right but slower than its limit is run once more (a loaded machine);
+// slow twice is a failure. An MPI replay passes rerun_if_slow = false: each
+// process times its own run, and a rerun one process decides alone would
+// leave the others waiting for it.
 DetectionOutcome check_detection(const DetectionCase& c,
-                                 const std::function<ReplayResult(const Scenario&)>& replay = {});
+                                 const std::function<ReplayResult(const Scenario&)>& replay = {},
+                                 bool rerun_if_slow = true);
 
 // The scenario `collcheck faults` runs each nemesis against.
 Scenario fault_table_scenario(int ranks, const std::string& impl);

@@ -702,6 +702,52 @@ TEST_P(Detection, RandomFaultsAreNamedAndCleanRunsAreClean) {
 
 INSTANTIATE_TEST_SUITE_P(Shards, Detection, ::testing::Values(0, 1));
 
+// A run that is right but outlasts its limit is run once more: a loaded
+// machine (CI's two cores under a sanitizer) is not a hang. Slow twice is a
+// failure, and an MPI replay (rerun_if_slow = false) is never rerun. The
+// replay here is the real one, behind a delay that pushes chosen runs past
+// the limit.
+TEST(Detection, ASlowRightRunIsRunOnceMoreAndSlowTwiceFails) {
+  rc::Random rnd(11);
+  DetectionCase c = gen_detection_case(2, 3)(rnd, 10).value();
+  c.fault.reset();  // clean: its limit is only the compute margin
+  int runs = 0;
+  std::vector<bool> slow;
+  const auto replay = [&](const Scenario& s) {
+    const bool this_slow = slow.at(static_cast<size_t>(runs++));
+    ReplayResult r = replay_scenario(s);
+    if (this_slow) std::this_thread::sleep_for(2500ms);  // past any margin, sanitizers included
+    return r;
+  };
+  slow = {true, false};
+  DetectionOutcome o = check_detection(c, replay);
+  EXPECT_EQ(runs, 2);
+  EXPECT_TRUE(o.ok) << o.why;
+  EXPECT_NE(o.slow_once.find("longer than its limit"), std::string::npos) << o.slow_once;
+
+  runs = 0;
+  slow = {true, true};
+  o = check_detection(c, replay);
+  EXPECT_EQ(runs, 2);
+  EXPECT_FALSE(o.ok);
+  EXPECT_TRUE(o.slow);
+  EXPECT_NE(o.why.find("longer than its limit"), std::string::npos) << o.why;
+
+  runs = 0;
+  slow = {true};
+  o = check_detection(c, replay, /*rerun_if_slow=*/false);
+  EXPECT_EQ(runs, 1);
+  EXPECT_FALSE(o.ok);
+  EXPECT_TRUE(o.slow_once.empty());
+
+  runs = 0;
+  slow = {false};
+  o = check_detection(c, replay);
+  EXPECT_EQ(runs, 1);
+  EXPECT_TRUE(o.ok) << o.why;
+  EXPECT_FALSE(o.slow);
+}
+
 // ---- the CLI ----
 
 TEST(ReplayCli, ExitCodes) {

@@ -56,7 +56,7 @@ int run_detection_command(FaultsFlags& f, int p, uint64_t seed) {
     const auto replay = [&](const collcheck::Scenario& s) {
       return replay_here(s, {});
     };
-    const collcheck::DetectionOutcome o = collcheck::check_detection(c, replay);
+    const collcheck::DetectionOutcome o = collcheck::check_detection(c, replay, /*rerun_if_slow=*/mpi == nullptr);
     if (!root) continue;
     worst_over = std::max(worst_over, o.seconds - o.limit_s);
     const std::string fault = c.fault ? c.fault->kind : "none (clean)";
