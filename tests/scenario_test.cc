@@ -367,6 +367,48 @@ TEST(FlightRecorder, RingBufferIsBoundedAndDumpRoundTrips) {
   EXPECT_EQ(c.crash->signal, "BUS");
 }
 
+// The thread world hands analyze its recorders' dumps as structs (no JSON in
+// between); what a file holds must read back to the same dump, every field.
+TEST(FlightRecorder, TheStructDumpIsWhatItsFileReadsBackTo) {
+  FlightRecorder rec(2, 4, Clock::now(), 8);
+  rec.set_run("run-id", "what-ran");
+  rec.set_group("tp", {0, 2}, false, true);
+  for (uint64_t i = 1; i <= 3; ++i) {
+    CallRecord c;
+    c.seq = i;
+    c.tag = "t" + std::to_string(i);
+    c.count = 10 * i;
+    c.async = i == 2;
+    rec.scheduled(c);
+    rec.started(i);
+    if (i < 3) rec.completed(i, i == 2 ? "an error" : "");
+    if (i == 1) rec.waited(i);
+    if (i == 2) rec.read_output(i);
+  }
+  rec.transfer(TransferRecord{2, 0, 3 << 8, 1, 40, 0.5, 0.75, 0x1234, true});
+  rec.blocked(0, true, 3 << 8);
+  CallRecord next;
+  next.seq = 4;
+  next.tag = "t4";
+  rec.ended({next}, false);
+  const CrashNote note{2, "SEGV"};
+  for (const CrashNote* crash : {static_cast<const CrashNote*>(nullptr), &note}) {
+    const RankDump direct = rec.to_dump("why", crash);
+    const RankDump back = rank_dump_from_json(nlohmann::json::parse(rank_dump_to_json(direct).dump(1)));
+    EXPECT_EQ(rank_dump_to_json(back), rank_dump_to_json(direct));
+    EXPECT_EQ(direct.group, "tp");
+    EXPECT_TRUE(direct.caller_progress);
+    EXPECT_EQ(direct.calls.size(), 3u);
+    EXPECT_EQ(direct.transfers.size(), 1u);
+    EXPECT_TRUE(direct.ended);
+    EXPECT_TRUE(direct.rest_known);
+    ASSERT_EQ(direct.not_run.size(), 1u);
+    EXPECT_EQ(back.not_run.front().tag, "t4");
+    EXPECT_EQ(back.crash.has_value(), crash != nullptr);
+    EXPECT_EQ(back.dumped_at, direct.dumped_at);
+  }
+}
+
 // Real dumps from a CI run (tests/data/descheduled_receiver/README.md): a
 // clean run in an oversubscribed MPI world where the receiver of one of the
 // two transfers on edge 2 -> 0 was descheduled. A slow link needs a strict
@@ -618,6 +660,52 @@ expect: {diagnosis: shape_mismatch, ranks: [1], seq: 2, fields: [dtype]}
     return "";
   });
   EXPECT_EQ(wrong, 0);
+}
+
+// Guarded mode names a rank whose program ended as soon as every other rank
+// is in the call it will never join: no deadline is waited out (this one is
+// 60 s; the replay takes well under a second). Two ranks end after call #2,
+// one rank sleeps before call #3 (the guard waits for it), and one ends
+// after call #3 (it joined call #3: not missing there).
+TEST(Guard, NamesARankWhoseProgramEndedWithoutWaitingOutTheDeadline) {
+  const Scenario s = parse_scenario(R"(
+world: {ranks: 6}
+deadline: 60
+program:
+  - all_reduce: {tag: a, count: 64}
+  - all_reduce: {tag: b, count: 64}
+  - all_reduce: {tag: c, count: 64}
+  - all_reduce: {tag: d, count: 64}
+ranks:
+  1: {skip: [2, 3]}
+  4: {skip: [2, 3]}
+  3: {skip: [3]}
+  5: {program: [{all_reduce: {tag: a, count: 64}}, {all_reduce: {tag: b, count: 64}}, {sleep: 300},
+                {all_reduce: {tag: c, count: 64}}, {all_reduce: {tag: d, count: 64}}]}
+expect: {diagnosis: missing_rank, ranks: [1, 4], seq: 3}
+)",
+                                    "ended.yaml");
+  for (int i = 0; i < 5; ++i) {
+    const ReplayResult r = replay_scenario(s);
+    std::string why;
+    EXPECT_TRUE(expectation_holds(*s.expect, r, &why)) << why;
+    EXPECT_LT(r.seconds, 10.0) << "the replay waited out its 60 s deadline";
+    // Not before the sleeping rank 5 arrived at call #3.
+    EXPECT_GE(r.time_to_diagnosis, 0.3);
+    ASSERT_FALSE(r.diagnoses.empty());
+    EXPECT_NE(r.diagnoses.front().text.find("without waiting out the deadline"), std::string::npos)
+        << r.diagnoses.front().text;
+    EXPECT_NE(r.diagnoses.front().text.find("had ended their program"), std::string::npos) << r.diagnoses.front().text;
+  }
+  // Unguarded mode is production: the others wait out the deadline (a short
+  // one here), and the dumps name the same ranks.
+  Scenario u = s;
+  u.guarded = false;
+  u.deadline_s = 0.5;
+  const ReplayResult r = replay_scenario(u);
+  std::string why;
+  EXPECT_TRUE(expectation_holds(*u.expect, r, &why)) << why;
+  EXPECT_GE(r.seconds, 0.5);
 }
 
 // With two ranks a mismatch has no majority: the diagnosis says its choice of

@@ -2,6 +2,9 @@
 
 #include <fmt/format.h>
 
+#include <fmt/ranges.h>
+
+#include <algorithm>
 #include <tuple>
 
 namespace collcheck {
@@ -40,12 +43,21 @@ void FingerprintGuard::check(int rank, const CallFingerprint& fp) {
   std::unique_lock<std::mutex> lk(mu_);
   auto& row = table_[fp.seq];
   row[rank] = fp;
+  auto& last = last_checked_[rank];
+  last = std::max(last, fp.seq);
   cv_.notify_all();
   if (violation_) throw GuardViolation("guarded mode: " + violation_->text);
   const Key first = key_of(row.begin()->second);
   bool same = true;
   for (const auto& [r, f] : row) same = same && key_of(f) == first;
-  if (same) return;
+  if (same) {
+    if (ended_.empty()) return;
+    violation_ = missing();
+    if (!violation_) return;
+    when_ = std::chrono::duration<double>(Clock::now() - epoch_).count();
+    cv_.notify_all();
+    throw GuardViolation("guarded mode: " + violation_->text);
+  }
   // A mismatch. Who is the odd one out is clear once a strict majority of the
   // world agrees, or every rank has posted.
   auto settled = [&] {
@@ -71,9 +83,52 @@ void FingerprintGuard::check(int rank, const CallFingerprint& fp) {
   throw GuardViolation("guarded mode: " + violation_->text);
 }
 
+void FingerprintGuard::ended(int rank) {
+  std::lock_guard<std::mutex> g(mu_);
+  const auto it = last_checked_.find(rank);
+  ended_[rank] = it == last_checked_.end() ? 0 : it->second;
+  if (violation_) return;
+  violation_ = missing();
+  if (!violation_) return;
+  when_ = std::chrono::duration<double>(Clock::now() - epoch_).count();
+  cv_.notify_all();
+  // This rank's program is over; its throw aborts the waits of the ranks
+  // inside the call it will never join.
+  throw GuardViolation("guarded mode: " + violation_->text);
+}
+
+std::optional<Diagnosis> FingerprintGuard::missing() const {
+  if (ended_.empty()) return std::nullopt;
+  uint64_t first_missed = UINT64_MAX;
+  for (const auto& [r, last] : ended_) first_missed = std::min(first_missed, last + 1);
+  const auto row = table_.find(first_missed);
+  if (row == table_.end() || row->second.empty()) return std::nullopt;  // nobody waits in it
+  std::vector<int> gone;
+  for (const auto& [r, last] : ended_)
+    if (last + 1 == first_missed) gone.push_back(r);
+  if (row->second.size() + gone.size() != static_cast<size_t>(nranks_)) return std::nullopt;  // someone yet to come
+  const Key first = key_of(row->second.begin()->second);
+  for (const auto& [r, f] : row->second)
+    if (key_of(f) != first) return std::nullopt;  // a mismatch there: check() names it
+  std::vector<int> in;
+  for (const auto& [r, f] : row->second) in.push_back(r);
+  const CallFingerprint& fp = row->second.begin()->second;
+  Diagnosis d;
+  d.kind = DiagnosisKind::MissingRank;
+  d.ranks = gone;
+  d.seq = first_missed;
+  d.text = fmt::format("{} ended {} program after call #{} and will never join call #{} ({} {} count={} {}), which "
+                       "{} entered (caught by guarded mode when the last rank arrived, without waiting out the "
+                       "deadline)",
+                       rank_ranges_text(gone), gone.size() == 1 ? "its" : "their", first_missed - 1, first_missed,
+                       collective_name(fp.coll), fp.tag, fp.count, dtype_name(fp.dtype), rank_ranges_text(in));
+  return d;
+}
+
 std::optional<Diagnosis> FingerprintGuard::violation() const {
   std::lock_guard<std::mutex> g(mu_);
   if (!violation_) return std::nullopt;
+  if (violation_->kind == DiagnosisKind::MissingRank) return violation_;
   return classify(*violation_->seq);
 }
 

@@ -30,6 +30,11 @@ class CallGuard {
   // Before rank's call: returns when every rank's fingerprint of this call
   // agrees with it; throws GuardViolation naming the mismatch otherwise.
   virtual void check(int rank, const CallFingerprint& fp) = 0;
+  // Rank's program has ended (its last step done, or an exit step): it
+  // issues no call after the last one it checked. A guard that can see every
+  // rank may then name the call it will never join at once, instead of the
+  // others waiting out their deadline; this one does nothing.
+  virtual void ended(int /*rank*/) {}
   // The first mismatch found, and when (seconds from the run's epoch).
   virtual std::optional<Diagnosis> violation() const = 0;
   virtual double violation_time() const = 0;
@@ -52,8 +57,21 @@ class FingerprintGuard final : public CallGuard {
   // was first seen (seconds from the epoch).
   std::optional<Diagnosis> violation() const override;
   double violation_time() const override;
+  // Rank's program ended after its last checked call L. When every rank has
+  // either checked call L+1 or ended before it, and some rank did enter it,
+  // call L+1 can never finish (every member must join a collective): the
+  // ranks that ended before it are named missing_rank, and the last rank to
+  // arrive (in check, or here) throws GuardViolation, which aborts the
+  // others' wait. A rank that never arrives and never ends (a stall) keeps
+  // this from firing: the deadline names it then.
+  void ended(int rank) override;
 
  private:
+  // The missing-rank finding, if every rank has arrived at the first call an
+  // ended rank will never join. mu_ held.
+  std::optional<Diagnosis> missing() const;
+  std::map<int, uint64_t> last_checked_;  // rank -> the seq of its last check
+  std::map<int, uint64_t> ended_;         // rank -> its last seq when its program ended
   int nranks_;
   Clock::time_point epoch_;
   std::chrono::milliseconds settle_;

@@ -266,21 +266,48 @@ std::string dump_file_name(int rank, const std::string& group, bool p2p) {
   return fmt::format("rank-{}{}{}.json", rank, group.empty() ? "" : "." + group, p2p ? ".p2p" : "");
 }
 
-nlohmann::json FlightRecorder::to_json(const std::string& reason, const CrashNote* crash) const {
-  const std::vector<Stall> stalled = stalls();
+RankDump FlightRecorder::to_dump(const std::string& reason, const CrashNote* crash) const {
+  RankDump d;
+  d.stalls = stalls();
   std::lock_guard<std::mutex> g(mu_);
+  d.rank = rank_;
+  d.size = size_;
+  d.reason = reason;
+  d.run_id = run_id_;
+  d.run_what = run_what_;
+  if (crash) d.crash = *crash;
+  d.group = group_;
+  d.members = members_;
+  d.p2p = p2p_;
+  d.caller_progress = caller_progress_;
+  d.dumped_at = now();
+  d.dropped_calls = dropped_calls_;
+  d.calls.assign(calls_.begin(), calls_.end());
+  d.ended = ended_;
+  if (ended_) d.not_run = not_run_;
+  d.rest_known = ended_ && !not_run_more_;
+  d.transfers.assign(transfers_.begin(), transfers_.end());
+  d.blocked_on = blocked_;
+  return d;
+}
+
+nlohmann::json FlightRecorder::to_json(const std::string& reason, const CrashNote* crash) const {
+  return rank_dump_to_json(to_dump(reason, crash));
+}
+
+nlohmann::json rank_dump_to_json(const RankDump& d) {
   nlohmann::json j;
-  j["rank"] = rank_;
-  j["size"] = size_;
-  j["reason"] = reason;
-  if (!run_id_.empty()) j["run"] = {{"id", run_id_}, {"scenario", run_what_}};
-  if (crash) j["crash"] = {{"rank", crash->rank}, {"signal", crash->signal}};
-  if (!group_.empty() || p2p_) {
-    j["group"] = {{"name", group_}, {"ranks", members_}, {"p2p", p2p_}};
-    if (caller_progress_) j["group"]["progress"] = "caller";
+  j["rank"] = d.rank;
+  j["size"] = d.size;
+  j["reason"] = d.reason;
+  if (!d.run_id.empty()) j["run"] = {{"id", d.run_id}, {"scenario", d.run_what}};
+  if (d.crash) j["crash"] = {{"rank", d.crash->rank}, {"signal", d.crash->signal}};
+  if (!d.group.empty() || d.p2p) {
+    j["group"] = {{"name", d.group}, {"ranks", d.members}, {"p2p", d.p2p}};
+    if (d.caller_progress) j["group"]["progress"] = "caller";
   }
-  j["dumped_at"] = now();
-  j["dropped_calls"] = dropped_calls_;
+  j["dumped_at"] = d.dumped_at;
+  j["dropped_calls"] = d.dropped_calls;
   auto call_json = [](const CallRecord& c) {
     return nlohmann::json{{"seq", c.seq},
                           {"collective", std::string(collective_name(c.coll))},
@@ -301,13 +328,13 @@ nlohmann::json FlightRecorder::to_json(const std::string& reason, const CrashNot
                           {"error", c.error}};
   };
   auto& calls = j["calls"] = nlohmann::json::array();
-  for (const auto& c : calls_) calls.push_back(call_json(c));
-  if (ended_) {
-    auto& rest = j["not_run"] = {{"calls", nlohmann::json::array()}, {"more", not_run_more_}};
-    for (const auto& c : not_run_) rest["calls"].push_back(call_json(c));
+  for (const auto& c : d.calls) calls.push_back(call_json(c));
+  if (d.ended) {
+    auto& rest = j["not_run"] = {{"calls", nlohmann::json::array()}, {"more", !d.rest_known}};
+    for (const auto& c : d.not_run) rest["calls"].push_back(call_json(c));
   }
   auto& tr = j["transfers"] = nlohmann::json::array();
-  for (const auto& t : transfers_) {
+  for (const auto& t : d.transfers) {
     tr.push_back({{"src", t.src},
                   {"dst", t.dst},
                   {"tag", t.tag},
@@ -319,12 +346,12 @@ nlohmann::json FlightRecorder::to_json(const std::string& reason, const CrashNot
                   {"send", t.send}});
   }
   auto& st = j["stalls"] = nlohmann::json::array();
-  for (const auto& x : stalled) st.push_back({x.begin, x.end});
-  j["blocked_on"] = blocked_.blocked ? nlohmann::json{{"peer", blocked_.peer},
-                                                      {"send", blocked_.send},
-                                                      {"tag", blocked_.tag},
-                                                      {"since", blocked_.since}}
-                                     : nlohmann::json(nullptr);
+  for (const auto& x : d.stalls) st.push_back({x.begin, x.end});
+  j["blocked_on"] = d.blocked_on.blocked ? nlohmann::json{{"peer", d.blocked_on.peer},
+                                                          {"send", d.blocked_on.send},
+                                                          {"tag", d.blocked_on.tag},
+                                                          {"since", d.blocked_on.since}}
+                                         : nlohmann::json(nullptr);
   return j;
 }
 
@@ -366,6 +393,8 @@ RankDump rank_dump_from_json(const nlohmann::json& j) {
   d.size = whole<int>(j.at("size"), "size", 1, kMaxDumpRanks);
   d.rank = whole<int>(j.at("rank"), "rank", 0, d.size - 1);
   d.reason = j.value("reason", "");
+  if (j.contains("dumped_at") && j["dumped_at"].is_number()) d.dumped_at = j["dumped_at"].get<double>();
+  if (j.contains("dropped_calls")) d.dropped_calls = whole<uint64_t>(j["dropped_calls"], "dropped_calls", 0, kMaxSeq);
   if (j.contains("run")) {
     d.run_id = j["run"].at("id").get<std::string>();
     d.run_what = j["run"].at("scenario").get<std::string>();
@@ -434,6 +463,7 @@ RankDump rank_dump_from_json(const nlohmann::json& j) {
       throw std::runtime_error(fmt::format("not_run.calls: at most {} call records", kNotRunKept));
     for (const auto& c : list) d.not_run.push_back(call_from(c));
     d.rest_known = !rest.at("more").get<bool>();
+    d.ended = true;
   }
   for (const auto& t : j.at("transfers")) {
     TransferRecord x;

@@ -81,6 +81,8 @@ struct CrashNote {
   std::string signal;
 };
 
+struct RankDump;  // below: one rank's dump, read back
+
 class FlightRecorder {
  public:
   // Every live recorder is registered, so a crash can dump them all
@@ -128,6 +130,9 @@ class FlightRecorder {
   // recorder lives).
   std::vector<Stall> stalls() const;
 
+  // The dump as a struct (what analyze reads), and as JSON (what a file holds:
+  // rank_dump_to_json of it).
+  RankDump to_dump(const std::string& reason, const CrashNote* crash = nullptr) const;
   nlohmann::json to_json(const std::string& reason, const CrashNote* crash = nullptr) const;
   // Writes <dir>/rank-<r>.json atomically (a temporary file, then rename).
   void dump(const std::string& dir, const std::string& reason, const CrashNote* crash = nullptr) const;
@@ -176,8 +181,12 @@ struct RankDump {
   // or when more than kNotRunKept calls followed.
   std::vector<CallRecord> not_run;
   bool rest_known = false;
+  bool ended = false;         // the program ended (not_run is present in the file)
+  double dumped_at = -1;      // seconds from the epoch when the dump was taken
+  uint64_t dropped_calls = 0;  // calls older than the recorder's capacity, not kept
 };
 RankDump rank_dump_from_json(const nlohmann::json& j);
+nlohmann::json rank_dump_to_json(const RankDump& d);
 
 uint64_t fnv1a(const void* data, size_t bytes);
 

@@ -350,6 +350,7 @@ struct RankEnv {
   // Guarded mode, or empty: the fingerprint check of a call in a group.
   std::function<void(const std::string& group, const CallFingerprint&)> before_call;
   std::function<void()> stall;  // a stalled rank: wait, never entering the remaining calls
+  std::function<void()> ended;  // guarded mode, or empty: the program ended (not failed, not stalled)
   std::vector<FaultTally>& tallies;  // what each fault's links saw and changed here, at the end
 };
 
@@ -566,6 +567,7 @@ void run_rank_program(RankEnv& env, Links& base) {
     throw;
   }
   record_end(false);
+  if (env.ended) env.ended();
   // WaitAt::Never: the Work is dropped here without wait(); the
   // communicator logs it and the recorder shows it completed, not waited.
 }
@@ -696,11 +698,19 @@ ReplayResult replay_scenario(const Scenario& in, const ReplayOptions& o, World& 
       [sh, p, timeout, guarded, epoch, limit_s, some_rank_stalls](RankContext& ctx) {
         const int r = ctx.rank();
         const auto ri = static_cast<size_t>(r);
-        RankEnv env{sh->s, r, sh->impl, timeout, sh->recs[ri], sh->outs[ri], {}, {}, sh->tallies[ri]};
-        if (guarded)
+        RankEnv env{sh->s, r, sh->impl, timeout, sh->recs[ri], sh->outs[ri], {}, {}, {}, sh->tallies[ri]};
+        if (guarded) {
           env.before_call = [sh, r](const std::string& g, const CallFingerprint& fp) {
             (g.empty() ? *sh->guard : *sh->group_guards.at(g)).check(r, fp);
           };
+          // A rank whose program ended: the guards name a call it will never
+          // join once every other rank is in it (no deadline waited out).
+          env.ended = [sh, r] {
+            sh->guard->ended(r);
+            for (const auto& g : sh->s.groups)
+              if (std::find(g.ranks.begin(), g.ranks.end(), r) != g.ranks.end()) sh->group_guards.at(g.name)->ended(r);
+          };
+        }
         // Never enter the remaining calls: wait until the others give up or
         // end, or the run's limit.
         env.stall = [&ctx, epoch, limit_s] { ctx.wait_for_others(epoch + millis(limit_s - 1)); };
@@ -718,25 +728,35 @@ ReplayResult replay_scenario(const Scenario& in, const ReplayOptions& o, World& 
       },
       millis(limit_s));
   res.hung = run.hung;
+  static const bool phases = std::getenv("COLLCHECK_PHASES") != nullptr;
+  const auto phase = [&](const char* what) { if (phases) fmt::print(stderr, "[phase] {:.3f} {}\n", std::chrono::duration<double>(Clock::now() - epoch).count(), what); };
+  phase("run ended");
 
   // Every rank's dump and verdict to the root, which judges.
   const std::string reason = run.hung ? "run limit" : (run.ok() ? "end of run" : "call failed or deadline");
+  // A world that holds every rank (threads) hands the root its recorders'
+  // dumps as they are; a world of processes sends them as JSON text.
+  bool all_here = true;
+  for (int r = 0; r < p; ++r) all_here = all_here && world.holds(r);
   std::vector<std::string> texts(static_cast<size_t>(p));
-  for (int r = 0; r < p; ++r)
-    if (world.holds(r)) {
-      // Every communicator's dump of the rank, in one text.
-      nlohmann::json all = nlohmann::json::array();
-      for (const FlightRecorder* rec : recs[static_cast<size_t>(r)].all()) all.push_back(rec->to_json(reason));
-      texts[static_cast<size_t>(r)] = all.dump(1);
-    }
+  if (!all_here)
+    for (int r = 0; r < p; ++r)
+      if (world.holds(r)) {
+        // Every communicator's dump of the rank, in one text.
+        nlohmann::json all = nlohmann::json::array();
+        for (const FlightRecorder* rec : recs[static_cast<size_t>(r)].all()) all.push_back(rec->to_json(reason));
+        texts[static_cast<size_t>(r)] = all.dump(1);
+      }
   const Deadline gather_by = std::max(epoch + millis(limit_s + 5), Clock::now() + std::chrono::seconds(5));
-  const auto dump_texts = world.gather(texts, gather_by);
+  const auto dump_texts = all_here ? std::vector<std::optional<std::string>>(static_cast<size_t>(p))
+                                   : world.gather(texts, gather_by);
   const auto verdict_texts = world.gather(verdicts, gather_by);
   res.seconds = std::chrono::duration<double>(Clock::now() - epoch).count();
+  phase("gathered");
   if (!world.root()) return res;  // rank 0 reports
 
   std::vector<RankDump> dumps;  // every communicator's, of every rank
-  std::vector<std::pair<std::string, std::string>> dumped;  // file name, text
+  std::vector<size_t> to_file;  // the dumps worth a file, by index
   std::vector<nlohmann::json> checked;
   std::vector<int> checked_rank;
   for (int q = 0; q < p; ++q) {
@@ -744,14 +764,18 @@ ReplayResult replay_scenario(const Scenario& in, const ReplayOptions& o, World& 
     // but no verdict; a rank whose process is gone has neither.
     const auto& d = dump_texts[static_cast<size_t>(q)];
     const auto& v = verdict_texts[static_cast<size_t>(q)];
-    if (!d || !v || v->empty()) res.hung = true;
-    if (!d) continue;
-    for (const auto& one : nlohmann::json::parse(*d)) {
-      RankDump one_dump = rank_dump_from_json(one);
+    if ((!all_here && !d) || !v || v->empty()) res.hung = true;
+    if (!all_here && !d) continue;
+    std::vector<RankDump> mine;
+    if (all_here) {
+      for (const FlightRecorder* rec : recs[static_cast<size_t>(q)].all()) mine.push_back(rec->to_dump(reason));
+    } else {
+      for (const auto& one : nlohmann::json::parse(*d)) mine.push_back(rank_dump_from_json(one));
+    }
+    for (auto& one_dump : mine) {
       // Point-to-point calls the rank never made are not worth a file; a
       // group's collectives are, empty (a member that never joined shows).
-      if (!one_dump.p2p || !one_dump.calls.empty() || one_dump.crash)
-        dumped.emplace_back(dump_file_name(one_dump.rank, one_dump.group, one_dump.p2p), one.dump(1));
+      if (!one_dump.p2p || !one_dump.calls.empty() || one_dump.crash) to_file.push_back(dumps.size());
       dumps.push_back(std::move(one_dump));
     }
     checked.push_back(v && !v->empty() ? nlohmann::json::parse(*v)
@@ -759,6 +783,7 @@ ReplayResult replay_scenario(const Scenario& in, const ReplayOptions& o, World& 
     checked_rank.push_back(q);
   }
   res.first_failure = first_failure(dumps);
+  phase("parsed");
 
   AnalysisOptions ao;
   ao.run_finished = run.ok() && !res.hung;
@@ -767,11 +792,16 @@ ReplayResult replay_scenario(const Scenario& in, const ReplayOptions& o, World& 
   if (!guarded || !o.dump_dir.empty()) {
     res.dump_dir = !o.dump_dir.empty() ? o.dump_dir : temp_dir("dumps", epoch);
     std::filesystem::create_directories(res.dump_dir);
-    for (const auto& [name, text] : dumped)
-      write_file_atomically((std::filesystem::path(res.dump_dir) / name).string(), text);
+    for (const size_t i : to_file) {
+      const RankDump& d = dumps[i];
+      write_file_atomically((std::filesystem::path(res.dump_dir) / dump_file_name(d.rank, d.group, d.p2p)).string(),
+                            rank_dump_to_json(d).dump(1));
+    }
   }
+  phase("written");
   if (guarded) {
     res.diagnoses = analyze(dumps, ao);
+    phase("analyzed");
     // The first guard to fire, of the world's and the groups'.
     std::optional<Diagnosis> v = guard->violation();
     double when = v ? guard->violation_time() : -1;
@@ -789,13 +819,20 @@ ReplayResult replay_scenario(const Scenario& in, const ReplayOptions& o, World& 
       // from that call's fingerprints alone. The analysis saw more: the calls
       // each rank would have issued next, which tell an extra or a skipped
       // call from a reorder; its finding at that call wins then.
+      // A missing rank named early: the analysis's finding at that call says
+      // more (the last call each rank completed, how the program ended).
       const auto realigned = std::find_if(res.diagnoses.begin(), res.diagnoses.end(), [&](const Diagnosis& d) {
-        return (d.kind == DiagnosisKind::ExtraCall || d.kind == DiagnosisKind::SkippedCall) && d.group == v->group &&
-               d.seq == v->seq;
+        return (v->kind == DiagnosisKind::MissingRank
+                    ? d.kind == DiagnosisKind::MissingRank && d.ranks == v->ranks
+                    : d.kind == DiagnosisKind::ExtraCall || d.kind == DiagnosisKind::SkippedCall) &&
+               d.group == v->group && d.seq == v->seq;
       });
       if (realigned != res.diagnoses.end()) {
         Diagnosis first = *realigned;
-        first.text += " (caught before the call by guarded mode)";
+        first.text += v->kind == DiagnosisKind::MissingRank
+                          ? " (caught by guarded mode when the last of the other ranks reached the call, without "
+                            "waiting out the deadline)"
+                          : " (caught before the call by guarded mode)";
         res.diagnoses.erase(realigned);
         v = first;
       }
@@ -808,6 +845,7 @@ ReplayResult replay_scenario(const Scenario& in, const ReplayOptions& o, World& 
     res.diagnoses = analyze(dumps, ao);
   }
 
+  phase("diagnosed");
   // Every waited result against the oracle (exact data: compared bit for bit),
   // each rank's counted; the first wrong one is a diagnosis unless the calls
   // disagreed or a payload was corrupted on purpose.
