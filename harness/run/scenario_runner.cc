@@ -728,9 +728,6 @@ ReplayResult replay_scenario(const Scenario& in, const ReplayOptions& o, World& 
       },
       millis(limit_s));
   res.hung = run.hung;
-  static const bool phases = std::getenv("COLLCHECK_PHASES") != nullptr;
-  const auto phase = [&](const char* what) { if (phases) fmt::print(stderr, "[phase] {:.3f} {}\n", std::chrono::duration<double>(Clock::now() - epoch).count(), what); };
-  phase("run ended");
 
   // Every rank's dump and verdict to the root, which judges.
   const std::string reason = run.hung ? "run limit" : (run.ok() ? "end of run" : "call failed or deadline");
@@ -752,7 +749,6 @@ ReplayResult replay_scenario(const Scenario& in, const ReplayOptions& o, World& 
                                    : world.gather(texts, gather_by);
   const auto verdict_texts = world.gather(verdicts, gather_by);
   res.seconds = std::chrono::duration<double>(Clock::now() - epoch).count();
-  phase("gathered");
   if (!world.root()) return res;  // rank 0 reports
 
   std::vector<RankDump> dumps;  // every communicator's, of every rank
@@ -783,7 +779,6 @@ ReplayResult replay_scenario(const Scenario& in, const ReplayOptions& o, World& 
     checked_rank.push_back(q);
   }
   res.first_failure = first_failure(dumps);
-  phase("parsed");
 
   AnalysisOptions ao;
   ao.run_finished = run.ok() && !res.hung;
@@ -798,10 +793,8 @@ ReplayResult replay_scenario(const Scenario& in, const ReplayOptions& o, World& 
                             rank_dump_to_json(d).dump(1));
     }
   }
-  phase("written");
   if (guarded) {
     res.diagnoses = analyze(dumps, ao);
-    phase("analyzed");
     // The first guard to fire, of the world's and the groups'.
     std::optional<Diagnosis> v = guard->violation();
     double when = v ? guard->violation_time() : -1;
@@ -845,7 +838,6 @@ ReplayResult replay_scenario(const Scenario& in, const ReplayOptions& o, World& 
     res.diagnoses = analyze(dumps, ao);
   }
 
-  phase("diagnosed");
   // Every waited result against the oracle (exact data: compared bit for bit),
   // each rank's counted; the first wrong one is a diagnosis unless the calls
   // disagreed or a payload was corrupted on purpose.
