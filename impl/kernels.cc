@@ -1,8 +1,10 @@
 #include "impl/kernels.h"
 
 #include <cstring>
+#include <memory>
 
 #include "impl/element_ops.h"
+#include "impl/kernels_avx2.h"
 
 namespace collcheck {
 
@@ -37,11 +39,54 @@ void combine_typed(void* dst, const void* a, const void* b, size_t n, Combine op
   }
 }
 
+// fp8: every (a, b) pair's result in a 64 KiB table per dtype and op, built
+// from the scalar steps on first use. One load per element beats any
+// arithmetic (decode, operate, round to float16, round to fp8, saturate).
+template <typename T, Combine C>
+const uint8_t* fp8_results() {
+  static const std::unique_ptr<uint8_t[]> table = [] {
+    std::unique_ptr<uint8_t[]> t(new uint8_t[65536]);
+    for (uint32_t i = 0; i < 65536; ++i)
+      t[i] = Step<T, C>::apply(T{static_cast<uint8_t>(i >> 8)}, T{static_cast<uint8_t>(i)}).bits;
+    return t;
+  }();
+  return table.get();
+}
+template <typename T>
+const uint8_t* fp8_results(Combine op) {
+  switch (op) {
+    case Combine::Sum: return fp8_results<T, Combine::Sum>();
+    case Combine::Prod: return fp8_results<T, Combine::Prod>();
+    case Combine::Max: return fp8_results<T, Combine::Max>();
+    case Combine::Min: return fp8_results<T, Combine::Min>();
+  }
+  return nullptr;
+}
+void fp8_by_table(const uint8_t* table, uint8_t* d, const uint8_t* a, const uint8_t* b, size_t n) {
+  for (size_t i = 0; i < n; ++i) d[i] = table[static_cast<size_t>(a[i]) << 8 | b[i]];
+}
+
 }  // namespace
+
+void combine_scalar(void* dst, const void* a, const void* b, size_t count, DType dtype, Combine op) {
+  if (count == 0) return;
+  visit_dtype(dtype, [&](auto tag) { combine_typed<decltype(tag)>(dst, a, b, count, op); });
+}
 
 void combine(void* dst, const void* a, const void* b, size_t count, DType dtype, Combine op) {
   if (count == 0) return;
-  visit_dtype(dtype, [&](auto tag) { combine_typed<decltype(tag)>(dst, a, b, count, op); });
+  if (dtype == DType::Fp8E4M3 || dtype == DType::Fp8E5M2) {
+    const uint8_t* table = dtype == DType::Fp8E4M3 ? fp8_results<e4m3_t>(op) : fp8_results<e5m2_t>(op);
+    fp8_by_table(table, static_cast<uint8_t*>(dst), static_cast<const uint8_t*>(a), static_cast<const uint8_t*>(b),
+                 count);
+    return;
+  }
+  // The vector loop takes what it can (whole steps), the scalar loop the rest.
+  const size_t done = combine_avx2(dst, a, b, count, dtype, op);
+  if (done == count) return;
+  const size_t off = done * dtype_size(dtype);
+  combine_scalar(static_cast<std::byte*>(dst) + off, static_cast<const std::byte*>(a) + off,
+                 static_cast<const std::byte*>(b) + off, count - done, dtype, op);
 }
 
 void reduce(void* dst, const void* src, size_t count, DType dtype, Combine op) {
