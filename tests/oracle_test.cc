@@ -3,7 +3,11 @@
 // fails).
 #include <gtest/gtest.h>
 
+#include <fmt/format.h>
+
 #include <algorithm>
+#include <array>
+#include <cstdio>
 #include <cmath>
 #include <random>
 
@@ -255,4 +259,81 @@ TEST(Oracle, Float64AvgNearTheLargestDoubleHasAFiniteExactValue) {
   const uint64_t got = to_element_bits(DType::Float64, element_to_double(DType::Float64, a) * 0.5 +
                                                            element_to_double(DType::Float64, b) * 0.5);
   EXPECT_TRUE(judge(red, e, got).ok) << e.describe(DType::Float64);
+}
+
+// check_all_reduce's fast paths (the kernels' fold for the order-free
+// classes, the double-arithmetic decision for plain float sums) give the
+// verdicts of the full way, element for element: the same counts per check
+// kind, the same wrong elements and the same first one with the same text.
+// Inputs mix every class of value (and ties near the exactness limit and the
+// bound); results are the rank-order fold, nudged by a few units in the last
+// place, or replaced. The reported error in bound units is computed in
+// double on the fast path: equal to 1e-9 relative. Fresh seed, printed.
+TEST(Oracle, TheFastPathsGiveTheFullWaysVerdicts) {
+  const uint64_t seed = std::random_device{}();
+  std::printf("[ seed    ] seed %llu\n", static_cast<unsigned long long>(seed));
+  std::mt19937_64 rng(seed);
+  const size_t n = 3000;
+  size_t bound_checked = 0, bound_wrong = 0;
+  for (int round = 0; round < 120; ++round) {
+    const DType t = std::array{DType::Float32, DType::Float64, DType::Int32, DType::Float16, DType::BFloat16}[rng() % 5];
+    const RedOp op = std::array{RedOp::Sum, RedOp::Sum, RedOp::Max, RedOp::Min, RedOp::Prod, RedOp::Avg}[rng() % 6];
+    const int p = 1 + static_cast<int>(rng() % 8);
+    const Reduction red = resolve_reduction(t, op, p);
+    const size_t sz = dtype_size(t);
+    std::vector<std::vector<std::byte>> in(static_cast<size_t>(p), std::vector<std::byte>(n * sz));
+    std::vector<const void*> ptrs;
+    for (auto& v : in) {
+      for (size_t i = 0; i < n; ++i) {
+        uint64_t bits;
+        switch (rng() % 6) {
+          case 0: bits = rng(); break;  // any bits: NaNs, infinities, subnormals
+          case 1: bits = to_element_bits(t, static_cast<double>(static_cast<int>(rng() % 64) - 32)); break;  // exact data
+          case 2: bits = to_element_bits(t, std::ldexp(1.0, static_cast<int>(rng() % 8))); break;  // powers of two: ties
+          default: bits = to_element_bits(t, std::ldexp(static_cast<double>(static_cast<int64_t>(rng() % 2000001) - 1000000), -20));
+        }
+        store_element(t, v.data(), i, bits);
+      }
+      ptrs.push_back(v.data());
+    }
+    // The rank-order fold as the result, then nudged.
+    std::vector<std::byte> result(n * sz);
+    for (size_t i = 0; i < n; ++i) {
+      uint64_t acc = premul_bits(red, load_element(t, ptrs[0], i));
+      for (int r = 1; r < p; ++r)
+        acc = combine_bits(t, red.combine, acc, premul_bits(red, load_element(t, ptrs[static_cast<size_t>(r)], i)));
+      if (red.postdiv) acc = visit_dtype(t, [&](auto tag) -> uint64_t {
+          using Ops = ElementOps<decltype(tag)>;
+          return Ops::to_bits(Ops::postdiv(Ops::from_bits(acc), red.divisor));
+        });
+      switch (rng() % 10) {
+        case 0: acc += 1; break;
+        case 1: acc -= 1; break;
+        case 2: acc += rng() % 64; break;
+        case 3: acc = rng(); break;
+        default: break;
+      }
+      store_element(t, result.data(), i, acc);
+    }
+    const CheckSummary fast = check_all_reduce(red, ptrs, result.data(), n);
+    const CheckSummary full = check_all_reduce_elementwise(red, ptrs, result.data(), n);
+    const std::string what = fmt::format("round {}: {} {} p={}", round, dtype_name(t), static_cast<int>(op), p);
+    EXPECT_EQ(fast.checked, full.checked) << what;
+    EXPECT_EQ(fast.wrong, full.wrong) << what;
+    for (size_t k = 0; k < kCheckKinds; ++k) EXPECT_EQ(fast.by_kind[k], full.by_kind[k]) << what << " kind " << k;
+    EXPECT_EQ(fast.first_wrong, full.first_wrong) << what;
+    EXPECT_EQ(fast.first_wrong_detail, full.first_wrong_detail) << what;
+    if (std::isfinite(full.max_err_units))
+      EXPECT_NEAR(fast.max_err_units, full.max_err_units, 1e-9 * std::max(1.0, full.max_err_units)) << what;
+    else
+      EXPECT_EQ(fast.max_err_units, full.max_err_units) << what;
+    if (::testing::Test::HasFailure()) return;
+    if (t == DType::Float32 || t == DType::Float64) {
+      bound_checked += full.by_kind[static_cast<size_t>(CheckKind::Bound)];
+      if (op == RedOp::Sum) bound_wrong += full.wrong;
+    }
+  }
+  // The bound path ran, on right and on wrong results.
+  EXPECT_GT(bound_checked, 10000u);
+  EXPECT_GT(bound_wrong, 100u);
 }

@@ -2,6 +2,8 @@
 
 #include <fmt/format.h>
 
+#include <emmintrin.h>
+
 #include <algorithm>
 #include <bit>
 #include <cmath>
@@ -12,6 +14,7 @@
 
 #include "impl/element_ops.h"
 #include "impl/float_formats.h"
+#include "impl/kernels.h"
 
 namespace collcheck {
 
@@ -602,30 +605,203 @@ Verdict judge(const Reduction& red, const Expectation& e, uint64_t result_bits) 
   return {false, kInf};
 }
 
+namespace {
+
+// 2^k as a double, exactly (k in the double range, subnormals included).
+double pow2(int k) {
+  if (k > 1023) return std::numeric_limits<double>::infinity();
+  if (k >= -1022) return std::bit_cast<double>(static_cast<uint64_t>(k + 1023) << 52);
+  if (k >= -1074) return std::bit_cast<double>(uint64_t{1} << (k + 1074));
+  return 0;
+}
+// log2 of lowest_bit_weight(v), from the bits (v finite, nonzero).
+int lowest_bit_exponent(double v) {
+  const uint64_t b = std::bit_cast<uint64_t>(v) & 0x7fffffffffffffffull;
+  const int exp = static_cast<int>(b >> 52);
+  const uint64_t frac = b & ((uint64_t{1} << 52) - 1);
+  const uint64_t m = exp ? frac | (uint64_t{1} << 52) : frac;
+  return (exp ? exp - 1075 : -1074) + std::countr_zero(m);
+}
+
+// The plain float sum (expect_sum without a pre-multiplier) decided in double
+// arithmetic wherever the decision is certain, and left to the full way where
+// it is not. The full way computes in long double; here the sums of
+// magnitudes are doubles (relative error below p 2^-53) and the exact sum a
+// double-double (error below p^2 2^-104 of the magnitudes), so each of its
+// three decisions is taken only with a margin of 2^-30 relative to spare:
+// whether some order can overflow, whether every order's sum is exact (then
+// the fold is compared bit for bit), and whether the result is within the
+// bound. Everything else (non-finite inputs, near-ties, every failure) goes
+// the full way, so the verdicts are the full way's, element for element; only
+// the reported error in bound units (max_err_units) is computed in double.
+struct FastSum {
+  int p = 0;
+  double M = 0, ref_err = 0, E = 0, g = 0;
+  int precision = 0;
+  static constexpr double kMargin = 0x1p-30;
+  FastSum(DType t, int ranks) : p(ranks) {
+    const FloatInfo lim = float_info(t);
+    M = lim.max_finite;
+    precision = lim.precision;
+    ref_err = static_cast<double>(2 * static_cast<LD>(p) * kLdEps);
+    E = static_cast<double>(static_cast<LD>(steps_error(t, p - 1)) * (1 + kWiden));
+    g = 1 + E;
+  }
+  // True: the element is right, as the full way would say; `kind` and
+  // `units` say how. False: take the full way (it may be right or wrong).
+  template <typename T>
+  bool check(std::span<const void* const> inputs, const void* result, size_t i, CheckKind& kind, double& units) const {
+    using Bits = std::conditional_t<sizeof(T) == 4, uint32_t, uint64_t>;
+    constexpr Bits kExp = static_cast<Bits>(sizeof(T) == 4 ? 0x7f800000ull : 0x7ff0000000000000ull);
+    double hi = 0, lo = 0, pos = 0, neg = 0;
+    int low = std::numeric_limits<int>::max();
+    T fold{};
+    for (int r = 0; r < p; ++r) {
+      const T x = static_cast<const T*>(inputs[static_cast<size_t>(r)])[i];
+      if ((std::bit_cast<Bits>(x) & kExp) == kExp) return false;  // Inf or NaN
+      const double v = static_cast<double>(x);
+      const double t = hi + v;  // TwoSum: t + err == hi + v exactly
+      const double vv = t - hi;
+      lo += (hi - (t - vv)) + (v - vv);
+      hi = t;
+      // No branch (random signs mispredict): SSE2's maxsd, which GCC does not
+      // pick for std::max on its own.
+      pos += _mm_cvtsd_f64(_mm_max_sd(_mm_set_sd(v), _mm_setzero_pd()));
+      neg += _mm_cvtsd_f64(_mm_max_sd(_mm_set_sd(-v), _mm_setzero_pd()));
+      if (x != 0) low = std::min(low, lowest_bit_exponent(v));
+      fold = r == 0 ? x : static_cast<T>(fold + x);
+    }
+    const double up = 1 + kMargin, down = 1 - kMargin;
+    if (pos * (1 + ref_err) * g * up >= M || neg * (1 + ref_err) * g * up >= M) return false;  // may overflow
+    const double sum_abs = (pos + neg) * (1 + ref_err);
+    const T got = static_cast<const T*>(result)[i];
+    bool exact;
+    if (low == std::numeric_limits<int>::max()) {
+      exact = true;  // every input is zero
+    } else {
+      const double limit = std::min(pow2(precision + low), M);
+      if (sum_abs * up <= limit) exact = true;
+      else if (sum_abs * down > limit) exact = false;
+      else return false;  // too close to tell here
+    }
+    if (exact) {
+      kind = CheckKind::Bitwise;  // every order's sum is exact: the fold, bit for bit
+      units = 0;
+      return std::bit_cast<Bits>(got) == std::bit_cast<Bits>(fold);
+    }
+    kind = CheckKind::Bound;
+    const double rv = static_cast<double>(got);
+    if (!std::isfinite(rv)) return false;
+    const double bound = (E + ref_err) * sum_abs;
+    const double diff = std::fabs((rv - hi) - lo);
+    if (!(diff * up + 0x1p-90 * sum_abs <= bound * down)) return false;  // a failure or a near-tie
+    units = bound > 0 ? diff / bound : 0;
+    return true;
+  }
+};
+
+}  // namespace
+
+namespace {
+
+// One element the full way: its expectation from every rank's input, then the
+// verdict, counted into s. `values` is scratch of inputs.size().
+void judge_element(const Reduction& red, std::span<const void* const> inputs, const void* result, size_t i,
+                   CheckSummary& s, std::vector<uint64_t>& values) {
+  for (size_t r = 0; r < inputs.size(); ++r) values[r] = load_element(red.dtype, inputs[r], i);
+  const Expectation e = expect_element(red, values);
+  const uint64_t got = load_element(red.dtype, result, i);
+  const Verdict v = judge(red, e, got);
+  ++s.checked;
+  ++s.by_kind[static_cast<size_t>(e.kind)];
+  if (e.kind == CheckKind::Bound && std::isfinite(v.err_units)) s.max_err_units = std::max(s.max_err_units, v.err_units);
+  if (!v.ok) {
+    if (!std::isfinite(v.err_units)) s.max_err_units = v.err_units;
+    if (!s.first_wrong) {
+      s.first_wrong = i;
+      std::string ins;
+      for (size_t r = 0; r < values.size(); ++r)
+        ins += fmt::format("{}rank {}: {}", r ? ", " : "", r, format_element(red.dtype, values[r]));
+      s.first_wrong_detail = fmt::format("element {}: expected {}, got {}; inputs: {}", i, e.describe(red.dtype),
+                                         format_element(red.dtype, got), ins);
+    }
+    ++s.wrong;
+  }
+}
+
+}  // namespace
+
+CheckSummary check_all_reduce_elementwise(const Reduction& red, std::span<const void* const> inputs,
+                                          const void* result, size_t count) {
+  CheckSummary s;
+  std::vector<uint64_t> values(inputs.size());
+  for (size_t i = 0; i < count; ++i) judge_element(red, inputs, result, i, s, values);
+  return s;
+}
+
 CheckSummary check_all_reduce(const Reduction& red, std::span<const void* const> inputs, const void* result,
                               size_t count) {
   CheckSummary s;
   std::vector<uint64_t> values(inputs.size());
-  for (size_t i = 0; i < count; ++i) {
-    for (size_t r = 0; r < inputs.size(); ++r) values[r] = load_element(red.dtype, inputs[r], i);
-    const Expectation e = expect_element(red, values);
-    const uint64_t got = load_element(red.dtype, result, i);
-    const Verdict v = judge(red, e, got);
-    ++s.checked;
-    ++s.by_kind[static_cast<size_t>(e.kind)];
-    if (e.kind == CheckKind::Bound && std::isfinite(v.err_units))
-      s.max_err_units = std::max(s.max_err_units, v.err_units);
-    if (!v.ok) {
-      if (!std::isfinite(v.err_units)) s.max_err_units = v.err_units;
-      if (!s.first_wrong) {
-        s.first_wrong = i;
-        std::string ins;
-        for (size_t r = 0; r < values.size(); ++r)
-          ins += fmt::format("{}rank {}: {}", r ? ", " : "", r, format_element(red.dtype, values[r]));
-        s.first_wrong_detail = fmt::format("element {}: expected {}, got {}; inputs: {}", i,
-                                           e.describe(red.dtype), format_element(red.dtype, got), ins);
+  const auto judge_one = [&](size_t i) { judge_element(red, inputs, result, i, s, values); };
+  const bool order_free = !dtype_is_float(red.dtype) || red.combine == Combine::Max || red.combine == Combine::Min;
+  const bool plain_sum = red.combine == Combine::Sum && !red.premul && !red.postdiv &&
+                         (red.dtype == DType::Float32 || red.dtype == DType::Float64);
+  if (plain_sum && !inputs.empty()) {
+    const FastSum fast(red.dtype, static_cast<int>(inputs.size()));
+    for (size_t i = 0; i < count; ++i) {
+      CheckKind kind = CheckKind::Bitwise;
+      double units = 0;
+      const bool ok = red.dtype == DType::Float32 ? fast.check<float>(inputs, result, i, kind, units)
+                                                  : fast.check<double>(inputs, result, i, kind, units);
+      if (!ok) {
+        judge_one(i);
+        continue;
       }
-      ++s.wrong;
+      ++s.checked;
+      ++s.by_kind[static_cast<size_t>(kind)];
+      if (kind == CheckKind::Bound) s.max_err_units = std::max(s.max_err_units, units);
+    }
+    return s;
+  }
+  if (!order_free || inputs.empty()) {
+    for (size_t i = 0; i < count; ++i) judge_one(i);
+    return s;
+  }
+  // Integers, max and min: the expectation is the rank-order fold, bit for
+  // bit, whatever order the implementation used (expect_element's Bitwise
+  // case). The fold runs a block at a time with the reduce kernels (bit-
+  // identical to the element steps), and an element whose bits differ takes
+  // the full way: a NaN matches any NaN, and a wrong one is reported as ever.
+  const size_t sz = dtype_size(red.dtype);
+  constexpr size_t kBlock = 8192;
+  std::vector<std::byte> acc(kBlock * sz), next(red.premul ? kBlock * sz : 0);
+  const auto at = [sz](const void* base, size_t i) { return static_cast<const std::byte*>(base) + i * sz; };
+  for (size_t b0 = 0; b0 < count; b0 += kBlock) {
+    const size_t n = std::min(kBlock, count - b0);
+    apply_pre(red, acc.data(), at(inputs[0], b0), n);
+    for (size_t r = 1; r < inputs.size(); ++r) {
+      const void* y = at(inputs[r], b0);
+      if (red.premul) {
+        apply_pre(red, next.data(), y, n);
+        y = next.data();
+      }
+      reduce(acc.data(), y, n, red.dtype, red.combine);
+    }
+    apply_post(red, acc.data(), n);
+    const std::byte* got = at(result, b0);
+    if (std::memcmp(acc.data(), got, n * sz) == 0) {
+      s.checked += n;
+      s.by_kind[static_cast<size_t>(CheckKind::Bitwise)] += n;
+      continue;
+    }
+    for (size_t i = 0; i < n; ++i) {
+      if (std::memcmp(acc.data() + i * sz, got + i * sz, sz) == 0) {
+        ++s.checked;
+        ++s.by_kind[static_cast<size_t>(CheckKind::Bitwise)];
+      } else {
+        judge_one(b0 + i);
+      }
     }
   }
   return s;

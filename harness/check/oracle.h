@@ -83,8 +83,16 @@ struct CheckSummary {
   std::string first_wrong_detail;
 };
 
-// Checks `result` (count elements) against the inputs of every rank.
+// Checks `result` (count elements) against the inputs of every rank. The
+// order-free classes (integers, max, min) fold the inputs with the reduce
+// kernels a block at a time and compare bit for bit; a plain float32/float64
+// sum is decided in double arithmetic where the decision is certain. Every
+// other element, and every element those do not pass, goes the full way
+// (expect_element, judge), so the verdicts are check_all_reduce_elementwise's.
 CheckSummary check_all_reduce(const Reduction& red, std::span<const void* const> inputs, const void* result,
                               size_t count);
+// The full way for every element: the reference check_all_reduce is held to.
+CheckSummary check_all_reduce_elementwise(const Reduction& red, std::span<const void* const> inputs,
+                                          const void* result, size_t count);
 
 }  // namespace collcheck

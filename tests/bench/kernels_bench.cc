@@ -9,8 +9,10 @@
 
 #include <cstring>
 #include <map>
+#include <random>
 #include <vector>
 
+#include "harness/check/oracle.h"
 #include "impl/element_ops.h"
 #include "impl/kernels.h"
 
@@ -56,6 +58,38 @@ void BM_reduce(benchmark::State& state) {
   state.SetLabel(fmt::format("{} {}", dtype_name(t), op));
 }
 
+// The oracle's check of one all-reduce result: 64 MiB of float32 from each
+// of 8 ranks. Integers, max and min (`bitwise`: one fold, compared bit for
+// bit) and sum (`bound`: the exact sum and the error bound per element).
+// Bytes are those of the result checked, as for the kernels.
+void BM_oracle(benchmark::State& state) {
+  const auto c = static_cast<Combine>(state.range(0));
+  constexpr int p = 8;
+  constexpr size_t kOracleBytes = 64 << 20;
+  const size_t n = kOracleBytes / sizeof(float);
+  std::vector<std::vector<float>> in(p, std::vector<float>(n));
+  std::vector<const void*> ptrs;
+  std::mt19937 rng(12345);
+  for (auto& v : in) {
+    for (auto& e : v) e = static_cast<float>(rng() >> 8) / 16777216.0f - 0.5f;  // [-0.5, 0.5): no overflow
+    ptrs.push_back(v.data());
+  }
+  const Reduction red = resolve_reduction(DType::Float32, c == Combine::Sum ? RedOp::Sum : RedOp::Max, p);
+  std::vector<float> result(n);
+  for (size_t i = 0; i < n; ++i) {
+    float acc = in[0][i];
+    for (int r = 1; r < p; ++r) acc = c == Combine::Sum ? acc + in[static_cast<size_t>(r)][i] : std::max(acc, in[static_cast<size_t>(r)][i]);
+    result[i] = acc;
+  }
+  for (auto _ : state) {
+    const CheckSummary sum = check_all_reduce(red, ptrs, result.data(), n);
+    if (sum.wrong != 0) state.SkipWithError("the oracle rejected a correct result");
+    benchmark::DoNotOptimize(sum.checked);
+  }
+  state.SetBytesProcessed(static_cast<int64_t>(state.iterations()) * static_cast<int64_t>(kOracleBytes));
+  state.SetLabel(c == Combine::Sum ? "oracle float32 sum (bound), 8 ranks, 64 MiB" : "oracle float32 max (bitwise), 8 ranks, 64 MiB");
+}
+
 class RatioReporter : public benchmark::ConsoleReporter {
  public:
   void ReportRuns(const std::vector<Run>& runs) override {
@@ -75,7 +109,8 @@ class RatioReporter : public benchmark::ConsoleReporter {
     if (memcpy_bps_ <= 0) return;
     fmt::print("\npeer: memcpy {:.2f} GB/s (same run)\n", memcpy_bps_ / 1e9);
     for (const auto& [label, bps] : kernels_)
-      fmt::print("  reduce {:<18} {:7.2f} GB/s   ratio to memcpy {:.2f}\n", label, bps / 1e9, bps / memcpy_bps_);
+      fmt::print("  {}{:<18} {:7.3f} GB/s   ratio to memcpy {:.3f}\n", label.rfind("oracle", 0) == 0 ? "" : "reduce ",
+                 label, bps / 1e9, bps / memcpy_bps_);
   }
 
  private:
@@ -93,6 +128,12 @@ BENCHMARK(BM_reduce)->ArgsProduct(
       static_cast<int64_t>(DType::Float64), static_cast<int64_t>(DType::Fp8E4M3), static_cast<int64_t>(DType::Fp8E5M2)},
      {static_cast<int64_t>(Combine::Sum), static_cast<int64_t>(Combine::Prod), static_cast<int64_t>(Combine::Max),
       static_cast<int64_t>(Combine::Min)}});
+
+BENCHMARK(BM_oracle)
+    ->Arg(static_cast<int64_t>(Combine::Max))
+    ->Arg(static_cast<int64_t>(Combine::Sum))
+    ->Unit(benchmark::kMillisecond)
+    ->Iterations(2);
 
 int main(int argc, char** argv) {
   benchmark::Initialize(&argc, argv);
