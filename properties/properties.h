@@ -88,6 +88,9 @@ struct CallBuffers {
 // Everything one run touches, kept on the heap: when a rank hangs, its thread
 // may still write here, so a hung run's state is deliberately never freed.
 struct CaseExecution {
+  // [call][rank]: every rank's input of the first call, then of each call of
+  // c.then (generated once: the buffers are filled from it, the checks read it).
+  std::vector<std::vector<std::vector<std::byte>>> inputs;
   std::vector<std::vector<CallBuffers>> bufs;                 // [rank][call]: kNumCalls, then c.then
   std::vector<std::vector<std::vector<std::byte>>> peer_out;  // [peer][rank], in-place
   std::vector<RankOutcome> ranks;                             // [rank]
@@ -106,6 +109,17 @@ void execute_rank(const Case& c, CaseExecution& st, const RunConfig& cfg, Links&
 // every row of property_checks().
 CaseOutcome check_execution(const Case& c, const CaseExecution& st, const RunConfig& cfg);
 
+// What one peer's result on the first call came to, judged element by element
+// against the same expectations as the implementation's (computed once per
+// element, in the oracle's pass, and read by the peers-agree check).
+struct PeerJudgement {
+  std::optional<size_t> first_rejected;  // the first element the oracle rejects
+  std::string expected_there;            // the oracle's expectation at that element, described
+  double max_diff_units = 0;             // worst |impl - peer| / bound before it, over bound-checked elements
+  size_t deviant_elements = 0;           // accepted only under the peer's documented deviation, before it
+  std::string deviation;
+};
+
 // The properties as a table: a new property is one check function and one
 // row. A row's check sees the finished execution (every call completed on
 // every rank) and returns the first failure it finds.
@@ -114,9 +128,11 @@ struct CheckContext {
   const CaseExecution& st;
   const RunConfig& cfg;
   CaseOutcome& out;  // counters a check may add to (elements by kind, worst error)
-  std::vector<std::vector<std::byte>> inputs;  // every rank's input of the first call
-  Reduction red;                               // the first call's reduction
+  const std::vector<std::vector<std::byte>>& inputs;  // every rank's input of the first call
+  Reduction red;                                      // the first call's reduction
   const Case* call = nullptr;  // the call a failure is about (a later one of a sequence); the first by default
+  // [peer], filled by the oracle's pass over the first call; empty until then.
+  std::vector<PeerJudgement> peers;
 };
 struct PropertyCheck {
   std::vector<std::string> properties;  // the names its failures carry (new ones join property_names())

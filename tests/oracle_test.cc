@@ -13,6 +13,7 @@
 
 #include "harness/model/data.h"
 #include "harness/check/oracle.h"
+#include "harness/check/output_check.h"
 #include "impl/element_ops.h"
 
 using namespace collcheck;
@@ -336,4 +337,36 @@ TEST(Oracle, TheFastPathsGiveTheFullWaysVerdicts) {
   // The bound path ran, on right and on wrong results.
   EXPECT_GT(bound_checked, 10000u);
   EXPECT_GT(bound_wrong, 100u);
+}
+
+// The canary frame around every output: filled a period of the pattern at a
+// time, checked only outside the payload. A frame with no payload is all
+// canary, so a stray_write over it compares every byte with the pattern.
+TEST(OutputCheck, CanariesAreWholeAndEveryStrayByteShows) {
+  std::mt19937_64 rng(7);
+  for (size_t n : {size_t{0}, size_t{1}, size_t{63}, size_t{2047}, size_t{2048}, size_t{2049}, size_t{5000}, size_t{70001}}) {
+    SCOPED_TRACE(fmt::format("payload {} bytes", n));
+    std::vector<std::byte> payload(n);
+    for (auto& b : payload) b = static_cast<std::byte>(rng());
+    auto f = framed(payload);
+    ASSERT_EQ(f.size(), n + 2 * kCanary);
+    EXPECT_TRUE(std::equal(payload.begin(), payload.end(), f.begin() + kCanary));
+    EXPECT_FALSE(stray_write(f, n).has_value());
+    auto poisoned = framed(n);
+    EXPECT_FALSE(stray_write(poisoned, 0).has_value()) << "the poisoned payload is not the pattern";
+    EXPECT_EQ(framed(payload, true), poisoned);
+    // Every byte of the pattern is checked: one flipped byte anywhere in a
+    // poisoned frame read as payload-free shows at its offset.
+    for (size_t k : {size_t{0}, kCanary - 1, kCanary, kCanary + n / 2, kCanary + n, f.size() - 1}) {
+      auto g = poisoned;
+      g[k] ^= std::byte{0x10};
+      const auto w = stray_write(g, 0);
+      ASSERT_TRUE(w.has_value()) << "byte " << k;
+      EXPECT_EQ(w->offset, static_cast<long>(k) - static_cast<long>(kCanary));
+      // Inside the payload of a framed output, only the canaries count.
+      auto h = f;
+      h[k] ^= std::byte{0x10};
+      EXPECT_EQ(stray_write(h, n).has_value(), k < kCanary || k >= kCanary + n) << "byte " << k;
+    }
+  }
 }

@@ -38,40 +38,70 @@ uint64_t fold(const Reduction& red, std::span<const uint64_t> ys) {
   });
 }
 
+// Whether element bits of type T are a NaN (integers never are).
+template <typename T>
+bool is_nan_of(uint64_t b) {
+  using Ops = ElementOps<T>;
+  if constexpr (std::is_integral_v<T>) {
+    return false;
+  } else if constexpr (std::is_floating_point_v<T>) {
+    return std::isnan(Ops::from_bits(b));
+  } else {
+    return std::isnan(Ops::w(Ops::from_bits(b)));  // float16, bfloat16, fp8: widened exactly
+  }
+}
+
 // Every outcome of combining `ys` in any binary-tree order (dynamic programming
 // over subsets). False if a set grows past `cap` or the work past `budget`
 // combining steps: the caller then uses its interval, which is sound at any p.
 bool all_order_outcomes(const Reduction& red, std::span<const uint64_t> ys, std::vector<uint64_t>& out,
                         size_t cap = 64, size_t budget = 60000) {
-  size_t work = 0;
   const size_t p = ys.size();
-  const uint64_t nan = canonical_nan(red.dtype);
-  auto canon = [&](uint64_t b) { return is_nan_bits(red.dtype, b) ? nan : b; };
-  std::vector<std::vector<uint64_t>> sets(size_t{1} << p);
-  for (size_t i = 0; i < p; ++i) sets[size_t{1} << i] = {canon(ys[i])};
-  for (size_t mask = 1; mask < sets.size(); ++mask) {
-    if (std::popcount(mask) < 2) continue;
-    auto& s = sets[mask];
-    const size_t low = mask & (~mask + 1);
-    // Submasks A containing the lowest bit (each unordered split once).
-    for (size_t a = (mask - 1) & mask; a > 0; a = (a - 1) & mask) {
-      if (!(a & low)) continue;
-      const size_t b = mask ^ a;
-      work += sets[a].size() * sets[b].size();
-      if (work > budget) return false;
-      for (uint64_t x : sets[a])
-        for (uint64_t y : sets[b]) {
-          const uint64_t r = canon(combine_bits(red.dtype, red.combine, x, y));
-          if (std::find(s.begin(), s.end(), r) == s.end()) {
-            s.push_back(r);
-            if (s.size() > cap) return false;
-          }
-        }
+  // The sets of every subset, flat: set `mask` holds size[mask] outcomes from
+  // pool[mask * (cap + 1)] (one slot of room past the cap, to notice it).
+  thread_local std::vector<uint64_t> pool;
+  thread_local std::vector<uint32_t> size;
+  const size_t stride = cap + 1, n = size_t{1} << p;
+  pool.resize(n * stride);
+  size.assign(n, 0);
+  return visit_dtype(red.dtype, [&](auto tag) -> bool {
+    using T = decltype(tag);
+    using Ops = ElementOps<T>;
+    const uint64_t nan = canonical_nan(red.dtype);
+    auto canon = [&](uint64_t b) { return is_nan_of<T>(b) ? nan : b; };
+    size_t work = 0;
+    for (size_t i = 0; i < p; ++i) {
+      pool[(size_t{1} << i) * stride] = canon(ys[i]);
+      size[size_t{1} << i] = 1;
     }
-  }
-  out = sets.back();
-  std::sort(out.begin(), out.end());
-  return true;
+    for (size_t mask = 1; mask < n; ++mask) {
+      if (std::popcount(mask) < 2) continue;
+      uint64_t* s = &pool[mask * stride];
+      uint32_t& len = size[mask];
+      const size_t low = mask & (~mask + 1);
+      // Submasks A containing the lowest bit (each unordered split once).
+      for (size_t a = (mask - 1) & mask; a > 0; a = (a - 1) & mask) {
+        if (!(a & low)) continue;
+        const size_t b = mask ^ a;
+        work += size_t{size[a]} * size[b];
+        if (work > budget) return false;
+        const uint64_t* sa = &pool[a * stride];
+        const uint64_t* sb = &pool[b * stride];
+        for (uint32_t ia = 0; ia < size[a]; ++ia)
+          for (uint32_t ib = 0; ib < size[b]; ++ib) {
+            const uint64_t r =
+                canon(Ops::to_bits(combine_elements(red.combine, Ops::from_bits(sa[ia]), Ops::from_bits(sb[ib]))));
+            if (std::find(s, s + len, r) == s + len) {
+              s[len++] = r;
+              if (len > cap) return false;
+            }
+          }
+      }
+    }
+    out.assign(&pool[(n - 1) * stride], &pool[(n - 1) * stride] + size[n - 1]);
+    std::sort(out.begin(), out.end());
+    return true;
+  });
 }
 
 // Weight of the lowest set bit of v's significand (v finite, nonzero).

@@ -2,34 +2,59 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cstring>
 
 namespace collcheck {
 
 namespace {
 std::byte canary_byte(size_t k) { return static_cast<std::byte>(0xA5u ^ (k * 0x3Bu) ^ (k >> 3)); }
+// The pattern repeats every 2,048 bytes: k * 0x3B mod 256 every 256, k >> 3 mod 256 every 2,048.
+constexpr size_t kCanaryPeriod = 2048;
+
+// Bytes [from, to) of b set to the pattern: one period by hand, the rest copied.
+void fill_canary(std::byte* b, size_t from, size_t to) {
+  const size_t first = std::min(to, from + kCanaryPeriod);
+  for (size_t k = from; k < first; ++k) b[k] = canary_byte(k);
+  for (size_t done = first - from; from + done < to;) {
+    const size_t n = std::min(done, to - from - done);  // done is a whole number of periods
+    std::memcpy(b + from + done, b + from, n);
+    done += n;
+  }
+}
+
+std::optional<StrayWrite> stray_in(std::span<const std::byte> frame, size_t from, size_t to) {
+  for (size_t j = from; j < to; ++j)
+    if (frame[j] != canary_byte(j))
+      return StrayWrite{static_cast<long>(j) - static_cast<long>(kCanary), canary_byte(j), frame[j]};
+  return std::nullopt;
+}
 }  // namespace
 
 std::vector<std::byte> framed(std::span<const std::byte> payload, bool poison) {
   std::vector<std::byte> b(payload.size() + 2 * kCanary);
-  for (size_t k = 0; k < b.size(); ++k) b[k] = canary_byte(k);
-  if (!poison && !payload.empty()) std::memcpy(b.data() + kCanary, payload.data(), payload.size());
+  if (poison) {
+    fill_canary(b.data(), 0, b.size());
+    return b;
+  }
+  fill_canary(b.data(), 0, kCanary);
+  if (!payload.empty()) std::memcpy(b.data() + kCanary, payload.data(), payload.size());
+  fill_canary(b.data(), kCanary + payload.size(), b.size());
   return b;
 }
 
 std::vector<std::byte> framed(size_t bytes) {
   std::vector<std::byte> b(bytes + 2 * kCanary);
-  for (size_t k = 0; k < b.size(); ++k) b[k] = canary_byte(k);
+  fill_canary(b.data(), 0, b.size());
   return b;
 }
 
+// The canaries only: the payload is the call's to write. A frame shorter than
+// its payload is all canary (the caller's mistake shows as a stray write).
 std::optional<StrayWrite> stray_write(std::span<const std::byte> frame, size_t payload_bytes) {
-  for (size_t j = 0; j < frame.size(); ++j) {
-    if (j >= kCanary && j < kCanary + payload_bytes) continue;
-    if (frame[j] != canary_byte(j))
-      return StrayWrite{static_cast<long>(j) - static_cast<long>(kCanary), canary_byte(j), frame[j]};
-  }
-  return std::nullopt;
+  const size_t head = std::min(frame.size(), kCanary);
+  if (auto w = stray_in(frame, 0, head)) return w;
+  return stray_in(frame, std::min(frame.size(), kCanary + payload_bytes), frame.size());
 }
 
 std::string StrayWrite::where(size_t payload_bytes, DType t) const {

@@ -48,14 +48,14 @@ namespace {
 
 double unit(uint64_t r) { return static_cast<double>(r >> 11) * 0x1.0p-53; }  // [0, 1)
 
-uint64_t exact_float(DType t, RedOp op, int nranks, int rank, size_t index, uint64_t r) {
-  if (op == RedOp::Prod) {
-    // One rank per element contributes 2^-1, 1 or 2; the rest contribute +-1.
-    // The product is then a power of two in [1/2, 2]: exact in every dtype.
-    const bool special = static_cast<size_t>(rank) == index % static_cast<size_t>(nranks);
-    const double mag = special ? std::ldexp(1.0, static_cast<int>(r % 3) - 1) : 1.0;
-    return to_element_bits(t, (r >> 8) & 1 ? -mag : mag);
-  }
+// What exact_float's sums need of the dtype, op and world size (computed once
+// per buffer, not per element).
+struct ExactSumShape {
+  int64_t k_max = 0;  // contributions are k / 4 with |k| <= k_max
+  int64_t m = 0;      // ranks with a nonzero contribution per element
+};
+
+ExactSumShape exact_sum_shape(DType t, RedOp op, int nranks) {
   // Integers k in [-K, K] scaled by 1/4, where m nonzero contributors times K
   // (times 4 for premulsum's scalar, |scalar| <= 4) fit in the significand, so
   // every partial sum in any order is an exact integer multiple of 1/4. With
@@ -65,12 +65,24 @@ uint64_t exact_float(DType t, RedOp op, int nranks, int rank, size_t index, uint
   const int avail = float_info(t).precision - (op == RedOp::PreMulSum ? 2 : 0);
   const int p_bits = static_cast<int>(std::ceil(std::log2(static_cast<double>(nranks))));
   const int k_bits = std::max(1, avail - p_bits);
-  const int64_t k_max = (int64_t{1} << k_bits) - 1;
-  const int64_t m = std::min<int64_t>(nranks, std::max<int64_t>(1, (int64_t{1} << avail) / k_max));
+  ExactSumShape s;
+  s.k_max = (int64_t{1} << k_bits) - 1;
+  s.m = std::min<int64_t>(nranks, std::max<int64_t>(1, (int64_t{1} << avail) / s.k_max));
+  return s;
+}
+
+uint64_t exact_float(DType t, RedOp op, int nranks, int rank, size_t index, uint64_t r, const ExactSumShape& shape) {
+  if (op == RedOp::Prod) {
+    // One rank per element contributes 2^-1, 1 or 2; the rest contribute +-1.
+    // The product is then a power of two in [1/2, 2]: exact in every dtype.
+    const bool special = static_cast<size_t>(rank) == index % static_cast<size_t>(nranks);
+    const double mag = special ? std::ldexp(1.0, static_cast<int>(r % 3) - 1) : 1.0;
+    return to_element_bits(t, (r >> 8) & 1 ? -mag : mag);
+  }
   const size_t slot = (static_cast<size_t>(rank) + static_cast<size_t>(nranks) - index % static_cast<size_t>(nranks)) %
                       static_cast<size_t>(nranks);
-  if (static_cast<int64_t>(slot) >= m) return to_element_bits(t, 0.0);
-  const int64_t k = static_cast<int64_t>(r % static_cast<uint64_t>(2 * k_max + 1)) - k_max;
+  if (static_cast<int64_t>(slot) >= shape.m) return to_element_bits(t, 0.0);
+  const int64_t k = static_cast<int64_t>(r % static_cast<uint64_t>(2 * shape.k_max + 1)) - shape.k_max;
   return to_element_bits(t, std::ldexp(static_cast<double>(k), -2));
 }
 
@@ -169,7 +181,10 @@ uint64_t wrap_int(DType t, uint64_t r) {
 
 }  // namespace
 
-uint64_t input_element(DType t, RedOp op, int nranks, int rank, size_t index, uint64_t seed, DataClass cls) {
+namespace {
+
+uint64_t element_of(DType t, RedOp op, int nranks, int rank, size_t index, uint64_t seed, DataClass cls,
+                    const ExactSumShape& shape) {
   const uint64_t r = splitmix64(seed ^ splitmix64(static_cast<uint64_t>(rank) * 0x100000001b3ull ^
                                                   splitmix64(static_cast<uint64_t>(index))));
   if (!dtype_is_float(t)) {
@@ -184,11 +199,23 @@ uint64_t input_element(DType t, RedOp op, int nranks, int rank, size_t index, ui
   if (cls == DataClass::Special) return special_float(t, r);
   DataClass c = cls;
   if (c == DataClass::Mixed) c = (index % 2 == 0) ? DataClass::Exact : DataClass::Random;
-  return c == DataClass::Exact ? exact_float(t, op, nranks, rank, index, r) : random_float(t, op, r);
+  return c == DataClass::Exact ? exact_float(t, op, nranks, rank, index, r, shape) : random_float(t, op, r);
+}
+
+ExactSumShape shape_for(DType t, RedOp op, int nranks, DataClass cls) {
+  const bool exact_sums = dtype_is_float(t) && op != RedOp::Prod && (cls == DataClass::Exact || cls == DataClass::Mixed);
+  return exact_sums ? exact_sum_shape(t, op, nranks) : ExactSumShape{};
+}
+
+}  // namespace
+
+uint64_t input_element(DType t, RedOp op, int nranks, int rank, size_t index, uint64_t seed, DataClass cls) {
+  return element_of(t, op, nranks, rank, index, seed, cls, shape_for(t, op, nranks, cls));
 }
 
 void fill_input(void* out, size_t count, DType t, RedOp op, int nranks, int rank, uint64_t seed, DataClass cls) {
-  for (size_t i = 0; i < count; ++i) store_element(t, out, i, input_element(t, op, nranks, rank, i, seed, cls));
+  const ExactSumShape shape = shape_for(t, op, nranks, cls);
+  for (size_t i = 0; i < count; ++i) store_element(t, out, i, element_of(t, op, nranks, rank, i, seed, cls, shape));
 }
 
 }  // namespace collcheck
