@@ -8,7 +8,6 @@
 #include <deque>
 #include <map>
 #include <mutex>
-#include <thread>
 #include <utility>
 
 namespace collcheck {
@@ -24,8 +23,7 @@ struct Op {
   const std::byte* src = nullptr;  // send
   std::byte* dst = nullptr;        // recv
   size_t size = 0;
-  // Written under the mailbox's mutex; read without it by a waiter's spin.
-  std::atomic<OpState> state{OpState::Pending};
+  OpState state = OpState::Pending;
   std::string error;
   // Sizes as NCCL runs them: a receive matched by a shorter send got these
   // bytes and waits for the rest, which never come (SIZE_MAX: not so).
@@ -137,11 +135,6 @@ struct InProcFabric::Impl {
 
 namespace {
 
-// Yields before a waiter sleeps (see InProcRequest::wait). Measured on the
-// 2-core machine (verify --impl ring --cases 2000 --seed 0x5eed --max-ranks 8:
-// 8.5 s with none, 7.0 s with 10 to 50; a 9-rank mutant's shrink 130 s -> 81 s).
-constexpr int kYieldsBeforeSleep = 16;
-
 class InProcRequest final : public LinkRequest {
  public:
   InProcRequest(std::shared_ptr<InProcFabric::Impl> fabric, Mailbox* box, std::shared_ptr<Op> op, Key key)
@@ -160,12 +153,6 @@ class InProcRequest final : public LinkRequest {
 
   void wait(Deadline deadline) override {
     const auto start = Clock::now();
-    // Yield the core a few times before sleeping: the peer that completes
-    // this transfer is usually one scheduling round away, and a thread that
-    // yields costs far less than one that sleeps and must be woken (which
-    // dominated the thread world's time, most of it in the kernel).
-    for (int i = 0; i < kYieldsBeforeSleep && op_->state.load(std::memory_order_acquire) == OpState::Pending; ++i)
-      std::this_thread::yield();
     std::unique_lock<std::mutex> lk(box_->mu);
     box_->cv.wait_until(lk, deadline, [&] {
       return op_->state != OpState::Pending || fabric_->aborts(op_->tag);
