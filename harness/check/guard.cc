@@ -51,6 +51,11 @@ void FingerprintGuard::check(int rank, const CallFingerprint& fp) {
   bool same = true;
   for (const auto& [r, f] : row) same = same && key_of(f) == first;
   if (same) {
+    // Every rank agreed on this call: nothing can be asked of its row again
+    // (a mismatch or a missing rank is found in a row some rank lacks or
+    // differs in), so it goes, and the table stays as small as the ranks'
+    // spread. last_checked_ keeps what ended() needs.
+    if (static_cast<int>(row.size()) == nranks_) table_.erase(fp.seq);
     if (ended_.empty()) return;
     violation_ = missing();
     if (!violation_) return;
