@@ -326,9 +326,6 @@ CaseOutcome CaseRunner::run(const Case& c) {
 
 namespace {
 
-// Whether `got` is acceptable for an element of `impl`: the oracle's verdict,
-// or else one of the outcomes the implementation's documented deviation from
-// NCCL semantics allows (counted, never silently).
 // Whether `got`, which the oracle rejects, is one of the outcomes the
 // implementation's documented deviation from NCCL semantics allows (counted,
 // never silently).
