@@ -10,13 +10,15 @@ namespace collcheck {
 
 namespace {
 // The registry: one line per algorithm.
-constexpr std::array<AlgorithmInfo, 3> kAlgorithms = {{
+constexpr std::array<AlgorithmInfo, 4> kAlgorithms = {{
     {"ring", "reduce-scatter then all-gather around a ring, 2(p-1) steps of ~N/p bytes", ring_all_reduce,
      ring_reduction_order},
     {"tree", "reduce to rank 0 along a binary heap tree, then broadcast down it", tree_all_reduce,
      tree_reduction_order},
     {"dbtree", "NCCL's double binary tree: two complementary trees, each carrying half the data",
      dbtree_all_reduce, dbtree_reduction_order},
+    {"hierarchical", "reduce to each node's leader, ring all-reduce across the leaders, broadcast within each node",
+     hierarchical_all_reduce, hierarchical_reduction_order, true},
 }};
 }  // namespace
 
@@ -76,8 +78,7 @@ void send_recv(Links& links, int to, std::span<const std::byte> out, int from, s
   s->wait(deadline);
 }
 
-void tree_reduce_broadcast(const AllReduceArgs& a, const TreeNode& node, std::byte* buf, size_t offset,
-                           size_t count, Tag tag) {
+void tree_reduce(const AllReduceArgs& a, const TreeNode& node, std::byte* buf, size_t offset, size_t count, Tag tag) {
   const DType t = a.red.dtype;
   auto mine = elem_span(buf, t, offset, count);
   std::byte* incoming = scratch_buffer(mine.size());
@@ -86,12 +87,20 @@ void tree_reduce_broadcast(const AllReduceArgs& a, const TreeNode& node, std::by
     a.links.irecv(child, tag, {incoming, mine.size()})->wait(a.deadline);
     reduce(mine.data(), incoming, count, t, a.red.combine);
   }
-  if (node.parent >= 0) {
-    a.links.isend(node.parent, tag, mine)->wait(a.deadline);
-    a.links.irecv(node.parent, tag, mine)->wait(a.deadline);
-  } else {
-    apply_post(a.red, mine.data(), count);
-  }
+  if (node.parent >= 0) a.links.isend(node.parent, tag, mine)->wait(a.deadline);
+}
+
+void tree_reduce_broadcast(const AllReduceArgs& a, const TreeNode& node, std::byte* buf, size_t offset,
+                           size_t count, Tag tag) {
+  tree_reduce(a, node, buf, offset, count, tag);
+  if (node.parent < 0) apply_post(a.red, elem_span(buf, a.red.dtype, offset, count).data(), count);
+  tree_broadcast(a, node, buf, offset, count, tag);
+}
+
+void tree_broadcast(const AllReduceArgs& a, const TreeNode& node, std::byte* buf, size_t offset, size_t count,
+                    Tag tag) {
+  auto mine = elem_span(buf, a.red.dtype, offset, count);
+  if (node.parent >= 0) a.links.irecv(node.parent, tag, mine)->wait(a.deadline);
   std::vector<RequestPtr> down;
   for (int child : node.children)
     if (child >= 0) down.push_back(a.links.isend(child, tag, mine));

@@ -32,13 +32,17 @@ using AllReduceFn = void (*)(const AllReduceArgs&);
 // replaces the top two entries by their combination. An algorithm that declares
 // its order can be checked bit for bit on float sums and products, where the
 // oracle's all-orders bound would hide a rounding bug (a truncating store).
-using ReductionOrderFn = void (*)(int p, size_t count, size_t index, std::vector<int>& postfix);
+// `nodes` is node_map() of the call's links (every rank's node, numbered from
+// 0), or empty for one node: the order of a hierarchical algorithm follows it.
+using ReductionOrderFn = void (*)(int p, size_t count, size_t index, std::span<const int> nodes,
+                                  std::vector<int>& postfix);
 
 struct AlgorithmInfo {
   std::string_view name;
   std::string_view summary;
   AllReduceFn run;
   ReductionOrderFn order;
+  bool follows_nodes = false;  // its schedule and order depend on Links::node_of
 };
 
 std::span<const AlgorithmInfo> algorithms();
@@ -49,9 +53,12 @@ std::string algorithm_choices();
 void ring_all_reduce(const AllReduceArgs& a);
 void tree_all_reduce(const AllReduceArgs& a);
 void dbtree_all_reduce(const AllReduceArgs& a);
-void ring_reduction_order(int p, size_t count, size_t index, std::vector<int>& postfix);
-void tree_reduction_order(int p, size_t count, size_t index, std::vector<int>& postfix);
-void dbtree_reduction_order(int p, size_t count, size_t index, std::vector<int>& postfix);
+void hierarchical_all_reduce(const AllReduceArgs& a);
+void ring_reduction_order(int p, size_t count, size_t index, std::span<const int> nodes, std::vector<int>& postfix);
+void tree_reduction_order(int p, size_t count, size_t index, std::span<const int> nodes, std::vector<int>& postfix);
+void dbtree_reduction_order(int p, size_t count, size_t index, std::span<const int> nodes, std::vector<int>& postfix);
+void hierarchical_reduction_order(int p, size_t count, size_t index, std::span<const int> nodes,
+                                  std::vector<int>& postfix);
 
 // ---- shared building blocks ----
 
@@ -87,13 +94,22 @@ struct TreeNode {
   int children[2] = {-1, -1};
 };
 
-// Reduce elements [offset, offset+count) of `buf` (already holding this rank's
-// pre-multiplied contribution) up the tree to its root, apply the post step at
-// the root, then broadcast the result back down. Each node combines its own
-// partial with child 0's and then child 1's, so the order is fixed by the tree.
 // The node of rank r in tree 0 or 1 of NCCL's double binary tree (dbtree.cc).
 TreeNode dbtree_node(int p, int r, int tree);
+// The node of rank r in a binary heap tree over p ranks: parent (r-1)/2,
+// children 2r+1 and 2r+2, root 0 (tree.cc).
+TreeNode heap_node(int p, int r);
 
+// Reduce elements [offset, offset+count) of `buf` (already holding this rank's
+// pre-multiplied contribution) up the tree to its root (a.links' ranks). Each
+// node combines its own partial with child 0's and then child 1's, so the
+// order is fixed by the tree. The root then holds the reduction, without the
+// post step.
+void tree_reduce(const AllReduceArgs& a, const TreeNode& node, std::byte* buf, size_t offset, size_t count, Tag tag);
+// The root's elements [offset, offset+count) of `buf` down the tree to every node.
+void tree_broadcast(const AllReduceArgs& a, const TreeNode& node, std::byte* buf, size_t offset, size_t count,
+                    Tag tag);
+// tree_reduce, the post step at the root, then tree_broadcast.
 void tree_reduce_broadcast(const AllReduceArgs& a, const TreeNode& node, std::byte* buf, size_t offset,
                            size_t count, Tag tag);
 // The postfix order of tree_reduce_broadcast over the tree that node(p, r)

@@ -37,6 +37,7 @@ class SubsetLinks final : public Links {
   RequestPtr irecv(int peer, Tag tag, std::span<std::byte> data) override {
     return inner_.irecv(world(peer), tag, data);
   }
+  int node_of(int peer) const override { return inner_.node_of(world(peer)); }
 
  private:
   int world(int peer) const {
@@ -49,6 +50,35 @@ class SubsetLinks final : public Links {
   int rank_ = 0;
 };
 }  // namespace
+
+namespace {
+class NodeLinks final : public LinksDecorator {
+ public:
+  NodeLinks(Links& inner, int per_node) : LinksDecorator(inner), per_node_(per_node) {}
+  int node_of(int peer) const override { return peer / per_node_; }
+
+ private:
+  int per_node_;
+};
+}  // namespace
+
+std::unique_ptr<Links> node_links(Links& inner, int ranks_per_node) {
+  if (ranks_per_node < 1)
+    throw std::invalid_argument(fmt::format("node_links: ranks per node must be at least 1, got {}", ranks_per_node));
+  return std::make_unique<NodeLinks>(inner, ranks_per_node);
+}
+
+std::vector<int> node_map(const Links& links) {
+  const int p = links.size();
+  std::vector<int> ids, out(static_cast<size_t>(p));
+  for (int r = 0; r < p; ++r) {
+    const int id = links.node_of(r);
+    auto it = std::find(ids.begin(), ids.end(), id);
+    if (it == ids.end()) it = ids.insert(ids.end(), id);
+    out[static_cast<size_t>(r)] = static_cast<int>(it - ids.begin());
+  }
+  return out;
+}
 
 std::unique_ptr<Links> subset_links(Links& inner, std::vector<int> members) {
   return std::make_unique<SubsetLinks>(inner, std::move(members));

@@ -72,6 +72,11 @@ class Links {
   // (source, destination, tag)); sizes must agree exactly.
   virtual RequestPtr isend(int peer, Tag tag, std::span<const std::byte> data) = 0;
   virtual RequestPtr irecv(int peer, Tag tag, std::span<std::byte> data) = 0;
+  // The node (host) rank `peer` runs on, as an id shared by exactly the ranks
+  // of that node: the topology a hierarchical algorithm follows. Threads of one
+  // process are one node (0) unless node_links() says otherwise; the MPI links
+  // take it from MPI_Comm_split_type(MPI_COMM_TYPE_SHARED).
+  virtual int node_of(int /*peer*/) const { return 0; }
 };
 
 // A wrapper of another Links (the flight recorder, the schedule perturber, a
@@ -83,6 +88,7 @@ class LinksDecorator : public Links {
   int size() const override { return inner_.size(); }
   RequestPtr isend(int peer, Tag tag, std::span<const std::byte> data) override { return inner_.isend(peer, tag, data); }
   RequestPtr irecv(int peer, Tag tag, std::span<std::byte> data) override { return inner_.irecv(peer, tag, data); }
+  int node_of(int peer) const override { return inner_.node_of(peer); }
 
  protected:
   Links& inner_;
@@ -105,6 +111,16 @@ std::string describe_tag(Tag tag);
 // rank i is world rank members[i] (ascending), and inner's rank must be one of
 // them. Tags pass unchanged: the communicator puts its group in them.
 std::unique_ptr<Links> subset_links(Links& inner, std::vector<int> members);
+
+// `inner` seen as nodes of `ranks_per_node` consecutive ranks: rank r is on
+// node r / ranks_per_node (the last node may hold fewer). Simulated nodes, for
+// the thread world (--ranks-per-node); transfers pass unchanged.
+std::unique_ptr<Links> node_links(Links& inner, int ranks_per_node);
+
+// Each rank's node as node_of gives it, numbered 0, 1, ... in order of each
+// node's lowest rank (the same numbers for the same grouping, whatever ids the
+// links use).
+std::vector<int> node_map(const Links& links);
 
 // Waits for every request in order; the first failure is thrown and the
 // remaining requests are cancelled when the caller drops them.

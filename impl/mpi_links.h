@@ -10,6 +10,7 @@
 #include <mpi.h>
 
 #include <deque>
+#include <vector>
 
 #include "impl/links.h"
 
@@ -20,12 +21,16 @@ class MpiRequest;
 class MpiLinks final : public Links {
  public:
   // `comm` is owned by the caller and must outlive the links. Its error
-  // handler is set to MPI_ERRORS_RETURN.
-  explicit MpiLinks(MPI_Comm comm);
+  // handler is set to MPI_ERRORS_RETURN. `nodes[r]`: the node of rank r of
+  // `comm` (node_of); empty: every rank on one node.
+  explicit MpiLinks(MPI_Comm comm, std::vector<int> nodes = {});
   int rank() const override { return rank_; }
   int size() const override { return size_; }
   RequestPtr isend(int peer, Tag tag, std::span<const std::byte> data) override;
   RequestPtr irecv(int peer, Tag tag, std::span<std::byte> data) override;
+  int node_of(int peer) const override {
+    return peer >= 0 && static_cast<size_t>(peer) < nodes_.size() ? nodes_[static_cast<size_t>(peer)] : 0;
+  }
   // Mixed into every MPI tag, so that a transfer left over from an earlier,
   // failed case can never match one of a later case (whose call sequence
   // numbers start again at 1).
@@ -47,6 +52,7 @@ class MpiLinks final : public Links {
   int size_ = 1;
   int tag_ub_ = 32767;
   uint64_t epoch_ = 0;
+  std::vector<int> nodes_;
   std::deque<MpiRequest*> pending_;  // receives not yet matched, in posting order
 };
 

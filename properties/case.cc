@@ -54,7 +54,7 @@ size_t Case::total_count() const {
 bool operator==(const Case& a, const Case& b) {
   if (a.p != b.p || a.dtype != b.dtype || a.op != b.op || a.count != b.count || a.inplace != b.inplace) return false;
   if (a.op == RedOp::PreMulSum && std::memcmp(&a.scalar, &b.scalar, sizeof(double)) != 0) return false;
-  if (a.async != b.async || a.defer != b.defer || a.perturb != b.perturb || a.then != b.then) return false;
+  if (a.async != b.async || a.defer != b.defer || a.perturb != b.perturb || a.ranks_per_node != b.ranks_per_node || a.then != b.then) return false;
   if (a.explicit_values != b.explicit_values) return false;
   if (a.explicit_values) return a.values == b.values;
   return a.data == b.data && a.seed == b.seed && (a.seed_p ? a.seed_p : a.p) == (b.seed_p ? b.seed_p : b.p) &&
@@ -231,6 +231,7 @@ void decode_call(Case& c, const std::vector<std::string_view>& f, bool in_sequen
 std::string encode_case(const Case& c) {
   std::string t = fmt::format("v1:p{}:", c.p) + encode_call(c, false);
   if (c.perturb) t += fmt::format(",z{:x}", c.perturb);
+  if (c.ranks_per_node) t += fmt::format(",h{}", c.ranks_per_node);
   for (const auto& n : c.then) t += "," + encode_call(n, true);
   return t;
 }
@@ -252,6 +253,15 @@ Case decode_case(std::string_view token) {
       if (i != 1 || part.size() < 2) bad("perturbation field", part, "z<seed hex>, right after the first call");
       c.perturb = parse_u64(part.substr(1), 16, "perturbation field", "z<seed hex>, nonzero");
       if (c.perturb == 0) bad("perturbation field", part, "z<seed hex>, nonzero");
+      continue;
+    }
+    if (!part.empty() && part[0] == 'h' && part.find(':') == std::string_view::npos) {
+      const std::string h_allowed = fmt::format("h<ranks per node>, 1..{}, after the first call (and z) and before the "
+                                              "further calls", kMaxCaseRanks);
+      if (!c.then.empty() || c.ranks_per_node || part.size() < 2) bad("ranks-per-node field", part, h_allowed);
+      const uint64_t n = parse_u64(part.substr(1), 10, "ranks-per-node field", h_allowed);
+      if (n < 1 || n > static_cast<uint64_t>(kMaxCaseRanks)) bad("ranks-per-node field", part, h_allowed);
+      c.ranks_per_node = static_cast<int>(n);
       continue;
     }
     if (c.then.size() >= kMaxSequenceCalls - 1)
@@ -288,6 +298,7 @@ std::string sequence_call_name(const Case& c, size_t k) {
 std::string case_summary(const Case& c) {
   std::string s = fmt::format("p={} ", c.p) + call_summary(c);
   if (c.perturb) s += fmt::format(", perturbed schedule (seed {:#x})", c.perturb);
+  if (c.ranks_per_node) s += fmt::format(", {} rank(s) per node", c.ranks_per_node);
   if (!c.then.empty()) {
     s += fmt::format("; then {} more call(s) on the same communicator:", c.then.size());
     for (size_t k = 0; k < c.then.size(); ++k)

@@ -22,6 +22,8 @@
 // optional parts: z<hex> (the perturbation seed) and each further call as
 //   <dtype>:<op>:s<scalar>:n<count>:oop|ip:sync|async<defer>:<inputs>
 // e.g. v1:p4:float32:sum:s1:n6:oop:d:exact:1f,z9,float16:sum:s1:n12:ip:async1:d:random:2
+// and h<ranks per node> after the first call (and z) when the case sets them:
+// v1:p6:float32:sum:s1:n9:oop:d:random:5,h2
 #pragma once
 
 #include <cstddef>
@@ -65,6 +67,10 @@ struct Case {
   // Nonzero: the seed of the schedule perturbation of every call of the case
   // (impl/perturbed_links.h).
   uint64_t perturb = 0;
+  // Nonzero: the ranks run as nodes of this many consecutive ranks (rank r on
+  // node r / ranks_per_node, impl/links.h: node_links), the topology a
+  // hierarchical algorithm follows. 0: the world's own nodes (threads: one).
+  int ranks_per_node = 0;
 
   uint64_t input(int rank, size_t i) const;
   // Turns seeded inputs into explicit ones (a no-op if already explicit).

@@ -47,6 +47,11 @@ struct CaseSpace {
   bool sequences = true;
   // One case in ten (2 <= p <= 16) perturbs the schedule (Case::perturb).
   bool perturb = true;
+  // Each case (p >= 2) runs on nodes of 1 to p ranks (Case::ranks_per_node),
+  // or on the world's own nodes (0),
+  // for an implementation that follows the nodes (hierarchical). Drawn last,
+  // so the other cases of a seed stay as they are without it.
+  bool nodes = false;
 };
 
 rc::Gen<Case> gen_case(const CaseSpace& space);

@@ -22,6 +22,9 @@ std::vector<ImplPtr> default_peers(const Implementation& impl) {
   const bool reference = find_algorithm(impl.name()) != nullptr;
   for (const auto& a : algorithms()) {
     if (a.name == impl.name()) continue;
+    // One that follows the nodes is the tree on the one node cases of other
+    // implementations run on: a peer only where it is under test itself.
+    if (a.follows_nodes) continue;
     peers.push_back(reference_implementation(a.name));
     if (!reference) break;  // ring only, for an implementation from outside
   }
@@ -140,6 +143,23 @@ bool resource_exhausted(const std::exception& e) {
 }
 }  // namespace
 
+std::vector<int> case_nodes(const Case& c, const RunConfig& cfg) {
+  std::vector<int> ids;
+  if (c.ranks_per_node > 0) {
+    for (int r = 0; r < c.p; ++r) ids.push_back(r / c.ranks_per_node);
+  } else if (static_cast<int>(cfg.world_nodes.size()) >= c.p) {
+    // node_map's numbering: in order of each node's lowest rank.
+    std::vector<int> seen;
+    for (int r = 0; r < c.p; ++r) {
+      const int id = cfg.world_nodes[static_cast<size_t>(r)];
+      auto it = std::find(seen.begin(), seen.end(), id);
+      if (it == seen.end()) it = seen.insert(seen.end(), id);
+      ids.push_back(static_cast<int>(it - seen.begin()));
+    }
+  }
+  return ids;
+}
+
 void execute_rank(const Case& c, CaseExecution& st, const RunConfig& cfg, Links& world_links) {
   const auto r = static_cast<size_t>(world_links.rank());
   try {
@@ -158,9 +178,13 @@ void execute_rank_calls(const Case& c, CaseExecution& st, const RunConfig& cfg, 
   st.failed_phase[r] = 0;
   // The implementation's calls run on perturbed links when the case says so;
   // the peers' calls never do (they are the reference the case compares with).
+  // Simulated nodes, when the case has them, for the implementation and peers alike.
+  std::unique_ptr<Links> noded;
+  if (c.ranks_per_node) noded = node_links(world_links, c.ranks_per_node);
+  Links& base = noded ? *noded : world_links;
   std::unique_ptr<Links> perturbed;
-  if (c.perturb) perturbed = make_perturbed_links(world_links, c.perturb);
-  Links& links = perturbed ? *perturbed : world_links;
+  if (c.perturb) perturbed = make_perturbed_links(base, c.perturb);
+  Links& links = perturbed ? *perturbed : base;
   {
     Communicator comm(links, CommOptions{"", cfg.timeout, cfg.impl});
     auto& mine = st.bufs[r];
@@ -223,7 +247,7 @@ void execute_rank_calls(const Case& c, CaseExecution& st, const RunConfig& cfg, 
   }
   for (size_t i = 0; i < cfg.peers.size(); ++i) {
     st.failed_phase[r] = static_cast<int>(1 + i);
-    Communicator comm(world_links, CommOptions{"", cfg.timeout, cfg.peers[i]});
+    Communicator comm(base, CommOptions{"", cfg.timeout, cfg.peers[i]});
     auto& b = st.peer_out[i][r];
     try {
       comm.all_reduce(b.data(), b.data(), c.count, c.dtype, c.op, c.scalar);
@@ -387,10 +411,12 @@ namespace {
 // the detail when the case is a sequence.
 class CallChecker {
  public:
-  CallChecker(const Case& call, const std::vector<std::vector<std::byte>>& inputs, const RunConfig& cfg,
-              CaseOutcome& out, std::string where)
+  // `call` is the case itself or one of its further calls; `whole` the case
+  // (its nodes hold for every call).
+  CallChecker(const Case& whole, const Case& call, const std::vector<std::vector<std::byte>>& inputs,
+              const RunConfig& cfg, CaseOutcome& out, std::string where)
       : c_(call), cfg_(cfg), out_(out), inputs_(inputs), red_(call.reduction()),
-        bytes_(call.count * dtype_size(call.dtype)), where_(std::move(where)) {}
+        bytes_(call.count * dtype_size(call.dtype)), where_(std::move(where)), nodes_(case_nodes(whole, cfg)) {}
 
   // Canaries intact, and out-of-place inputs left alone, in bufs[r][slot].
   std::optional<Failure> buffers(const CaseExecution& st, size_t slot, const char* call_name) const {
@@ -449,7 +475,7 @@ class CallChecker {
     std::vector<bool> used(P);  // reused: this loop runs once per element
     for (size_t i = 0; i < c_.count; ++i) {
       prog.clear();
-      if (!cfg_.impl->reduction_order(c_.p, c_.count, i, prog)) break;
+      if (!cfg_.impl->reduction_order(c_.p, c_.count, i, nodes_, prog)) break;
       stack.clear();
       std::fill(used.begin(), used.end(), false);
       bool valid = true;
@@ -516,6 +542,7 @@ class CallChecker {
   Reduction red_;
   size_t bytes_;
   std::string where_;
+  std::vector<int> nodes_;  // case_nodes() of the whole case
 };
 
 }  // namespace
@@ -582,20 +609,20 @@ std::string first_call_name(const Case& c) { return c.then.empty() ? std::string
 
 // The first call's buffers (and its repeat, other placement and async twin's).
 std::optional<Failure> check_first_buffers(CheckContext& x) {
-  CallChecker first(x.c, x.inputs, x.cfg, x.out, first_call_name(x.c));
+  CallChecker first(x.c, x.c, x.inputs, x.cfg, x.out, first_call_name(x.c));
   for (int k = 0; k < kNumCalls; ++k)
     if (auto f = first.buffers(x.st, static_cast<size_t>(k), kCallNames[k])) return f;
   return std::nullopt;
 }
 
 std::optional<Failure> check_first_result(CheckContext& x) {
-  CallChecker first(x.c, x.inputs, x.cfg, x.out, first_call_name(x.c));
+  CallChecker first(x.c, x.c, x.inputs, x.cfg, x.out, first_call_name(x.c));
   PeerPass peers(x);
   return first.oracle(x.st.bufs[0][kPrimary].recv_data(), &peers);
 }
 
 std::optional<Failure> check_first_identical(CheckContext& x) {
-  CallChecker first(x.c, x.inputs, x.cfg, x.out, first_call_name(x.c));
+  CallChecker first(x.c, x.c, x.inputs, x.cfg, x.out, first_call_name(x.c));
   return first.identical(x.st, kPrimary);
 }
 
@@ -628,7 +655,7 @@ std::optional<Failure> check_twins(CheckContext& x) {
 std::optional<Failure> check_later_calls(CheckContext& x) {
   for (size_t k = 0; k < x.c.then.size(); ++k) {
     const Case& n = x.c.then[k];
-    CallChecker check(n, x.st.inputs.at(k + 1), x.cfg, x.out, sequence_call_name(x.c, k + 1));
+    CallChecker check(x.c, n, x.st.inputs.at(k + 1), x.cfg, x.out, sequence_call_name(x.c, k + 1));
     const size_t slot = kNumCalls + k;
     x.call = &n;
     if (auto f = check.buffers(x.st, slot, "the call")) return f;

@@ -62,7 +62,15 @@ struct RunConfig {
   ImplPtr impl;
   std::vector<ImplPtr> peers;  // compared with impl on every case
   std::chrono::milliseconds timeout{10000};  // per call
+  // Each world rank's node, where the world has nodes of its own (the MPI
+  // world: MpiWorld::nodes()); empty: one node. A case's ranks_per_node
+  // overrides it.
+  std::vector<int> world_nodes;
 };
+
+// The nodes of a case's ranks as the implementation sees them (node_map()
+// numbering), or empty for one node.
+std::vector<int> case_nodes(const Case& c, const RunConfig& cfg);
 
 // ---- one case, executed: what every world (threads, MPI) produces and the
 // checks consume. Worlds differ only in where the rank bodies run.
@@ -153,7 +161,8 @@ std::string pack_rank(const CaseExecution& st, int rank);
 void unpack_rank(CaseExecution& st, int rank, std::string_view bytes);
 
 // The peers a verify run uses by default: the reference algorithms other than
-// `impl` (ring for a plugin).
+// `impl` (ring for a plugin), less those that follow the nodes (hierarchical)
+// unless `impl` is one of them.
 std::vector<ImplPtr> default_peers(const Implementation& impl);
 
 // Thread worlds a CaseRunner keeps for reuse, in rank threads all told: more

@@ -54,13 +54,14 @@ struct Stats {
   size_t order_checked = 0;
   double max_err = 0, max_peer = 0;
   std::map<std::string, size_t> deviant;  // documented deviation -> elements it explained
-  size_t sequences = 0, further_calls = 0, async_calls = 0, perturbed = 0;
+  size_t sequences = 0, further_calls = 0, async_calls = 0, perturbed = 0, multi_node = 0;
   void add(const Case& c, const CaseOutcome& o) {
     if (o.deviant_elements) deviant[o.deviation] += o.deviant_elements;
     if (!c.then.empty()) ++sequences;
     further_calls += c.then.size();
     for (const auto& n : c.then) async_calls += n.async;
     if (c.perturb) ++perturbed;
+    if (c.ranks_per_node > 0 && c.ranks_per_node < c.p) ++multi_node;
     ++cases[{c.dtype, c.op}];
     for (int k = 0; k < 4; ++k) by_kind[k] += o.by_kind[k];
     order_checked += o.order_checked;
@@ -94,6 +95,8 @@ void print_table(std::FILE* out, const VerifyOptions& o, const Stats& s) {
   fmt::print(out, "sequences: {} cases went on with {} more calls on the same communicator ({} of them async); "
                   "perturbed schedules: {} cases\n",
              s.sequences, s.further_calls, s.async_calls, s.perturbed);
+  if (o.space.nodes)
+    fmt::print(out, "nodes: {} cases ran on two or more simulated nodes (the rest on the world's own)\n", s.multi_node);
   fmt::print(out, "elements checked: bitwise {}, within bound {}, one-of {}, interval {}\n", s.by_kind[0], s.by_kind[1],
              s.by_kind[2], s.by_kind[3]);
   if (s.order_checked > 0)

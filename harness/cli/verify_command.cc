@@ -179,6 +179,10 @@ int run_verify_command(VerifyFlags& f) {
     throw UsageError(fmt::format("--against: {}", e.what()));
   }
   o.against = f.against;
+  // An implementation that follows the nodes is checked on every topology:
+  // each case draws its nodes (and in the MPI world may keep the hosts').
+  o.space.nodes = impl->follows_nodes();
+  if (mpi) cfg.world_nodes = mpi->nodes();
   cfg.timeout = std::chrono::milliseconds(static_cast<long long>(f.timeout * 1000));
   const bool root = !mpi || mpi->rank() == 0;
   auto say = [&](const std::string& line) {

@@ -16,10 +16,12 @@ class ReferenceImplementation final : public Implementation {
   explicit ReferenceImplementation(const AlgorithmInfo& a) : algo_(a), name_(a.name) {}
   const std::string& name() const override { return name_; }
   void all_reduce(const AllReduceArgs& a) const override { algo_.run(a); }
-  bool reduction_order(int p, size_t count, size_t index, std::vector<int>& postfix) const override {
-    algo_.order(p, count, index, postfix);
+  bool reduction_order(int p, size_t count, size_t index, std::span<const int> nodes,
+                       std::vector<int>& postfix) const override {
+    algo_.order(p, count, index, nodes, postfix);
     return true;
   }
+  bool follows_nodes() const override { return algo_.follows_nodes; }
 
  private:
   const AlgorithmInfo& algo_;

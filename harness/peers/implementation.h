@@ -80,10 +80,14 @@ class Implementation {
   virtual void fit_world(WorldKind, int& /*max_ranks*/, const std::function<void(const std::string&)>& /*say*/) const {}
   // The reduction order the implementation declares for element `index`
   // (impl/algorithm.h: ReductionOrderFn), appended to `postfix`; false when it
-  // declares none.
-  virtual bool reduction_order(int /*p*/, size_t /*count*/, size_t /*index*/, std::vector<int>& /*postfix*/) const {
+  // declares none. `nodes`: node_map() of the call's links, or empty (one node).
+  virtual bool reduction_order(int /*p*/, size_t /*count*/, size_t /*index*/, std::span<const int> /*nodes*/,
+                               std::vector<int>& /*postfix*/) const {
     return false;
   }
+  // Whether it follows the links' nodes (Links::node_of): verify then runs its
+  // cases on nodes of every size (Case::ranks_per_node).
+  virtual bool follows_nodes() const { return false; }
   // The documented deviation from NCCL semantics for (dtype, op), if any.
   virtual const Deviation* deviation(DType, RedOp) const { return nullptr; }
   // After a failed or abandoned call in a world of p ranks: drop any per-world

@@ -172,7 +172,9 @@ class PluginImplementation final : public Implementation {
   using OrderFn = int (*)(int, size_t, size_t, int*, size_t);
   PluginImplementation(std::string spec, void* handle, PluginAllReduceFn fn, std::string label, OrderFn order)
       : spec_(std::move(spec)), handle_(handle), fn_(fn), label_(std::move(label)), order_(order) {}
-  bool reduction_order(int p, size_t count, size_t index, std::vector<int>& postfix) const override {
+  // The plugin ABI has no nodes: a plugin's order is the same on every topology.
+  bool reduction_order(int p, size_t count, size_t index, std::span<const int>,
+                       std::vector<int>& postfix) const override {
     if (!order_) return false;
     const size_t cap = 2 * static_cast<size_t>(p) - 1;
     const size_t at = postfix.size();

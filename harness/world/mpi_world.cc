@@ -49,6 +49,19 @@ MpiWorld& MpiWorld::init(int* argc, char*** argv) {
   MPI_Comm_set_errhandler(w->control_, MPI_ERRORS_RETURN);
   // All ranks are alive at start-up, so these collectives cannot hang on a
   // missing rank; a rank that never starts is mpirun's to report.
+  // The nodes: the ranks that share memory (MPI_COMM_TYPE_SHARED) are one
+  // node, named by its lowest world rank.
+  {
+    MPI_Comm node_comm = MPI_COMM_NULL;
+    MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, w->rank_, MPI_INFO_NULL, &node_comm);
+    int leader = w->rank_;
+    if (node_comm != MPI_COMM_NULL) {
+      MPI_Allreduce(MPI_IN_PLACE, &leader, 1, MPI_INT, MPI_MIN, node_comm);
+      MPI_Comm_free(&node_comm);
+    }
+    w->nodes_.assign(static_cast<size_t>(w->size_), 0);
+    MPI_Allgather(&leader, 1, MPI_INT, w->nodes_.data(), 1, MPI_INT, MPI_COMM_WORLD);
+  }
   for (int p = 1; p <= w->size_; ++p) {
     MPI_Comm lc = MPI_COMM_NULL, cc = MPI_COMM_NULL;
     const int color = w->rank_ < p ? 0 : MPI_UNDEFINED;
@@ -57,7 +70,9 @@ MpiWorld& MpiWorld::init(int* argc, char*** argv) {
     if (cc != MPI_COMM_NULL) MPI_Comm_set_errhandler(cc, MPI_ERRORS_RETURN);
     w->links_comm_.push_back(lc);
     w->coll_comm_.push_back(cc);
-    w->links_.push_back(lc != MPI_COMM_NULL ? std::make_unique<MpiLinks>(lc) : nullptr);
+    w->links_.push_back(lc != MPI_COMM_NULL ? std::make_unique<MpiLinks>(
+                                                  lc, std::vector<int>(w->nodes_.begin(), w->nodes_.begin() + p))
+                                            : nullptr);
   }
   g_world = w;
   return *w;

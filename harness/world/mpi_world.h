@@ -68,6 +68,9 @@ class MpiWorld final : public World {
   std::unique_ptr<CallGuard> call_guard(Clock::time_point epoch, std::chrono::milliseconds deadline) override;
 
   std::string host() const { return host_; }
+  // Each world rank's node (the lowest world rank sharing its memory, from
+  // MPI_Comm_split_type(MPI_COMM_TYPE_SHARED)), as the links' node_of gives it.
+  const std::vector<int>& nodes() const { return nodes_; }
   // For ranks < p only.
   MpiLinks& links(int p);
   MPI_Comm comm(int p) const;
@@ -108,6 +111,7 @@ class MpiWorld final : public World {
   bool broken_ = false;  // a body did not return within its run's limit
   WatchedThread* body_thread_ = new WatchedThread();  // never freed: a stuck body may hold it
   std::string host_;
+  std::vector<int> nodes_;
   MPI_Comm control_ = MPI_COMM_NULL;
   std::vector<MPI_Comm> links_comm_, coll_comm_;  // [p-1]
   std::vector<std::unique_ptr<MpiLinks>> links_;  // [p-1]

@@ -68,7 +68,7 @@ void dbtree_all_reduce(const AllReduceArgs& a) {
 }
 
 // The first half of the elements goes up tree 0, the second half up tree 1.
-void dbtree_reduction_order(int p, size_t count, size_t index, std::vector<int>& postfix) {
+void dbtree_reduction_order(int p, size_t count, size_t index, std::span<const int>, std::vector<int>& postfix) {
   const int tree = chunk_of(count, 2, index);
   tree_postfix(p, [p, tree](int r) { return dbtree_node(p, r, tree); }, postfix);
 }

@@ -62,7 +62,7 @@ void ring_all_reduce(const AllReduceArgs& a) {
 
 // Chunk c is folded along the ring from rank c: rank c+1 combines it with its
 // own, then c+2, ..., ending at c-1 (which owns the result).
-void ring_reduction_order(int p, size_t count, size_t index, std::vector<int>& postfix) {
+void ring_reduction_order(int p, size_t count, size_t index, std::span<const int>, std::vector<int>& postfix) {
   const int c = chunk_of(count, p, index);
   postfix.push_back(c);
   for (int k = 1; k < p; ++k) {

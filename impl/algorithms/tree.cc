@@ -7,7 +7,6 @@
 
 namespace collcheck {
 
-namespace {
 TreeNode heap_node(int p, int r) {
   TreeNode node;
   node.parent = r == 0 ? -1 : (r - 1) / 2;
@@ -15,7 +14,6 @@ TreeNode heap_node(int p, int r) {
   node.children[1] = 2 * r + 2 < p ? 2 * r + 2 : -1;
   return node;
 }
-}  // namespace
 
 void tree_all_reduce(const AllReduceArgs& a) {
   const int p = a.links.size();
@@ -24,7 +22,7 @@ void tree_all_reduce(const AllReduceArgs& a) {
   tree_reduce_broadcast(a, heap_node(p, r), static_cast<std::byte*>(a.recv), 0, a.count, a.tag);
 }
 
-void tree_reduction_order(int p, size_t, size_t, std::vector<int>& postfix) {
+void tree_reduction_order(int p, size_t, size_t, std::span<const int>, std::vector<int>& postfix) {
   tree_postfix(p, [p](int r) { return heap_node(p, r); }, postfix);
 }
 
