@@ -191,6 +191,18 @@ class CaseShrinks {
             ++i_;
             return without_rank(static_cast<int>(drop));
           }
+          // Smaller nodes: one rank per node, then one rank fewer per node.
+          // Where fewer ranks left a single node (and the bug with it), a
+          // smaller node lets the ranks go next time round.
+          if (b.ranks_per_node > 1 && nodes_tried_ < 2) {
+            const int to = nodes_tried_++ == 0 ? 1 : b.ranks_per_node - 1;
+            if (nodes_tried_ == 1 || to != 1) {
+              Case c = b;
+              c.ranks_per_node = to;
+              return c;
+            }
+            continue;
+          }
           break;
         }
         case 1: {  // fewer elements: 0, then remove blocks of size n/2, n/4, ..., 1
@@ -369,6 +381,7 @@ class CaseShrinks {
   std::shared_ptr<const Case> base_;
   int stage_ = -1;
   size_t i_ = 0;
+  int nodes_tried_ = 0;  // the smaller-node candidates of stage 0 given so far
   size_t block_ = 0;
   bool blocks_started_ = false;
   size_t prefix_ = 0;

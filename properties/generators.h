@@ -5,7 +5,7 @@
 // with it, and counts are weighted toward the edges where all-reduce bugs live
 // (0, 1, below p, multiples of p and one either side, powers of two and chunk
 // boundaries). Its shrinks, in the order they are tried: fewer ranks (one, half, every
-// prefix of the ranks, then each rank left out), fewer
+// prefix of the ranks, then each rank left out, then smaller nodes), fewer
 // elements (short prefixes and suffixes, then halves and smaller blocks), out-of-place instead of in-place,
 // scalar 1, then each value made simpler (0, then 1, then fewer significant
 // bits). Dtype and op never shrink: the minimal case keeps the failing pair.

@@ -59,7 +59,7 @@ INSTANTIATE_TEST_SUITE_P(
     ::testing::Values(BadInput{"sweep -d float128", "unknown dtype 'float128' for -d/--datatype; allowed: int8,"},
                       BadInput{"sweep -d float32,nope", "unknown dtype 'nope'"},
                       BadInput{"sweep -o xor", "unknown op 'xor' for -o/--op; allowed: sum, prod, max, min, avg, premulsum"},
-                      BadInput{"sweep --algo butterfly", "--algo: unknown implementation 'butterfly'; allowed: ring, tree, dbtree, gloo:"},
+                      BadInput{"sweep --algo butterfly", "--algo: unknown implementation 'butterfly'; allowed: ring, tree, dbtree, hierarchical, gloo:"},
                       BadInput{"sweep -N -5", "-N/--count must be a non-negative integer, got '-5'"},
                       BadInput{"sweep -b -1K", "-b/--minbytes must be a non-negative size"},
                       BadInput{"sweep -e 12Q", "-e/--maxbytes must be a size"},

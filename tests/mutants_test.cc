@@ -29,7 +29,7 @@ std::string mutant_path(const std::string& m) { return std::string(MUTANT_DIR) +
 
 VerifyResult verify_plugin(const std::string& path, uint64_t seed, size_t cases = VerifyOptions{}.cases) {
   ImplPtr impl = load_plugin(path);
-  InProcessExecutor exec(RunConfig{impl, default_peers(*impl), 10000ms});
+  InProcessExecutor exec(RunConfig{impl, default_peers(*impl), 10000ms, {}});
   VerifyOptions o;  // the defaults of `collcheck verify`
   o.impl_spec = "plugin:" + path;
   o.seed = seed;
@@ -96,7 +96,7 @@ TEST_P(Mutant, IsCaughtWithinTheDefaultBudgetAndShrinksToASmallReplayableCase) {
     // a steady failure on the first run, a flaky one (fails k of N) within
     // 200 runs.
     ImplPtr impl = load_plugin(mutant_path(m));
-    CaseRunner runner(RunConfig{impl, default_peers(*impl), 10000ms});
+    CaseRunner runner(RunConfig{impl, default_peers(*impl), 10000ms, {}});
     const Case replay = decode_case(encode_case(r.minimal));
     const bool race = m == "late_arrival_race";  // 3 of 3 replays can fail and the fourth pass
     const size_t runs = r.flaky() || race ? 200 : 1;
@@ -133,7 +133,7 @@ INSTANTIATE_TEST_SUITE_P(All, Mutant, ::testing::ValuesIn(mutants()), [](const a
 TEST(Mutants, StateAcrossCallsIsOnlyReachedBySequences) {
   ImplPtr impl = load_plugin(mutant_path("plan_cache_keyed_on_bytes"));
   for (bool sequences : {false, true}) {
-    InProcessExecutor exec(RunConfig{impl, default_peers(*impl), 10000ms});
+    InProcessExecutor exec(RunConfig{impl, default_peers(*impl), 10000ms, {}});
     VerifyOptions o;
     o.impl_spec = "plugin:plan_cache_keyed_on_bytes";
     o.seed = 1;
@@ -192,7 +192,7 @@ TEST(Mutants, TruncatingStoreHidesInTheBoundAtP8AndTheDeclaredOrderCatchesIt) {
   for (uint64_t seed : {1, 2, 3}) {
     c.seed = seed;
     ImplPtr impl = load_plugin(mutant_path("bf16_truncating_store"));
-    CaseRunner runner(RunConfig{impl, {}, 10000ms});
+    CaseRunner runner(RunConfig{impl, {}, 10000ms, {}});
     const CaseOutcome o = runner.run(c);
     ASSERT_FALSE(o.ok) << "seed " << seed;
     EXPECT_EQ(o.failure.property, "matches-declared-order") << o.failure.detail;
@@ -201,7 +201,7 @@ TEST(Mutants, TruncatingStoreHidesInTheBoundAtP8AndTheDeclaredOrderCatchesIt) {
         << "every element was checked by the oracle first, and passed";
     // The control ring, declaring the same order, passes the same case.
     ImplPtr control = load_plugin(mutant_path("control_ring"));
-    CaseRunner ok_runner(RunConfig{control, {}, 10000ms});
+    CaseRunner ok_runner(RunConfig{control, {}, 10000ms, {}});
     const CaseOutcome good = ok_runner.run(c);
     EXPECT_TRUE(good.ok) << good.failure.property << "\n" << good.failure.detail;
     EXPECT_EQ(good.order_checked, c.count);

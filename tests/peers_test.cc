@@ -83,7 +83,7 @@ class GlooWorldSizes : public ::testing::TestWithParam<const char*> {};
 TEST_P(GlooWorldSizes, EveryWorldSizeFrom1To8) {
   const std::string algo = GetParam();
   auto impl = make_gloo_implementation(algo);
-  CaseRunner runner(RunConfig{impl, {reference_implementation("ring")}, 10000ms});
+  CaseRunner runner(RunConfig{impl, {reference_implementation("ring")}, 10000ms, {}});
   for (int p = 1; p <= 8; ++p) {
     const bool pow2 = (p & (p - 1)) == 0;
     const bool bcube_finding = algo == "bcube" && !pow2;
@@ -122,7 +122,7 @@ INSTANTIATE_TEST_SUITE_P(Gloo, GlooWorldSizes,
                                            "allreduce_bcube"));
 
 TEST(GlooFindings, BcubeDropsAContributionAtThreeRanks) {
-  CaseRunner runner(RunConfig{make_gloo_implementation("bcube"), {}, 10000ms});
+  CaseRunner runner(RunConfig{make_gloo_implementation("bcube"), {}, 10000ms, {}});
   const CaseOutcome o = runner.run(decode_case("v1:p3:uint8:max:s1:n1:oop:x:0/0/1"));
   ASSERT_FALSE(o.ok);
   EXPECT_EQ(o.failure.property, "agrees-with-oracle");
@@ -130,7 +130,7 @@ TEST(GlooFindings, BcubeDropsAContributionAtThreeRanks) {
 }
 
 TEST(GlooFindings, RingGivesRanksDifferentFloatBits) {
-  CaseRunner runner(RunConfig{make_gloo_implementation("ring"), {}, 10000ms});
+  CaseRunner runner(RunConfig{make_gloo_implementation("ring"), {}, 10000ms, {}});
   const CaseOutcome o =
       runner.run(decode_case("v1:p3:float64:prod:s1:n1:oop:x:3ff14f1f56ba2732/3ff19c990cb64700/3febc83525f9e584"));
   ASSERT_FALSE(o.ok);
@@ -161,7 +161,7 @@ TEST(GlooDeviation, NanOrderIsCountedAndBounded) {
   EXPECT_EQ(std::find(no.begin(), no.end(), 0x40000000u), no.end()) << "2 is no input and not the max";
 
   // In a run, accepted elements are counted under the deviation's name.
-  CaseRunner runner(RunConfig{impl, {}, 10000ms});
+  CaseRunner runner(RunConfig{impl, {}, 10000ms, {}});
   const CaseOutcome o = runner.run(decode_case("v1:p3:float32:min:s1:n1:oop:x:0/7fffffff/3f800000"));
   ASSERT_TRUE(o.ok) << o.failure.detail;
   EXPECT_EQ(o.deviation, "gloo-nan-order");
@@ -378,7 +378,7 @@ TEST(Nccl, VersionIsPrinted) {
 TEST(Nccl, EveryDtypeAndOpOnTheGpu) {
   if (auto why = nccl_unavailable()) GTEST_SKIP() << "no GPU for NCCL: " << *why;
   auto impl = make_implementation("nccl");
-  CaseRunner runner(RunConfig{impl, {reference_implementation("ring")}, 10000ms});
+  CaseRunner runner(RunConfig{impl, {reference_implementation("ring")}, 10000ms, {}});
   const int p = std::min(nccl_device_count(), 8);
   for (DType t : kAllDTypes)
     for (RedOp op : kAllOps) {
@@ -416,10 +416,28 @@ TEST(MpiWorld, SweepTimesAndChecksEveryRow) {
       testutil::mpirun(3) + " sweep --world mpi --algo all -d float32,int8,bfloat16 -o sum,max -b 1K -e 64K -n 3 -w 1", 300);
   EXPECT_EQ(r.code, 0) << r.out;
   EXPECT_NE(r.out.find("# collcheck sweep: 3 ranks as MPI processes"), std::string::npos) << r.out;
-  EXPECT_NE(r.out.find("# 54 rows, 0 wrong elements"), std::string::npos) << r.out;
+  // 4 algorithms x 3 dtypes x 2 ops x 3 sizes; one host is one node (MPI_Comm_split_type).
+  EXPECT_NE(r.out.find("# 72 rows, 0 wrong elements"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("# nodes: 1 (MPI_Comm_split_type(MPI_COMM_TYPE_SHARED))"), std::string::npos) << r.out;
   const auto bad = testutil::run_command(testutil::mpirun(2) + " sweep --world mpi --ranks 3", 120);
   EXPECT_EQ(bad.code, 2) << bad.out;
   EXPECT_NE(bad.out.find("--ranks is 3, but mpirun started 2 processes"), std::string::npos) << bad.out;
+}
+
+// The hierarchical algorithm in the MPI world: on the host's one node (from
+// MPI_Comm_split_type) and on simulated nodes, in verify (each case draws its
+// nodes) and in the sweep with a slow inter-node link.
+TEST(MpiWorld, HierarchicalOnTheHostsNodesAndOnSimulatedOnes) {
+  auto r = testutil::run_command(testutil::mpirun(4) + " verify --world mpi --impl hierarchical --cases 150 --seed 3", 600);
+  EXPECT_EQ(r.code, 0) << r.out;
+  EXPECT_NE(r.out.find("PASS: 150 cases"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("nodes: "), std::string::npos) << r.out;
+  r = testutil::run_command(testutil::mpirun(4) + " sweep --world mpi --algo ring,hierarchical --ranks-per-node 2 "
+                                                   "--inter-node-latency-us 300 -b 4K -e 64K -n 3 -w 1", 300);
+  EXPECT_EQ(r.code, 0) << r.out;
+  EXPECT_NE(r.out.find("# nodes: 2 (--ranks-per-node 2, simulated)"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("ring against hierarchical, same run"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("# 4 rows, 0 wrong elements"), std::string::npos) << r.out;
 }
 
 // A rank whose process dies: it names itself, the case and its replay token

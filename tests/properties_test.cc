@@ -28,7 +28,7 @@ CaseRunner& runner_for(const std::string& algo) {
   auto& r = runners[algo];
   if (!r) {
     auto impl = reference_implementation(algo);
-    r = std::make_unique<CaseRunner>(RunConfig{impl, default_peers(*impl), 10000ms});
+    r = std::make_unique<CaseRunner>(RunConfig{impl, default_peers(*impl), 10000ms, {}});
   }
   return *r;
 }
@@ -62,17 +62,18 @@ TEST_P(NoFalseAlarms, TenThousandCases) {
                 cases);
   }
   auto impl = reference_implementation(GetParam());
-  InProcessExecutor exec(RunConfig{impl, default_peers(*impl), 10000ms});
+  InProcessExecutor exec(RunConfig{impl, default_peers(*impl), 10000ms, {}});
   VerifyOptions o;
   o.impl_spec = GetParam();
   o.cases = cases;
   o.seed = 20000;
+  o.space.nodes = impl->follows_nodes();  // hierarchical: every case draws its nodes
   const VerifyResult r = run_verify(o, exec, stdout);
   EXPECT_FALSE(r.failed) << r.failure.property << "\n" << r.failure.detail;
   EXPECT_EQ(r.cases_run, cases);
 }
 
-INSTANTIATE_TEST_SUITE_P(Reference, NoFalseAlarms, ::testing::Values("ring", "tree", "dbtree"),
+INSTANTIATE_TEST_SUITE_P(Reference, NoFalseAlarms, ::testing::Values("ring", "tree", "dbtree", "hierarchical"),
                          [](const auto& i) { return std::string(i.param); });
 
 // Beside the fixed seed: a fresh seed every run, printed, so that "no false
@@ -82,11 +83,12 @@ TEST_P(NoFalseAlarms, AFreshSeedEveryRun) {
   size_t cases = 2000;
   if (const char* env = std::getenv("COLLCHECK_NO_FALSE_ALARM_CASES")) cases = std::min<size_t>(cases, std::strtoull(env, nullptr, 10));
   auto impl = reference_implementation(GetParam());
-  InProcessExecutor exec(RunConfig{impl, default_peers(*impl), 10000ms});
+  InProcessExecutor exec(RunConfig{impl, default_peers(*impl), 10000ms, {}});
   VerifyOptions o;
   o.impl_spec = GetParam();
   o.cases = cases;
   o.seed = (static_cast<uint64_t>(std::random_device{}()) << 32) ^ std::random_device{}();
+  o.space.nodes = impl->follows_nodes();
   std::printf("[ seed    ] %s: fresh seed %#llx, %zu cases\n", GetParam(), static_cast<unsigned long long>(o.seed), cases);
   std::fflush(stdout);
   const VerifyResult r = run_verify(o, exec, stdout);
@@ -130,7 +132,7 @@ VerifyOptions small_float_run(RedOp op = RedOp::Sum) {
 }
 
 VerifyResult verify_quietly(ImplPtr impl, const VerifyOptions& o, std::vector<ImplPtr> peers = {}) {
-  InProcessExecutor exec(RunConfig{std::move(impl), std::move(peers), 5000ms});
+  InProcessExecutor exec(RunConfig{std::move(impl), std::move(peers), 5000ms, {}});
   std::FILE* devnull = std::fopen("/dev/null", "w");
   VerifyResult r = run_verify(o, exec, devnull);
   std::fclose(devnull);
@@ -346,7 +348,7 @@ TEST(Verify, RunningOutOfThreadsIsAHarnessErrorNotAFailure) {
 
 // A long run over p up to 64 keeps a bounded number of idle rank threads.
 TEST(CaseRunnerWorlds, KeepsABoundedNumberOfRankThreads) {
-  CaseRunner runner(RunConfig{ring(), {}, 5000ms});
+  CaseRunner runner(RunConfig{ring(), {}, 5000ms, {}});
   for (int p : {60, 50, 40, 30, 64, 2, 3}) {
     Case c;
     c.p = p;

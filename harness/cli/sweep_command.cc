@@ -37,6 +37,13 @@ void add_sweep(CLI::App& app, SweepFlags& f) {
   s->add_option("--ranks", o.ranks, "world size (ranks as threads)")->capture_default_str();
   s->add_option("--algo", algo, algorithm_choices() + ", all, or plugin:<path.so>, comma list")
       ->capture_default_str();
+  s->add_option("--ranks-per-node", o.ranks_per_node,
+                "nodes of this many consecutive ranks, simulated (the hierarchical algorithm follows them); "
+                "default: threads one node, MPI its hosts (MPI_Comm_split_type)");
+  s->add_option("--inter-node-latency-us", o.inter_latency_us,
+                "slow_link nemesis on every edge between two nodes: microseconds added to each transfer");
+  s->add_option("--inter-node-bandwidth-mbps", o.inter_bandwidth_mbps,
+                "slow_link nemesis on every edge between two nodes: bandwidth cap in MB/s (0: none)");
   s->add_flag("--inplace", o.inplace, "in-place calls (send buffer == recv buffer)");
   s->add_option("--seed", f.seed, "seed of the input data (decimal or 0x hex)")->capture_default_str();
   s->add_option("--data", data, "input data: exact, random, mixed, extreme, special or wrap")->capture_default_str();
@@ -101,6 +108,27 @@ int run_sweep_command(SweepFlags& f, bool ranks_given) {
   if (sweep.ranks < 1 || sweep.ranks > kMaxThreadRanks)
     throw UsageError(fmt::format("--ranks must be between 1 and {} for the thread world, got {}", kMaxThreadRanks,
                                  sweep.ranks));
+  if (sweep.ranks_per_node < 0 || sweep.ranks_per_node > sweep.ranks)
+    throw UsageError(fmt::format("--ranks-per-node must be between 1 and --ranks ({}), got {}", sweep.ranks,
+                                 sweep.ranks_per_node));
+  if (!(sweep.inter_latency_us >= 0 && sweep.inter_latency_us <= 1e6))
+    throw UsageError(fmt::format("--inter-node-latency-us must be in [0, 1000000], got {}", sweep.inter_latency_us));
+  if (!(sweep.inter_bandwidth_mbps >= 0 && sweep.inter_bandwidth_mbps <= 1e6))
+    throw UsageError(fmt::format("--inter-node-bandwidth-mbps must be in [0, 1000000] (0: no cap), got {}",
+                                 sweep.inter_bandwidth_mbps));
+  if (sweep.inter_latency_us > 0 || sweep.inter_bandwidth_mbps > 0) {
+    int hosts = 1;
+    if (w) {
+      std::vector<int> ids = w->nodes();
+      std::sort(ids.begin(), ids.end());
+      hosts = static_cast<int>(std::unique(ids.begin(), ids.end()) - ids.begin());
+    }
+    const bool several = sweep.ranks_per_node > 0 ? sweep.ranks_per_node < sweep.ranks : hosts > 1;
+    if (!several)
+      throw UsageError(fmt::format("--inter-node-latency-us/--inter-node-bandwidth-mbps slow the edges between nodes, "
+                                   "and all {} ranks are on one node: give --ranks-per-node below --ranks",
+                                   sweep.ranks));
+  }
   if (sweep.iters < 1) throw UsageError(fmt::format("-n/--iters must be >= 1, got {}", sweep.iters));
   check_metrics_flags(f.metrics);
   if (sweep.reps < 1 || sweep.reps > 1000) throw UsageError(fmt::format("--reps must be in 1..1000, got {}", sweep.reps));

@@ -15,6 +15,7 @@
 #include "harness/check/oracle.h"
 #include "harness/check/output_check.h"
 #include "harness/world/thread_world.h"
+#include "faults/nemesis.h"
 
 namespace collcheck {
 
@@ -32,6 +33,27 @@ double memcpy_bandwidth(size_t bytes, int iters) {
   }
   const double s = std::chrono::duration<double>(Clock::now() - t0).count() / iters;
   return s > 0 ? static_cast<double>(bytes) / s / 1e9 : 0;
+}
+
+// A rank's links as the sweep runs on them: on the nodes asked for, with the
+// inter-node slow link when asked for. `keep` owns the wrappers.
+Links& sweep_links(const SweepOptions& o, RankContext& ctx, std::vector<std::unique_ptr<Links>>& keep) {
+  Links* l = &ctx.links();
+  if (o.ranks_per_node > 0) {
+    keep.push_back(node_links(*l, o.ranks_per_node));
+    l = keep.back().get();
+  }
+  if (o.inter_latency_us > 0 || o.inter_bandwidth_mbps > 0) {
+    FaultSpec f;
+    f.kind = "slow_link";
+    f.fields = {{"edges", "inter-node"}, {"latency_ms", fmt::format("{}", o.inter_latency_us / 1e3)}};
+    if (o.inter_bandwidth_mbps > 0) f.fields["bandwidth_mbps"] = fmt::format("{}", o.inter_bandwidth_mbps);
+    if (auto w = kSlowLink.wrap(*l, f, l->rank())) {
+      keep.push_back(std::move(w));
+      l = keep.back().get();
+    }
+  }
+  return *l;
 }
 
 SweepRow run_row(World& world, const SweepOptions& o, size_t count, DType t, RedOp op,
@@ -80,7 +102,8 @@ SweepRow run_row(World& world, const SweepOptions& o, size_t count, DType t, Red
   std::vector<std::vector<double>> seconds(static_cast<size_t>(p), std::vector<double>(reps, 0));
   WorldRun timed = world.run(
       [&](RankContext& ctx) {
-        Communicator comm(ctx.links(), copts);
+        std::vector<std::unique_ptr<Links>> keep;
+        Communicator comm(sweep_links(o, ctx, keep), copts);
         const size_t r = static_cast<size_t>(ctx.rank());
         for (int i = 0; i < o.warmup; ++i) comm.all_reduce(send_of(ctx.rank()), out_of(ctx.rank()), count, t, op, o.scalar);
         for (size_t k = 0; k < reps; ++k) {
@@ -120,7 +143,8 @@ SweepRow run_row(World& world, const SweepOptions& o, size_t count, DType t, Red
   reset_buffers();
   WorldRun checked = world.run(
       [&](RankContext& ctx) {
-        Communicator comm(ctx.links(), copts);
+        std::vector<std::unique_ptr<Links>> keep;
+        Communicator comm(sweep_links(o, ctx, keep), copts);
         comm.all_reduce(send_of(ctx.rank()), out_of(ctx.rank()), count, t, op, o.scalar);
       },
       o.timeout + std::chrono::seconds(5));
@@ -202,6 +226,54 @@ std::vector<size_t> sweep_counts(const SweepOptions& o, DType t) {
   return counts;
 }
 
+std::optional<double> alpha_beta_seconds(std::string_view algo, int p, int nodes, size_t bytes, double alpha_s,
+                                         double bytes_per_s) {
+  if (nodes < 2) return std::nullopt;
+  const double beta = bytes_per_s > 0 ? 1.0 / bytes_per_s : 0;
+  const double n = static_cast<double>(bytes);
+  if (algo == "ring") return 2.0 * (p - 1) * (alpha_s + n / p * beta);
+  if (algo == "hierarchical") return 2.0 * (nodes - 1) * (alpha_s + n / nodes * beta);
+  return std::nullopt;
+}
+
+namespace {
+// Measured against modelled, row by row, and ring against hierarchical where
+// both were swept: who wins, by how much, and whether the model agrees.
+void print_model(std::FILE* out, const SweepOptions& o, const std::vector<SweepRow>& rows, int p, int nodes) {
+  const double alpha = o.inter_latency_us / 1e6, bw = o.inter_bandwidth_mbps * 1e6;
+  fmt::print(out, "#\n# alpha-beta model of the inter-node links: alpha = {} us{}, {} nodes of {} ranks\n",
+             o.inter_latency_us, bw > 0 ? fmt::format(", 1/beta = {} MB/s", o.inter_bandwidth_mbps) : "",
+             nodes, o.ranks_per_node > 0 ? fmt::format("{}", o.ranks_per_node) : "the world's");
+  fmt::print(out, "#   ring 2(p-1)(alpha + N/p beta); hierarchical 2(L-1)(alpha + N/L beta) among the leaders, its "
+                  "intra-node tree not modelled\n");
+  fmt::print(out, "# {:>12} {:>9} {:>9} {:>13} {:>10} {:>10} {:>13} {:>12} {:>12}\n", "size(B)", "type", "redop",
+             "algo", "time(us)", "model(us)", "unmodelled(us)", "", "");
+  for (const auto& r : rows)
+    if (auto m = alpha_beta_seconds(r.algo, p, nodes, r.bytes, alpha, bw))
+      fmt::print(out, "  {:>12} {:>9} {:>9} {:>13} {:>10.1f} {:>10.1f} {:>13.1f}\n", r.bytes, dtype_name(r.dtype),
+                 op_name(r.op), r.algo, r.time_us, *m * 1e6, r.time_us - *m * 1e6);
+  bool header = false;
+  for (const auto& ring : rows) {
+    if (ring.algo != "ring") continue;
+    for (const auto& h : rows) {
+      if (h.algo != "hierarchical" || h.bytes != ring.bytes || h.dtype != ring.dtype || h.op != ring.op) continue;
+      const auto mr = alpha_beta_seconds("ring", p, nodes, ring.bytes, alpha, bw);
+      const auto mh = alpha_beta_seconds("hierarchical", p, nodes, h.bytes, alpha, bw);
+      if (!header) {
+        fmt::print(out, "#\n# ring against hierarchical, same run: time(ring) / time(hierarchical), above 1 when "
+                        "hierarchical wins\n# {:>12} {:>9} {:>9} {:>10} {:>10} {:>14}\n",
+                   "size(B)", "type", "redop", "measured", "model", "winner");
+        header = true;
+      }
+      const double measured = h.time_us > 0 ? ring.time_us / h.time_us : 0;
+      const double model = mr && mh && *mh > 0 ? *mr / *mh : 0;
+      fmt::print(out, "  {:>12} {:>9} {:>9} {:>10.2f} {:>10.2f} {:>14}\n", ring.bytes, dtype_name(ring.dtype),
+                 op_name(ring.op), measured, model, measured > 1 ? "hierarchical" : "ring");
+    }
+  }
+}
+}  // namespace
+
 SweepResult run_sweep(const SweepOptions& o, std::FILE* out_or_null) {
   SweepResult result;
   MpiWorld* mpi = MpiWorld::get();
@@ -216,12 +288,30 @@ SweepResult run_sweep(const SweepOptions& o, std::FILE* out_or_null) {
     out = devnull.get();
   }
   const bool premul = std::find(o.ops.begin(), o.ops.end(), RedOp::PreMulSum) != o.ops.end();
+  // The nodes the rows run on (node_map numbering).
+  int nodes = 1;
+  if (o.ranks_per_node > 0) {
+    nodes = (world->size() + o.ranks_per_node - 1) / o.ranks_per_node;
+  } else if (mpi) {
+    std::vector<int> ids = mpi->nodes();
+    std::sort(ids.begin(), ids.end());
+    nodes = static_cast<int>(std::unique(ids.begin(), ids.end()) - ids.begin());
+  }
+  const bool slow = o.inter_latency_us > 0 || o.inter_bandwidth_mbps > 0;
   fmt::print(out, "# collcheck sweep: {} ranks {}, {}, data {}, seed {}{}, {} iters, {} warmup, check {}\n",
              world->size(), fmt::format("{} ({} links)", world->how(), mpi ? mpi_library_version() : "in-process"),
              o.inplace ? "in-place" : "out-of-place", data_class_name(o.data), o.seed,
              premul ? fmt::format(", premulsum scalar {}", o.scalar) : "", o.iters, o.warmup, o.check ? 1 : 0);
+  if (nodes > 1 || o.ranks_per_node > 0 || mpi)
+    fmt::print(out, "# nodes: {} ({}){}\n", nodes,
+               o.ranks_per_node > 0 ? fmt::format("--ranks-per-node {}, simulated", o.ranks_per_node)
+                                    : "MPI_Comm_split_type(MPI_COMM_TYPE_SHARED)",
+               slow ? fmt::format("; every inter-node edge slowed by the slow_link nemesis: {} us per transfer{}",
+                                  o.inter_latency_us,
+                                  o.inter_bandwidth_mbps > 0 ? fmt::format(", {} MB/s", o.inter_bandwidth_mbps) : "")
+                    : "");
   fmt::print(out, "# busbw = algbw * 2(p-1)/p; maxerr is the largest |result - exact| in units of the oracle's bound\n");
-  fmt::print(out, "#\n# {:>12} {:>12} {:>9} {:>9} {:>6} {:>10} {:>11} {:>11} {:>8} {:>9}\n", "size(B)", "count", "type",
+  fmt::print(out, "#\n# {:>12} {:>12} {:>9} {:>9} {:>12} {:>10} {:>11} {:>11} {:>8} {:>9}\n", "size(B)", "count", "type",
              "redop", "algo", "time(us)", "algbw(GB/s)", "busbw(GB/s)", "#wrong", "maxerr");
   std::fflush(out);
   struct Spec {
@@ -237,7 +327,7 @@ SweepResult run_sweep(const SweepOptions& o, std::FILE* out_or_null) {
         for (size_t count : sweep_counts(o, t)) specs.push_back({algo, t, op, count});
   auto print_row = [&](const SweepRow& row) {
     const std::string err = o.check ? fmt::format("{:.3g}", row.max_err_units) : "N/A";
-    fmt::print(out, "  {:>12} {:>12} {:>9} {:>9} {:>6} {:>10.1f} {:>11.3f} {:>11.3f} {:>8} {:>9}\n", row.bytes,
+    fmt::print(out, "  {:>12} {:>12} {:>9} {:>9} {:>12} {:>10.1f} {:>11.3f} {:>11.3f} {:>8} {:>9}\n", row.bytes,
                row.count, dtype_name(row.dtype), op_name(row.op), row.algo, row.time_us, row.algbw, row.busbw,
                o.check ? fmt::format("{}", row.wrong) : "N/A", err);
     if (!row.error.empty()) fmt::print(out, "#   ^ {}\n", row.error);
@@ -299,10 +389,11 @@ SweepResult run_sweep(const SweepOptions& o, std::FILE* out_or_null) {
       const RedOp rop = has_f32_sum ? RedOp::Sum : o.ops.front();
       for (const auto& r : result.rows)
         if (r.bytes == largest && r.dtype == rt && r.op == rop && mbw > 0)
-          fmt::print(out, "#   {:>6} {:>9} {:>9}: busbw/memcpy = {:.3f}\n", r.algo, dtype_name(r.dtype),
+          fmt::print(out, "#   {:>12} {:>9} {:>9}: busbw/memcpy = {:.3f}\n", r.algo, dtype_name(r.dtype),
                      op_name(r.op), r.busbw / mbw);
     }
   }
+  if (slow && nodes > 1 && world->root()) print_model(out, o, result.rows, world->size(), nodes);
   fmt::print(out, "#\n# Out of bounds values : {} {}\n", result.total_wrong, result.total_wrong ? "FAILED" : "OK");
   fmt::print(out, "# {} rows, {} wrong elements\n", result.rows.size(), result.total_wrong);
   return result;

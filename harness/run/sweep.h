@@ -39,7 +39,23 @@ struct SweepOptions {
   double scalar = 3;
   std::chrono::milliseconds timeout{60000};
   bool memcpy_peer = true;
+  // Nodes of this many consecutive ranks (0: the world's own: threads one,
+  // MPI its hosts), which the hierarchical algorithm follows.
+  int ranks_per_node = 0;
+  // The slow-link nemesis on every edge between two nodes (edges: inter-node):
+  // added latency per transfer, and a bandwidth cap (0: none). Off when both 0.
+  double inter_latency_us = 0;
+  double inter_bandwidth_mbps = 0;
 };
+
+// The alpha-beta model of an all-reduce's inter-node cost: the transfers over
+// slow links on its critical path, each alpha + bytes * beta. ring: 2(p-1)
+// steps of N/p bytes, each crossing a node boundary somewhere (the ring
+// advances in lockstep) when there are two nodes or more; hierarchical: 2(L-1)
+// steps of N/L bytes among the L leaders. nullopt for an algorithm it does not
+// model (or one node: nothing crosses).
+std::optional<double> alpha_beta_seconds(std::string_view algo, int p, int nodes, size_t bytes, double alpha_s,
+                                         double bytes_per_s);
 
 struct SweepRow {
   size_t bytes = 0;
