@@ -424,6 +424,45 @@ TEST(MpiWorld, SweepTimesAndChecksEveryRow) {
   EXPECT_NE(bad.out.find("--ranks is 3, but mpirun started 2 processes"), std::string::npos) << bad.out;
 }
 
+// sweep --against: the peers timed on the same rows, and each algorithm's
+// busbw over theirs. Under mpirun the MPI peer; Gloo runs with ranks as threads.
+TEST(MpiWorld, SweepAgainstMpiPrintsTheRatioOnEveryRow) {
+  auto r = testutil::run_command(testutil::mpirun(3) + " sweep --world mpi --algo ring --against mpi -d float32,int8 "
+                                                       "-b 4K -e 64K -n 3 -w 1", 300);
+  EXPECT_EQ(r.code, 0) << r.out;
+  EXPECT_NE(r.out.find("# against the peers, same run: busbw(algo) / busbw(peer)"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("vs mpi"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("# 8 rows, 0 wrong elements"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("# peers' rows: 0 wrong elements"), std::string::npos) << r.out;
+  // Open MPI's AVX int8 sum saturates: its documented deviation, checked element by element.
+  EXPECT_NE(r.out.find("as the documented deviation ompi-avx-saturating-int8 allows"), std::string::npos) << r.out;
+  r = testutil::run_command(testutil::mpirun(2) + " sweep --world mpi --against gloo:ring -b 1K -e 1K", 120);
+  EXPECT_EQ(r.code, 2) << r.out;
+  EXPECT_NE(r.out.find("--against gloo:ring: cannot run in the MPI world"), std::string::npos) << r.out;
+}
+
+TEST(GlooPeer, SweepAgainstGlooTimesTheSameRowsAndSaysWhatItCannotReduce) {
+  auto r = testutil::collcheck("sweep --algo ring --against gloo:ring_chunked -d float32,bfloat16 --ranks 3 -b 4K -e 16K "
+                               "-f 4 -n 3 -w 1", 300);
+  EXPECT_EQ(r.code, 0) << r.out;
+  EXPECT_NE(r.out.find("gloo:ring_chunked   skipped: Gloo"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("vs gloo:ring_chunked"), std::string::npos) << r.out;
+  // A number on the float32 rows, "skipped" on the bfloat16 ones.
+  const size_t block = r.out.find("# against the peers");
+  ASSERT_NE(block, std::string::npos) << r.out;
+  const std::string tail = r.out.substr(block);
+  EXPECT_NE(tail.find("skipped"), std::string::npos) << tail;
+  EXPECT_NE(tail.find("float32"), std::string::npos) << tail;
+  EXPECT_EQ(tail.find("failed"), std::string::npos) << tail;
+  EXPECT_NE(r.out.find("# 8 rows, 0 wrong elements"), std::string::npos) << r.out;
+  r = testutil::collcheck("sweep --against mpi -b 1K -e 1K", 60);
+  EXPECT_EQ(r.code, 2) << r.out;
+  EXPECT_NE(r.out.find("--against mpi: cannot run in the thread world"), std::string::npos) << r.out;
+  r = testutil::collcheck("sweep --algo ring --against ring -b 1K -e 1K", 60);
+  EXPECT_EQ(r.code, 2) << r.out;
+  EXPECT_NE(r.out.find("--against ring: already swept"), std::string::npos) << r.out;
+}
+
 // The hierarchical algorithm in the MPI world: on the host's one node (from
 // MPI_Comm_split_type) and on simulated nodes, in verify (each case draws its
 // nodes) and in the sweep with a slow inter-node link.

@@ -69,6 +69,7 @@ uint64_t parse_seed(const std::string& text, const std::string& flag);
 struct SweepFlags {
   SweepOptions o;
   std::string b = "1K", e = "256K", d = "float32", op = "sum", algo = "ring", count, data = "mixed", seed = "1";
+  std::string against;  // --against: peers timed on the same rows
   int check = 1;
   std::string world = "threads";
   std::string json;  // --json FILE

@@ -44,6 +44,9 @@ void add_sweep(CLI::App& app, SweepFlags& f) {
                 "slow_link nemesis on every edge between two nodes: microseconds added to each transfer");
   s->add_option("--inter-node-bandwidth-mbps", o.inter_bandwidth_mbps,
                 "slow_link nemesis on every edge between two nodes: bandwidth cap in MB/s (0: none)");
+  s->add_option("--against", f.against,
+                "peers timed on the same rows, comma list: gloo:<algo> (ranks as threads), mpi (under mpirun); "
+                "prints each --algo's busbw over theirs");
   s->add_flag("--inplace", o.inplace, "in-place calls (send buffer == recv buffer)");
   s->add_option("--seed", f.seed, "seed of the input data (decimal or 0x hex)")->capture_default_str();
   s->add_option("--data", data, "input data: exact, random, mixed, extreme, special or wrap")->capture_default_str();
@@ -70,35 +73,49 @@ int run_sweep_command(SweepFlags& f, bool ranks_given) {
   // The reference algorithms by name (or all), and any implementation --impl
   // takes (plugin:x.so, gloo:ring, ...): the gate compares a plugin's rows.
   sweep.algos.clear();
-  for (const auto& a : f.algo == "all" ? parse_algo_list(f.algo, "--algo") : [&] {
-         std::vector<std::string> v;
-         size_t start = 0;
-         for (size_t comma; (comma = f.algo.find(',', start)) != std::string::npos; start = comma + 1)
-           v.push_back(f.algo.substr(start, comma - start));
-         v.push_back(f.algo.substr(start));
-         return v;
-       }()) {
+  auto split = [](const std::string& list) {
+    std::vector<std::string> v;
+    size_t start = 0;
+    for (size_t comma; (comma = list.find(',', start)) != std::string::npos; start = comma + 1)
+      v.push_back(list.substr(start, comma - start));
+    v.push_back(list.substr(start));
+    return v;
+  };
+  MpiWorld* w = MpiWorld::get();
+  // Every implementation named must exist, run on this machine and in this world.
+  auto admit = [&](const std::string& a, const char* flag) {
     collcheck::ImplPtr x;
     try {
       x = collcheck::make_implementation(a);
     } catch (const collcheck::ImplementationError& e) {
-      throw UsageError(fmt::format("--algo: {}", e.what()));
+      throw UsageError(fmt::format("{}: {}", flag, e.what()));
     }
-    if (auto why = x->unavailable()) throw UsageError(fmt::format("--algo {}: cannot run here: {}", a, *why));
-    // A library peer keeps per-world state (Gloo's rendezvous, NCCL's
-    // communicators) that the sweep's timed and checked runs do not renew yet.
-    if (a.rfind("gloo:", 0) == 0 || a == "mpi" || a == "nccl")
-      throw UsageError(fmt::format("--algo {}: sweep times the reference algorithms and plugins; the library peers "
-                                   "are not supported by sweep yet", a));
+    if (auto why = x->unavailable()) throw UsageError(fmt::format("{} {}: cannot run here: {}", flag, a, *why));
+    if (auto why = x->unsupported_world(w ? collcheck::WorldKind::Mpi : collcheck::WorldKind::Threads))
+      throw UsageError(fmt::format("{} {}: cannot run in the {} world: {}", flag, a, w ? "MPI" : "thread", *why));
+    // NCCL's communicators per world are not renewed between the sweep's
+    // timed and checked runs yet.
+    if (a == "nccl") throw UsageError(fmt::format("{} nccl: the sweep does not time NCCL yet; use verify", flag));
+  };
+  for (const auto& a : f.algo == "all" ? parse_algo_list(f.algo, "--algo") : split(f.algo)) {
+    admit(a, "--algo");
     sweep.algos.push_back(a);
   }
+  sweep.against.clear();
+  if (!f.against.empty())
+    for (const auto& a : split(f.against)) {
+      admit(a, "--against");
+      if (std::find(sweep.algos.begin(), sweep.algos.end(), a) != sweep.algos.end() ||
+          std::find(sweep.against.begin(), sweep.against.end(), a) != sweep.against.end())
+        throw UsageError(fmt::format("--against {}: already swept (--algo or --against name it twice)", a));
+      sweep.against.push_back(a);
+    }
   sweep.seed = parse_seed(f.seed, "--seed");
   if (!std::isfinite(sweep.scalar) || std::fabs(sweep.scalar) > 1e30)
     throw UsageError(fmt::format("--scalar must be a finite number of magnitude at most 1e30, got {}", sweep.scalar));
   if (sweep.count)
     for (DType t : sweep.dtypes)
       if (auto why = count_problem(*sweep.count, t); !why.empty()) throw UsageError("-N/--count: " + why);
-  MpiWorld* w = MpiWorld::get();
   if (w) {
     if (ranks_given && sweep.ranks != w->size())
       throw UsageError(fmt::format("--ranks is {}, but mpirun started {} processes; in the MPI world every process "
@@ -165,6 +182,7 @@ int run_sweep_command(SweepFlags& f, bool ranks_given) {
   const SweepResult result = run_sweep(sweep, stdout);
   if (auto m = start_metrics(f.metrics)) {  // the rows: a histogram sample, a busbw gauge, a checked case each
     for (const auto& row : result.rows) {
+      if (!row.skipped.empty()) continue;
       m->unit(row.algo, "sweep", row.wrong == 0 && row.error.empty() ? "" : "results_match_oracle");
       m->wrong_elements(row.algo, row.wrong);
       m->collective(row.algo, std::string(op_name(row.op)), std::string(dtype_name(row.dtype)), row.bytes,
@@ -196,7 +214,10 @@ int run_sweep_command(SweepFlags& f, bool ranks_given) {
       c.seconds = row.time_us / 1e6;
       c.detail = fmt::format("count {}, time {:.1f} us, algbw {:.3f} GB/s, busbw {:.3f} GB/s, #wrong {}, maxerr {:.3g}",
                              row.count, row.time_us, row.algbw, row.busbw, row.wrong, row.max_err_units);
-      if (!sweep.check) {
+      if (!row.skipped.empty()) {
+        c.status = ReportCase::Status::Skipped;
+        c.message = "skipped: " + row.skipped;
+      } else if (!sweep.check) {
         c.status = ReportCase::Status::Skipped;
         c.message = "not checked (-c 0)";
       } else if (row.wrong > 0 || !row.error.empty()) {

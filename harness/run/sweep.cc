@@ -57,7 +57,7 @@ Links& sweep_links(const SweepOptions& o, RankContext& ctx, std::vector<std::uni
 }
 
 SweepRow run_row(World& world, const SweepOptions& o, size_t count, DType t, RedOp op,
-                 const std::string& algo) {
+                 const std::string& algo, const ImplPtr& impl) {
   const int p = world.size();
   const size_t es = dtype_size(t);
   const size_t bytes = count * es;
@@ -67,6 +67,10 @@ SweepRow run_row(World& world, const SweepOptions& o, size_t count, DType t, Red
   row.dtype = t;
   row.op = op;
   row.algo = algo;
+  if (auto why = impl->unsupported(t, op)) {
+    row.skipped = *why;
+    return row;
+  }
   // Inputs are generated once; every run starts from a copy of them, and the
   // oracle and the "input untouched" check compare against them.
   std::vector<std::vector<std::byte>> pristine(static_cast<size_t>(p)), inputs(static_cast<size_t>(p));
@@ -93,7 +97,7 @@ SweepRow run_row(World& world, const SweepOptions& o, size_t count, DType t, Red
   auto send_of = [&](int r) -> const void* {
     return o.inplace ? static_cast<const void*>(out_of(r)) : static_cast<const void*>(inputs[static_cast<size_t>(r)].data());
   };
-  const CommOptions copts{algo, o.timeout};
+  const CommOptions copts{algo, o.timeout, impl};
   const auto limit = o.timeout * (o.iters + o.warmup + 2) + std::chrono::seconds(5);
 
   // Timed iterations.
@@ -117,6 +121,7 @@ SweepRow run_row(World& world, const SweepOptions& o, size_t count, DType t, Red
   if (!timed.ok()) {
     row.wrong = std::max<size_t>(count, 1);
     row.error = timed.failures();
+    impl->reset(p);  // a library's per-world state (Gloo's contexts) starts over
     return row;
   }
   {
@@ -151,6 +156,7 @@ SweepRow run_row(World& world, const SweepOptions& o, size_t count, DType t, Red
   if (!checked.ok()) {
     row.wrong = std::max<size_t>(count, 1);
     row.error = checked.failures();
+    impl->reset(p);
     return row;
   }
   {  // the MPI world: every rank's output (canaries too) and input to the root
@@ -169,7 +175,47 @@ SweepRow run_row(World& world, const SweepOptions& o, size_t count, DType t, Red
     out_ptrs.push_back(out_of(r));
     if (!o.inplace) after_ptrs.push_back(inputs[static_cast<size_t>(r)].data());
   }
-  const OutputCheck oc = check_outputs(red, in_ptrs, out_ptrs, after_ptrs, count);
+  OutputCheck oc = check_outputs(red, in_ptrs, out_ptrs, after_ptrs, count);
+  const Deviation* dev = impl->deviation(t, op);
+  if (oc.wrong > 0 && dev) {
+    // A library's documented deviation from NCCL's semantics: every element
+    // of every rank again, each accepted where the oracle or the deviation's
+    // outcomes allow it (counted), wrong otherwise.
+    OutputCheck again;  // maxerr over the elements the oracle accepted
+    std::vector<uint64_t> values(static_cast<size_t>(p));
+    for (size_t i = 0; i < count; ++i) {
+      for (int r = 0; r < p; ++r) values[static_cast<size_t>(r)] = load_element(t, in_ptrs[static_cast<size_t>(r)], i);
+      const Expectation e = expect_element(red, values);
+      std::vector<uint64_t> allowed;
+      bool have_allowed = false;
+      for (int r = 0; r < p; ++r) {
+        const uint64_t got = load_element(t, out_ptrs[static_cast<size_t>(r)], i);
+        if (const Verdict v = judge(red, e, got); v.ok) {
+          again.max_err_units = std::max(again.max_err_units, v.err_units);
+          continue;
+        }
+        if (!have_allowed) {
+          allowed = dev->outcomes(red, values);
+          have_allowed = true;
+        }
+        if (std::find(allowed.begin(), allowed.end(), got) != allowed.end()) {
+          ++row.deviant;
+        } else {
+          ++again.wrong;
+          if (again.first_problem.empty())
+            again.first_problem = fmt::format("rank {} element {}: {} is neither NCCL's result nor an outcome of {}", r,
+                                              i, format_element(t, got), dev->name);
+        }
+      }
+    }
+    for (size_t r = 0; r < after_ptrs.size(); ++r)  // inputs left alone: as check_outputs judged them
+      if (difference(t, in_ptrs[r], after_ptrs[r], count)) {
+        ++again.wrong;
+        if (again.first_problem.empty()) again.first_problem = fmt::format("rank {}'s input buffer was modified", r);
+      }
+    oc = again;
+    row.deviation = dev->name;
+  }
   row.wrong = oc.wrong;
   row.max_err_units = oc.max_err_units;
   row.error = oc.first_problem;
@@ -274,6 +320,31 @@ void print_model(std::FILE* out, const SweepOptions& o, const std::vector<SweepR
 }
 }  // namespace
 
+namespace {
+// Each --algo row's busbw over each peer's on the same row (size, dtype, op).
+void print_against(std::FILE* out, const SweepOptions& o, const std::vector<SweepRow>& rows) {
+  fmt::print(out, "#\n# against the peers, same run: busbw(algo) / busbw(peer), above 1 when the algorithm is faster\n");
+  fmt::print(out, "# {:>12} {:>9} {:>9} {:>12}", "size(B)", "type", "redop", "algo");
+  for (const auto& peer : o.against) fmt::print(out, " {:>20}", "vs " + peer);
+  fmt::print(out, "\n");
+  for (const auto& r : rows) {
+    if (r.peer) continue;
+    fmt::print(out, "  {:>12} {:>9} {:>9} {:>12}", r.bytes, dtype_name(r.dtype), op_name(r.op), r.algo);
+    for (const auto& peer : o.against) {
+      std::string cell = "-";
+      for (const auto& q : rows)
+        if (q.peer && q.algo == peer && q.bytes == r.bytes && q.dtype == r.dtype && q.op == r.op) {
+          if (!q.skipped.empty() || !r.skipped.empty()) cell = "skipped";
+          else if (!q.error.empty() || !r.error.empty()) cell = "failed";
+          else if (q.busbw > 0) cell = fmt::format("{:.2f}", r.busbw / q.busbw);
+        }
+      fmt::print(out, " {:>20}", cell);
+    }
+    fmt::print(out, "\n");
+  }
+}
+}  // namespace
+
 SweepResult run_sweep(const SweepOptions& o, std::FILE* out_or_null) {
   SweepResult result;
   MpiWorld* mpi = MpiWorld::get();
@@ -288,6 +359,10 @@ SweepResult run_sweep(const SweepOptions& o, std::FILE* out_or_null) {
     out = devnull.get();
   }
   const bool premul = std::find(o.ops.begin(), o.ops.end(), RedOp::PreMulSum) != o.ops.end();
+  // The algo column: as wide as the longest name (gloo:ring_chunked), at least 12.
+  size_t aw = 12;
+  for (const auto& a : o.algos) aw = std::max(aw, a.size());
+  for (const auto& a : o.against) aw = std::max(aw, a.size());
   // The nodes the rows run on (node_map numbering).
   int nodes = 1;
   if (o.ranks_per_node > 0) {
@@ -311,33 +386,52 @@ SweepResult run_sweep(const SweepOptions& o, std::FILE* out_or_null) {
                                   o.inter_bandwidth_mbps > 0 ? fmt::format(", {} MB/s", o.inter_bandwidth_mbps) : "")
                     : "");
   fmt::print(out, "# busbw = algbw * 2(p-1)/p; maxerr is the largest |result - exact| in units of the oracle's bound\n");
-  fmt::print(out, "#\n# {:>12} {:>12} {:>9} {:>9} {:>12} {:>10} {:>11} {:>11} {:>8} {:>9}\n", "size(B)", "count", "type",
-             "redop", "algo", "time(us)", "algbw(GB/s)", "busbw(GB/s)", "#wrong", "maxerr");
+  fmt::print(out, "#\n# {:>12} {:>12} {:>9} {:>9} {:>{}} {:>10} {:>11} {:>11} {:>8} {:>9}\n", "size(B)", "count", "type",
+             "redop", "algo", aw, "time(us)", "algbw(GB/s)", "busbw(GB/s)", "#wrong", "maxerr");
   std::fflush(out);
   struct Spec {
     std::string algo;
     DType t;
     RedOp op;
     size_t count;
+    ImplPtr impl;
+    bool peer;
   };
   std::vector<Spec> specs;
-  for (const auto& algo : o.algos)
+  // One implementation object per name for the whole sweep: a library keeps
+  // its per-world state (Gloo's connected contexts) from row to row.
+  std::vector<std::pair<std::string, bool>> names;
+  for (const auto& a : o.algos) names.emplace_back(a, false);
+  for (const auto& a : o.against) names.emplace_back(a, true);
+  for (const auto& [algo, peer] : names) {
+    const ImplPtr impl = make_implementation(algo);
     for (DType t : o.dtypes)
       for (RedOp op : o.ops)
-        for (size_t count : sweep_counts(o, t)) specs.push_back({algo, t, op, count});
+        for (size_t count : sweep_counts(o, t)) specs.push_back({algo, t, op, count, impl, peer});
+  }
   auto print_row = [&](const SweepRow& row) {
+    if (!row.skipped.empty()) {
+      fmt::print(out, "  {:>12} {:>12} {:>9} {:>9} {:>{}}   skipped: {}\n", row.bytes, row.count, dtype_name(row.dtype),
+                 op_name(row.op), row.algo, aw, row.skipped);
+      std::fflush(out);
+      return;
+    }
     const std::string err = o.check ? fmt::format("{:.3g}", row.max_err_units) : "N/A";
-    fmt::print(out, "  {:>12} {:>12} {:>9} {:>9} {:>12} {:>10.1f} {:>11.3f} {:>11.3f} {:>8} {:>9}\n", row.bytes,
-               row.count, dtype_name(row.dtype), op_name(row.op), row.algo, row.time_us, row.algbw, row.busbw,
+    fmt::print(out, "  {:>12} {:>12} {:>9} {:>9} {:>{}} {:>10.1f} {:>11.3f} {:>11.3f} {:>8} {:>9}\n", row.bytes,
+               row.count, dtype_name(row.dtype), op_name(row.op), row.algo, aw, row.time_us, row.algbw, row.busbw,
                o.check ? fmt::format("{}", row.wrong) : "N/A", err);
     if (!row.error.empty()) fmt::print(out, "#   ^ {}\n", row.error);
+    if (row.deviant > 0)
+      fmt::print(out, "#   ^ {} element results differ from NCCL's as the documented deviation {} allows (checked, "
+                      "counted, not wrong)\n", row.deviant, row.deviation);
     std::fflush(out);
   };
   if (o.reps <= 1) {
     for (const auto& sp : specs) {
-      SweepRow row = run_row(*world, o, sp.count, sp.t, sp.op, sp.algo);
+      SweepRow row = run_row(*world, o, sp.count, sp.t, sp.op, sp.algo, sp.impl);
+      row.peer = sp.peer;
       print_row(row);
-      result.total_wrong += row.wrong;
+      if (!row.peer) result.total_wrong += row.wrong;
       result.rows.push_back(std::move(row));
     }
   } else {
@@ -351,8 +445,13 @@ SweepResult run_sweep(const SweepOptions& o, std::FILE* out_or_null) {
     for (int k = 0; k < o.reps; ++k) {
       one.check = o.check && k == o.reps - 1;
       for (size_t i = 0; i < specs.size(); ++i) {
-        SweepRow r = run_row(*world, one, specs[i].count, specs[i].t, specs[i].op, specs[i].algo);
+        SweepRow r = run_row(*world, one, specs[i].count, specs[i].t, specs[i].op, specs[i].algo, specs[i].impl);
+        r.peer = specs[i].peer;
         SweepRow& acc = rows[i];
+        if (!r.skipped.empty()) {
+          acc = r;
+          continue;
+        }
         std::vector<double> mem = std::move(acc.memcpy_samples);
         if (world->root()) mem.push_back(memcpy_bandwidth(std::max<size_t>(r.bytes, 1), std::max(o.iters, 3)));
         const double time_sum = acc.time_us * k + r.time_us;
@@ -371,7 +470,7 @@ SweepResult run_sweep(const SweepOptions& o, std::FILE* out_or_null) {
     }
     for (auto& row : rows) {
       print_row(row);
-      result.total_wrong += row.wrong;
+      if (!row.peer) result.total_wrong += row.wrong;
       result.rows.push_back(std::move(row));
     }
   }
@@ -388,13 +487,21 @@ SweepResult run_sweep(const SweepOptions& o, std::FILE* out_or_null) {
       const DType rt = has_f32_sum ? DType::Float32 : o.dtypes.front();
       const RedOp rop = has_f32_sum ? RedOp::Sum : o.ops.front();
       for (const auto& r : result.rows)
-        if (r.bytes == largest && r.dtype == rt && r.op == rop && mbw > 0)
-          fmt::print(out, "#   {:>12} {:>9} {:>9}: busbw/memcpy = {:.3f}\n", r.algo, dtype_name(r.dtype),
+        if (r.bytes == largest && r.dtype == rt && r.op == rop && mbw > 0 && r.skipped.empty())
+          fmt::print(out, "#   {:>{}} {:>9} {:>9}: busbw/memcpy = {:.3f}\n", r.algo, aw, dtype_name(r.dtype),
                      op_name(r.op), r.busbw / mbw);
     }
   }
   if (slow && nodes > 1 && world->root()) print_model(out, o, result.rows, world->size(), nodes);
+  if (!o.against.empty() && world->root()) print_against(out, o, result.rows);
   fmt::print(out, "#\n# Out of bounds values : {} {}\n", result.total_wrong, result.total_wrong ? "FAILED" : "OK");
+  if (!o.against.empty()) {
+    size_t peer_wrong = 0;
+    for (const auto& r : result.rows)
+      if (r.peer) peer_wrong += r.wrong;
+    fmt::print(out, "# peers' rows: {} wrong elements (checked and printed; the exit code is the --algo rows')\n",
+               peer_wrong);
+  }
   fmt::print(out, "# {} rows, {} wrong elements\n", result.rows.size(), result.total_wrong);
   return result;
 }
@@ -411,6 +518,8 @@ std::string sweep_to_json(const SweepOptions& o, const SweepResult& r, const std
                     {"algo", x.algo},
                     {o.inplace ? "in-place" : "out-of-place", perf},
                     {"busbw_samples", x.busbw_samples},
+                    {"peer", x.peer},
+                    {"skipped", x.skipped},
                     {"memcpy_samples", x.memcpy_samples},
                     {"error", x.error}});
   }

@@ -26,6 +26,9 @@ struct SweepOptions {
   std::vector<DType> dtypes = {DType::Float32};
   std::vector<RedOp> ops = {RedOp::Sum};
   std::vector<std::string> algos = {"ring"};
+  // Peers timed on the same rows in the same run (gloo:<algo> with ranks as
+  // threads, mpi under mpirun), each --algo's busbw then read against theirs.
+  std::vector<std::string> against;
   int iters = 20;
   // Timed repetitions of `iters` calls each: one busbw sample each (the gate
   // compares rows over them); the row's time is their mean.
@@ -74,6 +77,12 @@ struct SweepRow {
   size_t wrong = 0;
   double max_err_units = 0;
   std::string error;  // first problem found, if any
+  bool peer = false;  // one of --against
+  // Elements (over every rank) whose result differs from NCCL's as the
+  // implementation's documented deviation allows (Implementation::deviation).
+  size_t deviant = 0;
+  std::string deviation;
+  std::string skipped;  // why the implementation cannot reduce this dtype and op ("": it ran)
 };
 
 struct SweepResult {
