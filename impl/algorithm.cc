@@ -78,33 +78,59 @@ void send_recv(Links& links, int to, std::span<const std::byte> out, int from, s
   s->wait(deadline);
 }
 
-void tree_reduce(const AllReduceArgs& a, const TreeNode& node, std::byte* buf, size_t offset, size_t count, Tag tag) {
+namespace {
+size_t slices_of(const TreeShare& sh, size_t slice) { return (sh.count + slice - 1) / slice; }
+}  // namespace
+
+size_t tree_slice_elements(DType t) { return std::max<size_t>(1, kTreeSliceBytes / dtype_size(t)); }
+
+void tree_reduce(const AllReduceArgs& a, std::span<const TreeShare> shares, std::byte* buf) {
   const DType t = a.red.dtype;
-  auto mine = elem_span(buf, t, offset, count);
-  std::byte* incoming = scratch_buffer(mine.size());
-  for (int child : node.children) {
-    if (child < 0) continue;
-    a.links.irecv(child, tag, {incoming, mine.size()})->wait(a.deadline);
-    reduce(mine.data(), incoming, count, t, a.red.combine);
-  }
-  if (node.parent >= 0) a.links.isend(node.parent, tag, mine)->wait(a.deadline);
+  const size_t slice = tree_slice_elements(t);
+  size_t rounds = 0;
+  for (const auto& sh : shares) rounds = std::max(rounds, slices_of(sh, slice));
+  std::byte* incoming = scratch_buffer(slice * dtype_size(t));
+  // Sends up are not waited until every slice has gone: a node folds slice
+  // k + 1 while its parent folds slice k.
+  std::vector<RequestPtr> up;
+  for (size_t k = 0; k < rounds; ++k)
+    for (const auto& sh : shares) {
+      if (k * slice >= sh.count) continue;
+      const size_t n = std::min(slice, sh.count - k * slice);
+      auto mine = elem_span(buf, t, sh.offset + k * slice, n);
+      for (int child : sh.node.children) {
+        if (child < 0) continue;
+        a.links.irecv(child, sh.tag, {incoming, mine.size()})->wait(a.deadline);
+        reduce(mine.data(), incoming, n, t, a.red.combine);
+      }
+      if (sh.node.parent >= 0) up.push_back(a.links.isend(sh.node.parent, sh.tag, mine));
+    }
+  wait_all(up, a.deadline);  // before anything is written over what went up
 }
 
-void tree_reduce_broadcast(const AllReduceArgs& a, const TreeNode& node, std::byte* buf, size_t offset,
-                           size_t count, Tag tag) {
-  tree_reduce(a, node, buf, offset, count, tag);
-  if (node.parent < 0) apply_post(a.red, elem_span(buf, a.red.dtype, offset, count).data(), count);
-  tree_broadcast(a, node, buf, offset, count, tag);
-}
-
-void tree_broadcast(const AllReduceArgs& a, const TreeNode& node, std::byte* buf, size_t offset, size_t count,
-                    Tag tag) {
-  auto mine = elem_span(buf, a.red.dtype, offset, count);
-  if (node.parent >= 0) a.links.irecv(node.parent, tag, mine)->wait(a.deadline);
+void tree_broadcast(const AllReduceArgs& a, std::span<const TreeShare> shares, std::byte* buf) {
+  const DType t = a.red.dtype;
+  const size_t slice = tree_slice_elements(t);
+  size_t rounds = 0;
+  for (const auto& sh : shares) rounds = std::max(rounds, slices_of(sh, slice));
   std::vector<RequestPtr> down;
-  for (int child : node.children)
-    if (child >= 0) down.push_back(a.links.isend(child, tag, mine));
+  for (size_t k = 0; k < rounds; ++k)
+    for (const auto& sh : shares) {
+      if (k * slice >= sh.count) continue;
+      const size_t n = std::min(slice, sh.count - k * slice);
+      auto mine = elem_span(buf, t, sh.offset + k * slice, n);
+      if (sh.node.parent >= 0) a.links.irecv(sh.node.parent, sh.tag, mine)->wait(a.deadline);
+      for (int child : sh.node.children)
+        if (child >= 0) down.push_back(a.links.isend(child, sh.tag, mine));
+    }
   wait_all(down, a.deadline);
+}
+
+void tree_reduce_broadcast(const AllReduceArgs& a, std::span<const TreeShare> shares, std::byte* buf) {
+  tree_reduce(a, shares, buf);
+  for (const auto& sh : shares)
+    if (sh.node.parent < 0) apply_post(a.red, elem_span(buf, a.red.dtype, sh.offset, sh.count).data(), sh.count);
+  tree_broadcast(a, shares, buf);
 }
 
 void tree_postfix(int p, const std::function<TreeNode(int)>& node, std::vector<int>& postfix) {

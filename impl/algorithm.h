@@ -100,18 +100,31 @@ TreeNode dbtree_node(int p, int r, int tree);
 // children 2r+1 and 2r+2, root 0 (tree.cc).
 TreeNode heap_node(int p, int r);
 
-// Reduce elements [offset, offset+count) of `buf` (already holding this rank's
-// pre-multiplied contribution) up the tree to its root (a.links' ranks). Each
+// One tree's share of a call: elements [offset, offset+count) go up and down
+// the tree that `node` (this rank's place in it) describes, on `tag`.
+struct TreeShare {
+  TreeNode node;
+  size_t offset;
+  size_t count;
+  Tag tag;
+};
+
+// Tree passes are pipelined in slices of this many bytes: a node folds and
+// forwards slice k + 1 while its parent folds slice k, and several shares
+// (dbtree's two trees) advance slice by slice together.
+inline constexpr size_t kTreeSliceBytes = size_t{256} << 10;
+size_t tree_slice_elements(DType t);
+
+// Reduce each share (its elements of `buf` already holding this rank's
+// pre-multiplied contribution) up its tree to its root, slice by slice. Each
 // node combines its own partial with child 0's and then child 1's, so the
-// order is fixed by the tree. The root then holds the reduction, without the
-// post step.
-void tree_reduce(const AllReduceArgs& a, const TreeNode& node, std::byte* buf, size_t offset, size_t count, Tag tag);
-// The root's elements [offset, offset+count) of `buf` down the tree to every node.
-void tree_broadcast(const AllReduceArgs& a, const TreeNode& node, std::byte* buf, size_t offset, size_t count,
-                    Tag tag);
-// tree_reduce, the post step at the root, then tree_broadcast.
-void tree_reduce_broadcast(const AllReduceArgs& a, const TreeNode& node, std::byte* buf, size_t offset,
-                           size_t count, Tag tag);
+// order is fixed by the tree, whatever the slicing. A root then holds its
+// share's reduction, without the post step.
+void tree_reduce(const AllReduceArgs& a, std::span<const TreeShare> shares, std::byte* buf);
+// Each root's share of `buf` down its tree to every node, slice by slice.
+void tree_broadcast(const AllReduceArgs& a, std::span<const TreeShare> shares, std::byte* buf);
+// tree_reduce, the post step at each root, then tree_broadcast.
+void tree_reduce_broadcast(const AllReduceArgs& a, std::span<const TreeShare> shares, std::byte* buf);
 // The postfix order of tree_reduce_broadcast over the tree that node(p, r)
 // describes: each node combines its own partial with child 0's, then child 1's.
 void tree_postfix(int p, const std::function<TreeNode(int)>& node, std::vector<int>& postfix);

@@ -82,7 +82,8 @@ namespace {
 // Runs float32 sum with hierarchical over `wrap`ped links and checks every
 // rank's result bit for bit against the declared order replayed with float
 // adds (NCCL's float32 sum: one rounding per add).
-void run_and_replay(int p, size_t count, const std::function<std::unique_ptr<Links>(Links&)>& wrap, uint64_t seed) {
+void run_and_replay(int p, size_t count, const std::function<std::unique_ptr<Links>(Links&)>& wrap, uint64_t seed,
+                    const std::string& algo = "hierarchical", ReductionOrderFn order_fn = hierarchical_reduction_order) {
   ThreadWorld world(p);
   std::mt19937_64 rng(seed);
   std::uniform_real_distribution<float> d(-1.0f, 1.0f);
@@ -99,7 +100,7 @@ void run_and_replay(int p, size_t count, const std::function<std::unique_ptr<Lin
           std::lock_guard<std::mutex> g(mu);
           nodes = node_map(*links);
         }
-        Communicator comm(*links, {"hierarchical", 10000ms});
+        Communicator comm(*links, {algo, 10000ms});
         const auto r = static_cast<size_t>(ctx.rank());
         comm.all_reduce(in[r].data(), out[r].data(), count, DType::Float32, RedOp::Sum);
       },
@@ -107,7 +108,7 @@ void run_and_replay(int p, size_t count, const std::function<std::unique_ptr<Lin
   ASSERT_TRUE(run.ok()) << run.failures();
   for (size_t i = 0; i < count; ++i) {
     std::vector<float> stack;
-    for (int op : order(hierarchical_reduction_order, p, count, i, nodes)) {
+    for (int op : order(order_fn, p, count, i, nodes)) {
       if (op >= 0) {
         stack.push_back(in[static_cast<size_t>(op)][i]);
       } else {
@@ -121,7 +122,7 @@ void run_and_replay(int p, size_t count, const std::function<std::unique_ptr<Lin
       uint32_t got, want;
       std::memcpy(&got, &out[static_cast<size_t>(r)][i], 4);
       std::memcpy(&want, &stack[0], 4);
-      ASSERT_EQ(got, want) << "p=" << p << " element " << i << " rank " << r;
+      ASSERT_EQ(got, want) << algo << " p=" << p << " element " << i << " rank " << r;
     }
   }
 }
@@ -131,6 +132,19 @@ TEST(Hierarchical, ContiguousNodesGiveTheDeclaredOrderBitForBit) {
   for (int p : {2, 3, 5, 8, 9})
     for (int per : {1, 2, 3, p})
       run_and_replay(p, 257, [per](Links& l) { return node_links(l, per); }, static_cast<uint64_t>(p * 31 + per));
+}
+
+// The tree passes go in slices (kTreeSliceBytes), dbtree's two trees slice by
+// slice together: over several slices and a ragged tail, every element is
+// still reduced in its declared order, on every rank.
+TEST(TreeSlices, SeveralSlicesKeepTheDeclaredOrderBitForBit) {
+  const size_t slice = tree_slice_elements(DType::Float32);
+  auto same = [](Links& l) { return node_links(l, 1 << 20); };
+  for (int p : {2, 3, 6}) {
+    run_and_replay(p, 3 * slice + 7, same, static_cast<uint64_t>(p), "tree", tree_reduction_order);
+    run_and_replay(p, 5 * slice + 3, same, static_cast<uint64_t>(p + 100), "dbtree", dbtree_reduction_order);
+    run_and_replay(p, 2 * slice + 1, [](Links& l) { return node_links(l, 2); }, static_cast<uint64_t>(p + 200));
+  }
 }
 
 // Nodes whose ranks are not consecutive (the MPI world under --map-by node).
@@ -204,7 +218,8 @@ class HierMutant final : public Implementation {
     const AllReduceArgs in_node{a.recv, a.recv, a.count, a.red, *local, a.tag, a.deadline};
     TreeNode tn = heap_node(local->size(), local->rank());
     if (bug_ == Bug::ChildrenSwapped) std::swap(tn.children[0], tn.children[1]);
-    tree_reduce(in_node, tn, static_cast<std::byte*>(a.recv), 0, a.count, a.tag | 1);
+    const TreeShare up{tn, 0, a.count, a.tag | 1};
+    tree_reduce(in_node, {&up, 1}, static_cast<std::byte*>(a.recv));
     const bool leader = std::find(leaders.begin(), leaders.end(), r) != leaders.end();
     if (leader) {
       Reduction across = a.red;
@@ -214,7 +229,8 @@ class HierMutant final : public Implementation {
       if (lead->size() > 1) ring_all_reduce(AllReduceArgs{a.recv, a.recv, a.count, across, *lead, a.tag | 2, a.deadline});
     }
     if (members.front() == r) apply_post(a.red, a.recv, a.count);
-    tree_broadcast(in_node, tn, static_cast<std::byte*>(a.recv), 0, a.count, a.tag | 3);
+    const TreeShare down{tn, 0, a.count, a.tag | 3};
+    tree_broadcast(in_node, {&down, 1}, static_cast<std::byte*>(a.recv));
   }
 
  private:

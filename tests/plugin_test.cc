@@ -38,7 +38,7 @@ TEST(Plugin, UnloadableIsBadInput) {
       {"plugin:" + plugin("no_entry"), "does not export collcheck_all_reduce"},
       {"plugin:/nonexistent/libx.so", "cannot load plugin '/nonexistent/libx.so'"},
       {"plugin:", "needs a path"},
-      {"butterfly", "unknown implementation 'butterfly'; allowed: ring, tree, dbtree, gloo:{ring, ring_chunked, "
+      {"butterfly", "unknown implementation 'butterfly'; allowed: ring, tree, dbtree, hierarchical, gloo:{ring, ring_chunked, "
                     "halving_doubling, bcube, allreduce, allreduce_bcube}, mpi, nccl, plugin:<path.so>"},
   };
   for (const auto& c : cases) {

@@ -292,8 +292,8 @@ void print_model(std::FILE* out, const SweepOptions& o, const std::vector<SweepR
              nodes, o.ranks_per_node > 0 ? fmt::format("{}", o.ranks_per_node) : "the world's");
   fmt::print(out, "#   ring 2(p-1)(alpha + N/p beta); hierarchical 2(L-1)(alpha + N/L beta) among the leaders, its "
                   "intra-node tree not modelled\n");
-  fmt::print(out, "# {:>12} {:>9} {:>9} {:>13} {:>10} {:>10} {:>13} {:>12} {:>12}\n", "size(B)", "type", "redop",
-             "algo", "time(us)", "model(us)", "unmodelled(us)", "", "");
+  fmt::print(out, "# {:>12} {:>9} {:>9} {:>13} {:>10} {:>10} {:>13}\n", "size(B)", "type", "redop", "algo",
+             "time(us)", "model(us)", "unmodelled(us)");
   for (const auto& r : rows)
     if (auto m = alpha_beta_seconds(r.algo, p, nodes, r.bytes, alpha, bw))
       fmt::print(out, "  {:>12} {:>9} {:>9} {:>13} {:>10.1f} {:>10.1f} {:>13.1f}\n", r.bytes, dtype_name(r.dtype),

@@ -7,9 +7,11 @@
 // receives about the same volume. The first half of the buffer is reduced and
 // broadcast on tree 0, the second half on tree 1.
 //
-// NCCL runs the two trees at the same time on separate channels; this reference
-// runs them one after the other. The result does not change: every element's
-// reduction order is fixed by the tree that carries it.
+// As NCCL does, the two trees run at the same time, each on a channel of its
+// own: both halves go up and down slice by slice (kTreeSliceBytes), a slice of
+// tree 0 then one of tree 1, so a rank that is a leaf of one tree works as an
+// interior node of the other meanwhile. Every element's reduction order is
+// fixed by the tree that carries it, whatever the slicing.
 #include "impl/algorithm.h"
 #include "impl/kernels.h"
 
@@ -59,12 +61,12 @@ void dbtree_all_reduce(const AllReduceArgs& a) {
   const int p = a.links.size();
   const int r = a.links.rank();
   if (begin_all_reduce(a)) return;
+  std::vector<TreeShare> shares;
   for (int tree = 0; tree < 2; ++tree) {
     const Chunk half = balanced_chunk(a.count, 2, tree);
-    if (half.count == 0) continue;
-    tree_reduce_broadcast(a, dbtree_node(p, r, tree), static_cast<std::byte*>(a.recv), half.offset,
-                          half.count, a.tag | static_cast<Tag>(tree));
+    if (half.count > 0) shares.push_back({dbtree_node(p, r, tree), half.offset, half.count, a.tag | static_cast<Tag>(tree)});
   }
+  tree_reduce_broadcast(a, shares, static_cast<std::byte*>(a.recv));
 }
 
 // The first half of the elements goes up tree 0, the second half up tree 1.

@@ -64,8 +64,8 @@ void hierarchical_all_reduce(const AllReduceArgs& a) {
 
   auto local = subset_links(a.links, l.members);
   const AllReduceArgs in_node{a.recv, a.recv, a.count, a.red, *local, a.tag, a.deadline};
-  const TreeNode tn = heap_node(local->size(), local->rank());
-  tree_reduce(in_node, tn, buf, 0, a.count, a.tag | 1);
+  const TreeShare up{heap_node(local->size(), local->rank()), 0, a.count, a.tag | 1};
+  tree_reduce(in_node, {&up, 1}, buf);
 
   if (l.members.front() == r) {
     // The partials are already pre-multiplied; the ring must not scale them
@@ -78,7 +78,9 @@ void hierarchical_all_reduce(const AllReduceArgs& a) {
       ring_all_reduce(AllReduceArgs{a.recv, a.recv, a.count, across, *leaders, a.tag | 2, a.deadline});
     apply_post(a.red, a.recv, a.count);
   }
-  tree_broadcast(in_node, tn, buf, 0, a.count, a.tag | 3);
+  TreeShare down = up;
+  down.tag = a.tag | 3;
+  tree_broadcast(in_node, {&down, 1}, buf);
 }
 
 void hierarchical_reduction_order(int p, size_t count, size_t index, std::span<const int> nodes,

@@ -19,7 +19,8 @@ void tree_all_reduce(const AllReduceArgs& a) {
   const int p = a.links.size();
   const int r = a.links.rank();
   if (begin_all_reduce(a)) return;
-  tree_reduce_broadcast(a, heap_node(p, r), static_cast<std::byte*>(a.recv), 0, a.count, a.tag);
+  const TreeShare all{heap_node(p, r), 0, a.count, a.tag};
+  tree_reduce_broadcast(a, {&all, 1}, static_cast<std::byte*>(a.recv));
 }
 
 void tree_reduction_order(int p, size_t, size_t, std::span<const int>, std::vector<int>& postfix) {

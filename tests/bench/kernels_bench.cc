@@ -7,6 +7,8 @@
 #include <benchmark/benchmark.h>
 #include <fmt/format.h>
 
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <map>
 #include <random>
@@ -111,6 +113,19 @@ class RatioReporter : public benchmark::ConsoleReporter {
     for (const auto& [label, bps] : kernels_)
       fmt::print("  {}{:<18} {:7.3f} GB/s   ratio to memcpy {:.3f}\n", label.rfind("oracle", 0) == 0 ? "" : "reduce ",
                  label, bps / 1e9, bps / memcpy_bps_);
+    // ci/bench's one table: a row per kernel and oracle class, appended to this file when set.
+    if (const char* path = std::getenv("COLLCHECK_BENCH_TABLE")) {
+      if (std::FILE* t = std::fopen(path, "a")) {
+        for (const auto& [label, bps] : kernels_) {
+          const bool oracle = label.rfind("oracle", 0) == 0;
+          const bool bitwise = label.find("bitwise") != std::string::npos;
+          fmt::print(t, "{}\t{}\t{:.3f} GB/s\tmemcpy {:.2f} GB/s\t{:.3f}x\t{}\n", oracle ? "oracle" : "reduce kernel",
+                     oracle ? label.substr(7) : label, bps / 1e9, memcpy_bps_ / 1e9, bps / memcpy_bps_,
+                     oracle ? (bitwise ? ">= 1 GB/s" : ">= 0.2 GB/s") : ">= 0.8x");
+        }
+        std::fclose(t);
+      }
+    }
   }
 
  private:
