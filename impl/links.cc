@@ -68,16 +68,21 @@ std::unique_ptr<Links> node_links(Links& inner, int ranks_per_node) {
   return std::make_unique<NodeLinks>(inner, ranks_per_node);
 }
 
-std::vector<int> node_map(const Links& links) {
-  const int p = links.size();
-  std::vector<int> ids, out(static_cast<size_t>(p));
-  for (int r = 0; r < p; ++r) {
-    const int id = links.node_of(r);
-    auto it = std::find(ids.begin(), ids.end(), id);
-    if (it == ids.end()) it = ids.insert(ids.end(), id);
-    out[static_cast<size_t>(r)] = static_cast<int>(it - ids.begin());
+std::vector<int> number_nodes(std::span<const int> ids) {
+  std::vector<int> seen, out;
+  out.reserve(ids.size());
+  for (const int id : ids) {
+    auto it = std::find(seen.begin(), seen.end(), id);
+    if (it == seen.end()) it = seen.insert(seen.end(), id);
+    out.push_back(static_cast<int>(it - seen.begin()));
   }
   return out;
+}
+
+std::vector<int> node_map(const Links& links) {
+  std::vector<int> ids;
+  for (int r = 0; r < links.size(); ++r) ids.push_back(links.node_of(r));
+  return number_nodes(ids);
 }
 
 std::unique_ptr<Links> subset_links(Links& inner, std::vector<int> members) {

@@ -121,6 +121,8 @@ std::unique_ptr<Links> node_links(Links& inner, int ranks_per_node);
 // node's lowest rank (the same numbers for the same grouping, whatever ids the
 // links use).
 std::vector<int> node_map(const Links& links);
+// The same numbering of a list of node ids, one per rank.
+std::vector<int> number_nodes(std::span<const int> ids);
 
 // Waits for every request in order; the first failure is thrown and the
 // remaining requests are cancelled when the caller drops them.

@@ -148,14 +148,7 @@ std::vector<int> case_nodes(const Case& c, const RunConfig& cfg) {
   if (c.ranks_per_node > 0) {
     for (int r = 0; r < c.p; ++r) ids.push_back(r / c.ranks_per_node);
   } else if (static_cast<int>(cfg.world_nodes.size()) >= c.p) {
-    // node_map's numbering: in order of each node's lowest rank.
-    std::vector<int> seen;
-    for (int r = 0; r < c.p; ++r) {
-      const int id = cfg.world_nodes[static_cast<size_t>(r)];
-      auto it = std::find(seen.begin(), seen.end(), id);
-      if (it == seen.end()) it = seen.insert(seen.end(), id);
-      ids.push_back(static_cast<int>(it - seen.begin()));
-    }
+    ids = number_nodes(std::span<const int>(cfg.world_nodes).first(static_cast<size_t>(c.p)));
   }
   return ids;
 }

@@ -62,6 +62,13 @@ TEST(HierarchicalOrder, FollowsTheNodesAsDerivedByHand) {
   EXPECT_EQ(order(hierarchical_reduction_order, 5, 3, 2, nodes), (std::vector<int>{4, 0, 1, -1, -1, 2, 3, -1, -1}));
 }
 
+// Node ids (an MPI world's lowest rank per host, say) numbered by first appearance.
+TEST(HierarchicalOrder, NodesAreNumberedByTheirLowestRank) {
+  const std::vector<int> ids = {7, 7, 3, 7, 3, 9};
+  EXPECT_EQ(number_nodes(ids), (std::vector<int>{0, 0, 1, 0, 1, 2}));
+  EXPECT_TRUE(number_nodes({}).empty());
+}
+
 // One rank per node is the ring over everyone; one node is the heap tree.
 TEST(HierarchicalOrder, IsTheRingWithOneRankPerNodeAndTheTreeOnOneNode) {
   for (int p = 1; p <= 12; ++p)
