@@ -78,51 +78,47 @@ void send_recv(Links& links, int to, std::span<const std::byte> out, int from, s
   s->wait(deadline);
 }
 
-namespace {
-size_t slices_of(const TreeShare& sh, size_t slice) { return (sh.count + slice - 1) / slice; }
-}  // namespace
-
 size_t tree_slice_elements(DType t) { return std::max<size_t>(1, kTreeSliceBytes / dtype_size(t)); }
+
+namespace {
+// Calls visit(share, slice of buf) for slice 0 of every share, then slice 1 of
+// every share, ...: the order both tree passes go in.
+template <typename Visit>
+void for_each_slice(DType t, std::span<const TreeShare> shares, std::byte* buf, Visit visit) {
+  const size_t slice = tree_slice_elements(t);
+  size_t rounds = 0;
+  for (const auto& sh : shares) rounds = std::max(rounds, (sh.count + slice - 1) / slice);
+  for (size_t k = 0; k < rounds; ++k)
+    for (const auto& sh : shares)
+      if (k * slice < sh.count)
+        visit(sh, elem_span(buf, t, sh.offset + k * slice, std::min(slice, sh.count - k * slice)));
+}
+}  // namespace
 
 void tree_reduce(const AllReduceArgs& a, std::span<const TreeShare> shares, std::byte* buf) {
   const DType t = a.red.dtype;
-  const size_t slice = tree_slice_elements(t);
-  size_t rounds = 0;
-  for (const auto& sh : shares) rounds = std::max(rounds, slices_of(sh, slice));
-  std::byte* incoming = scratch_buffer(slice * dtype_size(t));
+  std::byte* incoming = scratch_buffer(tree_slice_elements(t) * dtype_size(t));
   // Sends up are not waited until every slice has gone: a node folds slice
   // k + 1 while its parent folds slice k.
   std::vector<RequestPtr> up;
-  for (size_t k = 0; k < rounds; ++k)
-    for (const auto& sh : shares) {
-      if (k * slice >= sh.count) continue;
-      const size_t n = std::min(slice, sh.count - k * slice);
-      auto mine = elem_span(buf, t, sh.offset + k * slice, n);
-      for (int child : sh.node.children) {
-        if (child < 0) continue;
-        a.links.irecv(child, sh.tag, {incoming, mine.size()})->wait(a.deadline);
-        reduce(mine.data(), incoming, n, t, a.red.combine);
-      }
-      if (sh.node.parent >= 0) up.push_back(a.links.isend(sh.node.parent, sh.tag, mine));
+  for_each_slice(t, shares, buf, [&](const TreeShare& sh, std::span<std::byte> mine) {
+    for (int child : sh.node.children) {
+      if (child < 0) continue;
+      a.links.irecv(child, sh.tag, {incoming, mine.size()})->wait(a.deadline);
+      reduce(mine.data(), incoming, mine.size() / dtype_size(t), t, a.red.combine);
     }
+    if (sh.node.parent >= 0) up.push_back(a.links.isend(sh.node.parent, sh.tag, mine));
+  });
   wait_all(up, a.deadline);  // before anything is written over what went up
 }
 
 void tree_broadcast(const AllReduceArgs& a, std::span<const TreeShare> shares, std::byte* buf) {
-  const DType t = a.red.dtype;
-  const size_t slice = tree_slice_elements(t);
-  size_t rounds = 0;
-  for (const auto& sh : shares) rounds = std::max(rounds, slices_of(sh, slice));
   std::vector<RequestPtr> down;
-  for (size_t k = 0; k < rounds; ++k)
-    for (const auto& sh : shares) {
-      if (k * slice >= sh.count) continue;
-      const size_t n = std::min(slice, sh.count - k * slice);
-      auto mine = elem_span(buf, t, sh.offset + k * slice, n);
-      if (sh.node.parent >= 0) a.links.irecv(sh.node.parent, sh.tag, mine)->wait(a.deadline);
-      for (int child : sh.node.children)
-        if (child >= 0) down.push_back(a.links.isend(child, sh.tag, mine));
-    }
+  for_each_slice(a.red.dtype, shares, buf, [&](const TreeShare& sh, std::span<std::byte> mine) {
+    if (sh.node.parent >= 0) a.links.irecv(sh.node.parent, sh.tag, mine)->wait(a.deadline);
+    for (int child : sh.node.children)
+      if (child >= 0) down.push_back(a.links.isend(child, sh.tag, mine));
+  });
   wait_all(down, a.deadline);
 }
 
