@@ -39,9 +39,10 @@ void combine_typed(void* dst, const void* a, const void* b, size_t n, Combine op
   }
 }
 
-// fp8: every (a, b) pair's result in a 64 KiB table per dtype and op, built
-// from the scalar steps on first use. One load per element beats any
-// arithmetic (decode, operate, round to float16, round to fp8, saturate).
+// fp8 without AVX2, and the tail after the vector loop: every (a, b) pair's
+// result in a 64 KiB table per dtype and op, built from the scalar steps on
+// first use. One load per element beats the scalar arithmetic (decode,
+// operate, round to float16, round to fp8, saturate).
 template <typename T, Combine C>
 const uint8_t* fp8_results() {
   static const std::unique_ptr<uint8_t[]> table = [] {
@@ -75,18 +76,20 @@ void combine_scalar(void* dst, const void* a, const void* b, size_t count, DType
 
 void combine(void* dst, const void* a, const void* b, size_t count, DType dtype, Combine op) {
   if (count == 0) return;
-  if (dtype == DType::Fp8E4M3 || dtype == DType::Fp8E5M2) {
-    const uint8_t* table = dtype == DType::Fp8E4M3 ? fp8_results<e4m3_t>(op) : fp8_results<e5m2_t>(op);
-    fp8_by_table(table, static_cast<uint8_t*>(dst), static_cast<const uint8_t*>(a), static_cast<const uint8_t*>(b),
-                 count);
-    return;
-  }
-  // The vector loop takes what it can (whole steps), the scalar loop the rest.
+  // The vector loop takes what it can (whole steps), a scalar loop the rest.
   const size_t done = combine_avx2(dst, a, b, count, dtype, op);
   if (done == count) return;
   const size_t off = done * dtype_size(dtype);
-  combine_scalar(static_cast<std::byte*>(dst) + off, static_cast<const std::byte*>(a) + off,
-                 static_cast<const std::byte*>(b) + off, count - done, dtype, op);
+  auto* d = static_cast<std::byte*>(dst) + off;
+  const auto* x = static_cast<const std::byte*>(a) + off;
+  const auto* y = static_cast<const std::byte*>(b) + off;
+  if (dtype == DType::Fp8E4M3 || dtype == DType::Fp8E5M2) {
+    const uint8_t* table = dtype == DType::Fp8E4M3 ? fp8_results<e4m3_t>(op) : fp8_results<e5m2_t>(op);
+    fp8_by_table(table, reinterpret_cast<uint8_t*>(d), reinterpret_cast<const uint8_t*>(x),
+                 reinterpret_cast<const uint8_t*>(y), count - done);
+    return;
+  }
+  combine_scalar(d, x, y, count - done, dtype, op);
 }
 
 void reduce(void* dst, const void* src, size_t count, DType dtype, Combine op) {

@@ -6,8 +6,10 @@
 // combined in float, and narrowed back with round-to-nearest-even: one float
 // operation followed by one narrowing is the correctly rounded result, as
 // float's 24 bits are >= 2p + 2 for every narrow format (impl/element_ops.h).
-// fp8 has no vector loop: kernels.cc looks each pair up in a table of
-// results (one load per element beats the arithmetic, and gathers are slow).
+// fp8 follows NCCL's path: widen, operate, round to float16, then round that
+// to fp8 with saturation, all in vector lanes (max and min on the bytes). Integers are the
+// scalar steps of impl/element_ops.h compiled here for AVX2, where GCC has
+// vpmaxsd, vpmulld and vpcmpgtq to vectorize them with.
 // max and min keep NCCL's semantics: a NaN operand is dropped, NaN only when
 // both are, and +0 > -0.
 //
@@ -20,6 +22,7 @@
 #include <immintrin.h>
 
 
+#include "impl/element_ops.h"
 #include "impl/float_formats.h"
 
 namespace collcheck {
@@ -32,35 +35,26 @@ namespace {
 
 // ---- max and min on float lanes ----
 
-// a where a wins, else b: a > b; a == b and a is +0 (or any equal pair with a
-// non-negative sign: the same bits); b is NaN and a is not. Both NaN: b.
+// NCCL's max: a NaN operand is dropped (NaN only when both are), and +0 > -0.
+// MAXPS(b, a) gives b where b > a and a otherwise, a NaN in either included,
+// so it drops b's NaN; a NaN in a is dropped by a blend. Equal operands give
+// a AND b (for max; OR for min): the same bits, or +0 (-0 for min) from two
+// zeros of opposite signs.
 COLLCHECK_AVX2 __m256 max_ps(__m256 a, __m256 b) {
-  const __m256 gt = _mm256_cmp_ps(a, b, _CMP_GT_OQ);
-  const __m256 eq_a_pos = _mm256_andnot_ps(a, _mm256_cmp_ps(a, b, _CMP_EQ_OQ));  // sign bit: eq and a's sign clear
-  const __m256 b_nan_only =
-      _mm256_andnot_ps(_mm256_cmp_ps(a, a, _CMP_UNORD_Q), _mm256_cmp_ps(b, b, _CMP_UNORD_Q));
-  return _mm256_blendv_ps(b, a, _mm256_or_ps(_mm256_or_ps(gt, eq_a_pos), b_nan_only));
+  const __m256 r = _mm256_blendv_ps(_mm256_max_ps(b, a), _mm256_and_ps(a, b), _mm256_cmp_ps(a, b, _CMP_EQ_OQ));
+  return _mm256_blendv_ps(r, b, _mm256_cmp_ps(a, a, _CMP_UNORD_Q));
 }
 COLLCHECK_AVX2 __m256 min_ps(__m256 a, __m256 b) {
-  const __m256 lt = _mm256_cmp_ps(a, b, _CMP_LT_OQ);
-  const __m256 eq_a_neg = _mm256_and_ps(a, _mm256_cmp_ps(a, b, _CMP_EQ_OQ));  // sign bit: eq and a's sign set
-  const __m256 b_nan_only =
-      _mm256_andnot_ps(_mm256_cmp_ps(a, a, _CMP_UNORD_Q), _mm256_cmp_ps(b, b, _CMP_UNORD_Q));
-  return _mm256_blendv_ps(b, a, _mm256_or_ps(_mm256_or_ps(lt, eq_a_neg), b_nan_only));
+  const __m256 r = _mm256_blendv_ps(_mm256_min_ps(b, a), _mm256_or_ps(a, b), _mm256_cmp_ps(a, b, _CMP_EQ_OQ));
+  return _mm256_blendv_ps(r, b, _mm256_cmp_ps(a, a, _CMP_UNORD_Q));
 }
 COLLCHECK_AVX2 __m256d max_pd(__m256d a, __m256d b) {
-  const __m256d gt = _mm256_cmp_pd(a, b, _CMP_GT_OQ);
-  const __m256d eq_a_pos = _mm256_andnot_pd(a, _mm256_cmp_pd(a, b, _CMP_EQ_OQ));
-  const __m256d b_nan_only =
-      _mm256_andnot_pd(_mm256_cmp_pd(a, a, _CMP_UNORD_Q), _mm256_cmp_pd(b, b, _CMP_UNORD_Q));
-  return _mm256_blendv_pd(b, a, _mm256_or_pd(_mm256_or_pd(gt, eq_a_pos), b_nan_only));
+  const __m256d r = _mm256_blendv_pd(_mm256_max_pd(b, a), _mm256_and_pd(a, b), _mm256_cmp_pd(a, b, _CMP_EQ_OQ));
+  return _mm256_blendv_pd(r, b, _mm256_cmp_pd(a, a, _CMP_UNORD_Q));
 }
 COLLCHECK_AVX2 __m256d min_pd(__m256d a, __m256d b) {
-  const __m256d lt = _mm256_cmp_pd(a, b, _CMP_LT_OQ);
-  const __m256d eq_a_neg = _mm256_and_pd(a, _mm256_cmp_pd(a, b, _CMP_EQ_OQ));
-  const __m256d b_nan_only =
-      _mm256_andnot_pd(_mm256_cmp_pd(a, a, _CMP_UNORD_Q), _mm256_cmp_pd(b, b, _CMP_UNORD_Q));
-  return _mm256_blendv_pd(b, a, _mm256_or_pd(_mm256_or_pd(lt, eq_a_neg), b_nan_only));
+  const __m256d r = _mm256_blendv_pd(_mm256_min_pd(b, a), _mm256_or_pd(a, b), _mm256_cmp_pd(a, b, _CMP_EQ_OQ));
+  return _mm256_blendv_pd(r, b, _mm256_cmp_pd(a, a, _CMP_UNORD_Q));
 }
 
 // sum and prod of widened float16/bfloat16 (their max and min stay on the bits).
@@ -177,6 +171,170 @@ __attribute__((target("avx2,f16c"))) size_t f64_loop(double* d, const double* a,
   return i;
 }
 
+// ---- fp8 ----
+// sum and prod: 16 elements at a time, in two halves of 8 float lanes.
+// Widening goes through float16 bits, which F16C widens exactly (subnormals
+// included). e5m2 is float16's top byte. e4m3's magnitude shifted left by 7 is
+// a float16 whose exponent is 8 too small (bias 15 against 7), subnormals
+// alike, so e4m3 is widened to its value times 2^-8, exactly. Its one NaN
+// (S.1111.111) would widen to 480, so the loop finds NaNs on the bytes and
+// writes 0x7f over their results (a NaN operand makes a NaN sum or product,
+// and nothing else does: e4m3 has no Inf, and its values cannot overflow a
+// float). The scale is a power of two that
+// keeps every sum (2^-8) and product (2^-16) a normal float, so the result's
+// rounding is unchanged and only the encoder's thresholds move.
+template <DType T>
+COLLCHECK_AVX2 __m256i fp8_to_f16(__m128i v) {
+  const __m256i x = _mm256_slli_epi16(_mm256_cvtepu8_epi16(v), 8);
+  if constexpr (T == DType::Fp8E5M2) return x;
+  // e4m3: the sign stays in bit 15, the magnitude moves down one bit (the
+  // arithmetic shift copies the sign into bit 14, which the mask clears).
+  return _mm256_and_si256(_mm256_srai_epi16(x, 1), _mm256_set1_epi16(static_cast<short>(0xbfff)));
+}
+
+// float16 -> e5m2 in 16 x 16-bit lanes: f16_to_e5m2 of impl/float_formats.h
+// (nearest even on the low byte, saturate at 0x7b, Inf included) with NaN ->
+// 0x7e: float_to_f16 makes every NaN 0x7fff, and F16C keeps a NaN's sign, so
+// the sign is dropped here instead.
+COLLCHECK_AVX2 __m256i f16_to_e5m2_x16(__m256i h) {
+  const __m256i sign = _mm256_srli_epi16(_mm256_and_si256(h, _mm256_set1_epi16(static_cast<short>(0x8000))), 8);
+  const __m256i x = _mm256_and_si256(h, _mm256_set1_epi16(0x7fff));
+  const __m256i lsb = _mm256_and_si256(_mm256_srli_epi16(x, 8), _mm256_set1_epi16(1));
+  __m256i r = _mm256_srli_epi16(_mm256_add_epi16(_mm256_add_epi16(x, _mm256_set1_epi16(0x7f)), lsb), 8);
+  r = _mm256_or_si256(_mm256_min_epu16(r, _mm256_set1_epi16(0x7b)), sign);
+  return _mm256_blendv_epi8(r, _mm256_set1_epi16(0x7e), _mm256_cmpgt_epi16(x, _mm256_set1_epi16(0x7c00)));
+}
+
+// A float that is an e4m3 result times 2^-K -> e4m3, in 8 x 32-bit lanes,
+// through float16 as the table of impl/float_formats.cc rounds it. The
+// float16 rounding is done on the float's bits: nearest even to 10 mantissa
+// bits, which is float16's rounding wherever float16 is normal (below, the
+// value is under 2^-14 and rounds to zero in e4m3 whichever way it went; an
+// overflow to Inf saturates like any value over 448). Then: below 2^-6
+// (e4m3's smallest normal) the code is the value in units of 2^-9, rounded
+// to an integer (8 is the smallest normal's code, so a carry needs no care);
+// above, rounding to 3 mantissa bits and rebasing the exponent (127 -> 7)
+// gives the code, a carry included, saturating at 448 (0x7e). NaNs are the
+// loop's.
+template <int K>
+COLLCHECK_AVX2 __m256i e4m3_encode_x8(__m256 y) {
+  const __m256i bits = _mm256_castps_si256(y);
+  const __m256i sign = _mm256_and_si256(_mm256_srli_epi32(bits, 24), _mm256_set1_epi32(0x80));
+  const __m256i ab = _mm256_and_si256(bits, _mm256_set1_epi32(0x7fffffff));
+  const __m256i lsb13 = _mm256_and_si256(_mm256_srli_epi32(ab, 13), _mm256_set1_epi32(1));
+  const __m256i h = _mm256_and_si256(_mm256_add_epi32(_mm256_add_epi32(ab, _mm256_set1_epi32(0xfff)), lsb13),
+                                     _mm256_set1_epi32(static_cast<int>(0xffffe000u)));
+  const __m256i sub = _mm256_cvtps_epi32(_mm256_mul_ps(_mm256_castsi256_ps(h), _mm256_set1_ps(0x1p9f * (1 << K))));
+  const __m256i lsb20 = _mm256_and_si256(_mm256_srli_epi32(h, 20), _mm256_set1_epi32(1));
+  __m256i nor = _mm256_srli_epi32(_mm256_add_epi32(_mm256_add_epi32(h, _mm256_set1_epi32(0x7ffff)), lsb20), 20);
+  nor = _mm256_min_epi32(_mm256_sub_epi32(nor, _mm256_set1_epi32((120 - K) << 3)), _mm256_set1_epi32(0x7e));
+  const int small = (127 - 6 - K) << 23;  // 2^(-6-K): the smallest normal, scaled
+  return _mm256_or_si256(_mm256_blendv_epi8(nor, sub, _mm256_cmpgt_epi32(_mm256_set1_epi32(small), h)), sign);
+}
+
+template <DType T, Combine C>
+__attribute__((target("avx2,f16c"))) size_t fp8_loop(uint8_t* d, const uint8_t* a, const uint8_t* b, size_t n) {
+  static_assert(C == Combine::Sum || C == Combine::Prod);
+  size_t i = 0;
+  for (; i + 16 <= n; i += 16) {
+    const __m128i va = _mm_loadu_si128(reinterpret_cast<const __m128i*>(a + i));
+    const __m128i vb = _mm_loadu_si128(reinterpret_cast<const __m128i*>(b + i));
+    const __m256i ha = fp8_to_f16<T>(va), hb = fp8_to_f16<T>(vb);
+    const __m256 lo = apply_ps<C>(_mm256_cvtph_ps(_mm256_castsi256_si128(ha)), _mm256_cvtph_ps(_mm256_castsi256_si128(hb)));
+    const __m256 hi = apply_ps<C>(_mm256_cvtph_ps(_mm256_extracti128_si256(ha, 1)), _mm256_cvtph_ps(_mm256_extracti128_si256(hb, 1)));
+    __m128i out;
+    if constexpr (T == DType::Fp8E5M2) {
+      constexpr int kNearest = _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC;
+      const __m256i h = _mm256_inserti128_si256(_mm256_castsi128_si256(_mm256_cvtps_ph(lo, kNearest)),
+                                                _mm256_cvtps_ph(hi, kNearest), 1);
+      const __m256i e = f16_to_e5m2_x16(h);
+      out = _mm_packus_epi16(_mm256_castsi256_si128(e), _mm256_extracti128_si256(e, 1));
+    } else {
+      constexpr int K = C == Combine::Sum ? 8 : 16;
+      const __m256i w = _mm256_packus_epi32(e4m3_encode_x8<K>(lo), e4m3_encode_x8<K>(hi));
+      const __m256i ordered = _mm256_permute4x64_epi64(w, 0xd8);  // packs work within 128-bit lanes
+      out = _mm_packus_epi16(_mm256_castsi256_si128(ordered), _mm256_extracti128_si256(ordered, 1));
+      const __m128i mag = _mm_set1_epi8(0x7f);
+      const __m128i nan = _mm_or_si128(_mm_cmpeq_epi8(_mm_and_si128(va, mag), mag), _mm_cmpeq_epi8(_mm_and_si128(vb, mag), mag));
+      out = _mm_blendv_epi8(out, mag, nan);
+    }
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(d + i), out);
+  }
+  return i;
+}
+
+// max and min: the result is one operand, so they stay on the bytes, 32 at a
+// time, ordered as half_minmax_loop orders float16. What NCCL's round trip
+// through float16 changes is put back: a NaN operand is dropped, two give
+// the canonical NaN (0x7f in e4m3, 0x7e in e5m2), and e5m2's Inf saturates
+// to 0x7b, as every value over the largest finite does.
+COLLCHECK_AVX2 __m256i fp8_key(__m256i x) {  // a negative value: every bit flipped; else the top bit
+  return _mm256_xor_si256(x, _mm256_or_si256(_mm256_cmpgt_epi8(_mm256_setzero_si256(), x),
+                                             _mm256_set1_epi8(static_cast<char>(0x80))));
+}
+template <DType T>
+COLLCHECK_AVX2 __m256i fp8_is_nan(__m256i x) {
+  const __m256i m = _mm256_and_si256(x, _mm256_set1_epi8(0x7f));
+  if constexpr (T == DType::Fp8E4M3) return _mm256_cmpeq_epi8(m, _mm256_set1_epi8(0x7f));
+  else return _mm256_cmpgt_epi8(m, _mm256_set1_epi8(0x7c));
+}
+template <DType T, bool Max>
+__attribute__((target("avx2,f16c"))) size_t fp8_minmax_loop(uint8_t* d, const uint8_t* a, const uint8_t* b, size_t n) {
+  const __m256i top = _mm256_set1_epi8(static_cast<char>(0x80));
+  const __m256i abs_mask = _mm256_set1_epi8(0x7f);
+  size_t i = 0;
+  for (; i + 32 <= n; i += 32) {
+    const __m256i x = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(a + i));
+    const __m256i y = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b + i));
+    const __m256i k = Max ? _mm256_max_epu8(fp8_key(x), fp8_key(y)) : _mm256_min_epu8(fp8_key(x), fp8_key(y));
+    // Back from a key: a set top bit was a non-negative value (flip the top bit), a clear one a negative value (flip all).
+    __m256i r = _mm256_xor_si256(k, _mm256_or_si256(_mm256_cmpgt_epi8(k, _mm256_set1_epi8(-1)), top));
+    const __m256i nan_x = fp8_is_nan<T>(x), nan_y = fp8_is_nan<T>(y);
+    r = _mm256_blendv_epi8(r, y, nan_x);
+    r = _mm256_blendv_epi8(r, x, nan_y);
+    if constexpr (T == DType::Fp8E5M2)
+      r = _mm256_blendv_epi8(r, _mm256_xor_si256(r, _mm256_set1_epi8(0x07)),  // 0x7c -> 0x7b, sign kept
+                             _mm256_cmpeq_epi8(_mm256_and_si256(r, abs_mask), _mm256_set1_epi8(0x7c)));
+    r = _mm256_blendv_epi8(r, _mm256_set1_epi8(T == DType::Fp8E4M3 ? 0x7f : 0x7e), _mm256_and_si256(nan_x, nan_y));
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(d + i), r);
+  }
+  return i;
+}
+
+template <DType T>
+size_t fp8_by_op(Combine c, uint8_t* d, const uint8_t* a, const uint8_t* b, size_t n) {
+  switch (c) {
+    case Combine::Sum: return fp8_loop<T, Combine::Sum>(d, a, b, n);
+    case Combine::Prod: return fp8_loop<T, Combine::Prod>(d, a, b, n);
+    case Combine::Max: return fp8_minmax_loop<T, true>(d, a, b, n);
+    case Combine::Min: return fp8_minmax_loop<T, false>(d, a, b, n);
+  }
+  return 0;
+}
+
+// ---- integers: the scalar steps, vectorized by GCC for AVX2 ----
+// Whole blocks of 32 bytes, so the count done is exact and the tail is the
+// caller's, like every loop here.
+template <typename T, Combine C>
+__attribute__((target("avx2"))) size_t int_loop(T* d, const T* a, const T* b, size_t n) {
+  const size_t whole = n / (32 / sizeof(T)) * (32 / sizeof(T));
+  for (size_t i = 0; i < whole; ++i) d[i] = combine_elements<T>(C, a[i], b[i]);
+  return whole;
+}
+template <typename T>
+size_t int_by_op(Combine c, void* d, const void* a, const void* b, size_t n) {
+  auto* x = static_cast<T*>(d);
+  auto* y = static_cast<const T*>(a);
+  auto* z = static_cast<const T*>(b);
+  switch (c) {
+    case Combine::Sum: return int_loop<T, Combine::Sum>(x, y, z, n);
+    case Combine::Prod: return int_loop<T, Combine::Prod>(x, y, z, n);
+    case Combine::Max: return int_loop<T, Combine::Max>(x, y, z, n);
+    case Combine::Min: return int_loop<T, Combine::Min>(x, y, z, n);
+  }
+  return 0;
+}
+
 template <template <Combine> class L, typename T>
 size_t by_op(Combine c, T* d, const T* a, const T* b, size_t n) {
   switch (c) {
@@ -226,8 +384,20 @@ size_t combine_avx2(void* dst, const void* a, const void* b, size_t n, DType t, 
       if (c == Combine::Max) return f64_loop<true>(static_cast<double*>(dst), static_cast<const double*>(a), static_cast<const double*>(b), n);
       if (c == Combine::Min) return f64_loop<false>(static_cast<double*>(dst), static_cast<const double*>(a), static_cast<const double*>(b), n);
       return 0;
-    default: return 0;  // integers: GCC vectorizes the scalar loops; fp8: kernels.cc's tables
+    case DType::Fp8E4M3:
+      return fp8_by_op<DType::Fp8E4M3>(c, static_cast<uint8_t*>(dst), static_cast<const uint8_t*>(a),
+                                       static_cast<const uint8_t*>(b), n);
+    case DType::Fp8E5M2:
+      return fp8_by_op<DType::Fp8E5M2>(c, static_cast<uint8_t*>(dst), static_cast<const uint8_t*>(a),
+                                       static_cast<const uint8_t*>(b), n);
+    case DType::Int8: return int_by_op<int8_t>(c, dst, a, b, n);
+    case DType::Uint8: return int_by_op<uint8_t>(c, dst, a, b, n);
+    case DType::Int32: return int_by_op<int32_t>(c, dst, a, b, n);
+    case DType::Uint32: return int_by_op<uint32_t>(c, dst, a, b, n);
+    case DType::Int64: return int_by_op<int64_t>(c, dst, a, b, n);
+    case DType::Uint64: return int_by_op<uint64_t>(c, dst, a, b, n);
   }
+  return 0;
 }
 
 #else  // not x86-64: the scalar kernels only

@@ -1,8 +1,9 @@
-// The fast reduce kernels (impl/kernels_avx2.cc; fp8's tables of results in
-// impl/kernels.cc) against the scalar ones (combine_scalar, the reference),
-// bit for bit: exhaustively for fp8 (every pair), every float16 and bfloat16 value against a spread of partners on
-// both sides, random millions for float and double with special values mixed
-// in, and every tail length, misalignment and in-place form.
+// The fast reduce kernels (impl/kernels_avx2.cc; fp8's tables of results for
+// the tail in impl/kernels.cc) against the scalar ones (combine_scalar, the
+// reference), bit for bit: exhaustively for fp8 (every pair), every float16
+// and bfloat16 value against a spread of partners on both sides, random
+// millions for float, double and every integer type with special values
+// mixed in, and every tail length, misalignment and in-place form.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -156,6 +157,41 @@ TEST(VectorKernels, RandomMillionsOfFloatsAndDoubles) {
   }
 }
 
+// Every integer type: random bits, with the extremes (wrap-around of sum and
+// prod, the signed/unsigned order of max and min) and equal pairs mixed in.
+template <typename T>
+void random_integers(DType t, std::mt19937_64& rng) {
+  const size_t n = (size_t{1} << 20) + 7;  // and a tail
+  std::vector<T> a(n), b(n);
+  const T special[] = {T(0), T(1), T(-1), std::numeric_limits<T>::min(), std::numeric_limits<T>::max(),
+                       static_cast<T>(std::numeric_limits<T>::max() - 1), static_cast<T>(std::numeric_limits<T>::min() + 1)};
+  for (size_t i = 0; i < n; ++i) {
+    const uint64_t r = rng();
+    a[i] = static_cast<T>(r);
+    b[i] = static_cast<T>(rng());
+    switch (r % 8) {
+      case 0: b[i] = a[i]; break;
+      case 1: a[i] = special[rng() % 7]; break;
+      case 2: b[i] = special[rng() % 7]; break;
+      default: break;
+    }
+  }
+  for (const Combine c : kOps) expect_identical(t, c, a, b, "random:");
+}
+
+TEST(VectorKernels, RandomMillionsOfEveryIntegerType) {
+  REQUIRE_AVX2();
+  const uint64_t seed = std::random_device{}();
+  std::printf("[ seed    ] seed %llu\n", static_cast<unsigned long long>(seed));
+  std::mt19937_64 rng(seed);
+  random_integers<int8_t>(DType::Int8, rng);
+  random_integers<uint8_t>(DType::Uint8, rng);
+  random_integers<int32_t>(DType::Int32, rng);
+  random_integers<uint32_t>(DType::Uint32, rng);
+  random_integers<int64_t>(DType::Int64, rng);
+  random_integers<uint64_t>(DType::Uint64, rng);
+}
+
 // Every length up to 40 (the vector step and the scalar tail), with each
 // buffer starting 0-3 elements past a 32-byte boundary (the vector loops load
 // and store unaligned; the kernels require element alignment, as any typed
@@ -163,8 +199,7 @@ TEST(VectorKernels, RandomMillionsOfFloatsAndDoubles) {
 TEST(VectorKernels, TailsMisalignmentAndInPlace) {
   REQUIRE_AVX2();
   std::mt19937_64 rng(7);
-  for (const DType t : {DType::Float16, DType::BFloat16, DType::Fp8E4M3, DType::Fp8E5M2, DType::Float32,
-                        DType::Float64, DType::Int32}) {
+  for (const DType t : kAllDTypes) {
     const size_t sz = dtype_size(t);
     for (const Combine c : kOps) {
       for (size_t n = 0; n <= 40; ++n) {
@@ -198,15 +233,19 @@ TEST(VectorKernels, TailsMisalignmentAndInPlace) {
   }
 }
 
-// The vector path does run here: a machine with AVX2 takes it for float16 and
-// bfloat16 (every op) and for float and double max and min (GCC vectorizes
-// their sum and prod, and the integers', in kernels.cc), so a dispatch that silently fell back to scalar would pass
-// the identity tests above while testing nothing.
+// The vector path does run here: a machine with AVX2 takes it for every
+// integer type, float16, bfloat16 and fp8 (every op), and for float and
+// double max and min (GCC vectorizes their sum and prod in kernels.cc), so a
+// dispatch that silently fell back to scalar would pass the identity tests
+// above while testing nothing.
 TEST(VectorKernels, TheVectorLoopsRunOnThisMachine) {
   REQUIRE_AVX2();
   std::vector<std::byte> a(64 * 8), b(64 * 8), d(64 * 8);
-  for (const DType t : {DType::Float16, DType::BFloat16})
-    for (const Combine c : kOps) EXPECT_EQ(combine_avx2(d.data(), a.data(), b.data(), 64, t, c), 64u) << dtype_name(t);
+  for (const DType t : kAllDTypes) {
+    if (t == DType::Float32 || t == DType::Float64) continue;
+    for (const Combine c : kOps)
+      EXPECT_EQ(combine_avx2(d.data(), a.data(), b.data(), 64, t, c), 64u) << dtype_name(t) << " " << op_text(c);
+  }
   for (const DType t : {DType::Float32, DType::Float64})
     for (const Combine c : {Combine::Max, Combine::Min})
       EXPECT_EQ(combine_avx2(d.data(), a.data(), b.data(), 64, t, c), 64u) << dtype_name(t);
