@@ -7,8 +7,10 @@
 
 #include <algorithm>
 #include <array>
+#include <bit>
 #include <cstdio>
 #include <cmath>
+#include <limits>
 #include <random>
 
 #include "harness/model/data.h"
@@ -337,6 +339,81 @@ TEST(Oracle, TheFastPathsGiveTheFullWaysVerdicts) {
   // The bound path ran, on right and on wrong results.
   EXPECT_GT(bound_checked, 10000u);
   EXPECT_GT(bound_wrong, 100u);
+}
+
+// The float32 sum's vector lanes (FastSum::check8, eight elements at a time
+// under AVX2) decide most elements when the inputs are finite, so this test
+// feeds them finite data: values of every magnitude (subnormals and values
+// near the overflow threshold included), exact integers (the bitwise class),
+// powers of two, opposite pairs that cancel, a rare Inf or NaN, and results
+// that are the fold, nudged by an ulp or more, with a sign flipped, or
+// replaced. Lengths leave tails of 0-7 elements for the scalar loop. The
+// verdicts must be the full way's, element for element. Fresh seed, printed.
+TEST(Oracle, TheFloatSumsVectorLanesGiveTheFullWaysVerdicts) {
+  const uint64_t seed = std::random_device{}();
+  std::printf("[ seed    ] seed %llu\n", static_cast<unsigned long long>(seed));
+  std::mt19937_64 rng(seed);
+  size_t by_kind[kCheckKinds] = {}, wrong = 0;
+  for (int round = 0; round < 200; ++round) {
+    const int p = 1 + static_cast<int>(rng() % 8);
+    const size_t n = 1 + rng() % 4000;
+    const Reduction red = resolve_reduction(DType::Float32, RedOp::Sum, p);
+    const int style = static_cast<int>(rng() % 4);  // one data class per round, so the lanes see whole blocks of it
+    std::vector<std::vector<float>> in(static_cast<size_t>(p), std::vector<float>(n));
+    std::vector<const void*> ptrs;
+    for (auto& v : in) {
+      for (size_t i = 0; i < n; ++i) {
+        float x;
+        switch (rng() % 1000 == 0 ? 9 : style) {
+          case 0: x = static_cast<float>(static_cast<int>(rng() % 2001) - 1000); break;  // exact sums
+          case 1: x = std::ldexp(static_cast<float>(static_cast<int64_t>(rng() % 2000001) - 1000000), static_cast<int>(rng() % 40) - 20); break;
+          case 2: x = std::ldexp(1.0f + static_cast<float>(rng() % 1024) / 1024, static_cast<int>(rng() % 300) - 150); break;  // subnormal to huge
+          case 3: x = static_cast<float>(static_cast<double>(rng() >> 11) / 9007199254740992.0 - 0.5) * (rng() % 2 ? 1.0f : 3.4e38f / 8); break;  // near overflow
+          default: x = rng() % 2 ? std::numeric_limits<float>::infinity() : std::numeric_limits<float>::quiet_NaN();
+        }
+        v[i] = x;
+      }
+      ptrs.push_back(v.data());
+    }
+    if (p >= 2 && rng() % 4 == 0)  // the last rank cancels the first: exact zeros and tiny remainders
+      for (size_t i = 0; i < n; ++i) in[static_cast<size_t>(p - 1)][i] = -in[0][i];
+    std::vector<float> result(n);
+    for (size_t i = 0; i < n; ++i) {
+      float acc = in[0][i];
+      for (int r = 1; r < p; ++r) acc += in[static_cast<size_t>(r)][i];
+      uint32_t b = std::bit_cast<uint32_t>(acc);
+      switch (rng() % 12) {
+        case 0: b += 1; break;
+        case 1: b -= 1; break;
+        case 2: b += static_cast<uint32_t>(rng() % 64); break;
+        case 3: b ^= 0x80000000u; break;
+        case 4: b = static_cast<uint32_t>(rng()); break;
+        default: break;
+      }
+      result[i] = std::bit_cast<float>(b);
+    }
+    const CheckSummary fast = check_all_reduce(red, ptrs, result.data(), n);
+    const CheckSummary full = check_all_reduce_elementwise(red, ptrs, result.data(), n);
+    const std::string what = fmt::format("round {}: style {} p={} n={}", round, style, p, n);
+    EXPECT_EQ(fast.checked, full.checked) << what;
+    EXPECT_EQ(fast.wrong, full.wrong) << what;
+    for (size_t k = 0; k < kCheckKinds; ++k) EXPECT_EQ(fast.by_kind[k], full.by_kind[k]) << what << " kind " << k;
+    EXPECT_EQ(fast.first_wrong, full.first_wrong) << what;
+    EXPECT_EQ(fast.first_wrong_detail, full.first_wrong_detail) << what;
+    if (std::isfinite(full.max_err_units))
+      EXPECT_NEAR(fast.max_err_units, full.max_err_units, 1e-9 * std::max(1.0, full.max_err_units)) << what;
+    else
+      EXPECT_EQ(fast.max_err_units, full.max_err_units) << what;
+    if (::testing::Test::HasFailure()) return;
+    for (size_t k = 0; k < kCheckKinds; ++k) by_kind[k] += full.by_kind[k];
+    wrong += full.wrong;
+  }
+  std::printf("[ classes ] bitwise %zu, bound %zu, other %zu; wrong %zu\n", by_kind[static_cast<size_t>(CheckKind::Bitwise)],
+              by_kind[static_cast<size_t>(CheckKind::Bound)],
+              by_kind[static_cast<size_t>(CheckKind::OneOf)] + by_kind[static_cast<size_t>(CheckKind::Interval)], wrong);
+  EXPECT_GT(by_kind[static_cast<size_t>(CheckKind::Bitwise)], 10000u);
+  EXPECT_GT(by_kind[static_cast<size_t>(CheckKind::Bound)], 10000u);
+  EXPECT_GT(wrong, 10000u);
 }
 
 // The canary frame around every output: filled a period of the pattern at a

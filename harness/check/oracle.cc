@@ -2,7 +2,7 @@
 
 #include <fmt/format.h>
 
-#include <emmintrin.h>
+#include <immintrin.h>
 
 #include <algorithm>
 #include <bit>
@@ -728,6 +728,98 @@ struct FastSum {
     units = bound > 0 ? diff / bound : 0;
     return true;
   }
+
+#if defined(__x86_64__)
+  // Four 32-bit lanes (the low or high half) widened to 64 bits; a mask stays a mask.
+  __attribute__((target("avx2"), always_inline)) static __m256i half(__m256i v32, int h) {
+    return _mm256_cvtepi32_epi64(h == 0 ? _mm256_castsi256_si128(v32) : _mm256_extracti128_si256(v32, 1));
+  }
+  // check<float> for the 8 elements from i, in AVX2 lanes: a bit per element
+  // it decides right, with its kind (bit set in `bound`: Bound, else Bitwise)
+  // and its units; every other element is check<float>'s. The arithmetic is
+  // check()'s, operation for operation (the double-double sum in the same
+  // order, the same margins), except that the overflow test uses the sum of
+  // magnitudes for both signs, which is never below either: a lane it passes
+  // check() passes too, with the same verdict, and the full way's. No FMA:
+  // contracting a*b+c would change the roundings the margins allow for.
+  __attribute__((target("avx2"))) unsigned check8(std::span<const void* const> inputs, const void* result, size_t i,
+                                                  unsigned& bound_lanes, double units[8]) const {
+    const __m256i exp_mask = _mm256_set1_epi32(0x7f800000);
+    const __m256i frac_mask = _mm256_set1_epi32(0x7fffff);
+    const __m256d abs_mask = _mm256_castsi256_pd(_mm256_set1_epi64x(0x7fffffffffffffff));
+    __m256d hi[2] = {_mm256_setzero_pd(), _mm256_setzero_pd()}, lo[2] = {hi[0], hi[0]}, sum_abs[2] = {hi[0], hi[0]};
+    __m256i bad = _mm256_setzero_si256();
+    __m256i low = _mm256_set1_epi32(std::numeric_limits<int>::max());
+    __m256 fold = _mm256_setzero_ps();
+    for (int r = 0; r < p; ++r) {
+      const float* in = static_cast<const float*>(inputs[static_cast<size_t>(r)]) + i;
+      const __m256 x = _mm256_loadu_ps(in);
+      const __m256i b = _mm256_castps_si256(x);
+      const __m256i e = _mm256_and_si256(b, exp_mask);
+      bad = _mm256_or_si256(bad, _mm256_cmpeq_epi32(e, exp_mask));  // Inf or NaN
+      // lowest_bit_exponent, on the float's bits: the lowest set bit of the
+      // significand (exact as a float: a power of two), plus the exponent of
+      // the significand's unit; zero lanes leave `low` alone.
+      const __m256i ex = _mm256_srli_epi32(e, 23);
+      const __m256i normal = _mm256_cmpgt_epi32(ex, _mm256_setzero_si256());
+      const __m256i m = _mm256_or_si256(_mm256_and_si256(b, frac_mask), _mm256_and_si256(normal, _mm256_set1_epi32(0x800000)));
+      const __m256i bit = _mm256_and_si256(m, _mm256_sub_epi32(_mm256_setzero_si256(), m));
+      const __m256i k = _mm256_srli_epi32(_mm256_castps_si256(_mm256_cvtepi32_ps(bit)), 23);  // log2(bit) + 127
+      const __m256i le = _mm256_add_epi32(_mm256_max_epi32(ex, _mm256_set1_epi32(1)), _mm256_sub_epi32(k, _mm256_set1_epi32(150 + 127)));
+      const __m256i zero = _mm256_cmpeq_epi32(m, _mm256_setzero_si256());
+      low = _mm256_min_epi32(low, _mm256_blendv_epi8(le, _mm256_set1_epi32(std::numeric_limits<int>::max()), zero));
+      fold = r == 0 ? x : _mm256_add_ps(fold, x);
+      for (int h = 0; h < 2; ++h) {
+        const __m256d v = _mm256_cvtps_pd(h == 0 ? _mm256_castps256_ps128(x) : _mm256_extractf128_ps(x, 1));
+        const __m256d t = _mm256_add_pd(hi[h], v);  // TwoSum, as check() does it
+        const __m256d vv = _mm256_sub_pd(t, hi[h]);
+        lo[h] = _mm256_add_pd(lo[h], _mm256_add_pd(_mm256_sub_pd(hi[h], _mm256_sub_pd(t, vv)), _mm256_sub_pd(v, vv)));
+        hi[h] = t;
+        sum_abs[h] = _mm256_add_pd(sum_abs[h], _mm256_and_pd(v, abs_mask));
+      }
+    }
+    const __m256 got = _mm256_loadu_ps(static_cast<const float*>(result) + i);
+    const __m256i same_bits = _mm256_cmpeq_epi32(_mm256_castps_si256(got), _mm256_castps_si256(fold));
+    const __m256i got_finite = _mm256_xor_si256(_mm256_cmpeq_epi32(_mm256_and_si256(_mm256_castps_si256(got), exp_mask), exp_mask),
+                                                _mm256_set1_epi32(-1));
+    const __m256i all_zero = _mm256_cmpeq_epi32(low, _mm256_set1_epi32(std::numeric_limits<int>::max()));
+    const __m256d up = _mm256_set1_pd(1 + kMargin), down = _mm256_set1_pd(1 - kMargin);
+    const __m256d overflow_scale = _mm256_set1_pd((1 + ref_err) * g * (1 + kMargin));
+    const __m256d m_v = _mm256_set1_pd(M);
+    unsigned ok = 0;
+    bound_lanes = 0;
+    for (int h = 0; h < 2; ++h) {
+      const __m256d sa = _mm256_mul_pd(sum_abs[h], _mm256_set1_pd(1 + ref_err));
+      // 2^(precision + low), by its exponent field (the all-zero lanes are exact whatever it is).
+      const __m256i lim_bits = _mm256_slli_epi64(_mm256_add_epi64(half(low, h), _mm256_set1_epi64x(precision + 1023)), 52);
+      const __m256d limit = _mm256_min_pd(_mm256_castsi256_pd(lim_bits), m_v);
+      const __m256d exact = _mm256_or_pd(_mm256_castsi256_pd(half(all_zero, h)), _mm256_cmp_pd(_mm256_mul_pd(sa, up), limit, _CMP_LE_OQ));
+      const __m256d inexact = _mm256_andnot_pd(exact, _mm256_cmp_pd(_mm256_mul_pd(sa, down), limit, _CMP_GT_OQ));
+      const __m256d fine = _mm256_andnot_pd(
+          _mm256_castsi256_pd(half(bad, h)),
+          _mm256_cmp_pd(_mm256_mul_pd(sum_abs[h], overflow_scale), m_v, _CMP_LT_OQ));  // no Inf/NaN in, no overflow
+      const __m256d rv = _mm256_cvtps_pd(h == 0 ? _mm256_castps256_ps128(got) : _mm256_extractf128_ps(got, 1));
+      const __m256d bound = _mm256_mul_pd(_mm256_set1_pd(E + ref_err), sa);
+      const __m256d diff = _mm256_and_pd(_mm256_sub_pd(_mm256_sub_pd(rv, hi[h]), lo[h]), abs_mask);
+      const __m256d within = _mm256_cmp_pd(_mm256_add_pd(_mm256_mul_pd(diff, up), _mm256_mul_pd(_mm256_set1_pd(0x1p-90), sa)),
+                                           _mm256_mul_pd(bound, down), _CMP_LE_OQ);
+      const __m256d bound_ok = _mm256_and_pd(_mm256_and_pd(inexact, within), _mm256_castsi256_pd(half(got_finite, h)));
+      const __m256d exact_ok = _mm256_and_pd(exact, _mm256_castsi256_pd(half(same_bits, h)));
+      const unsigned ok_h = static_cast<unsigned>(_mm256_movemask_pd(_mm256_and_pd(fine, _mm256_or_pd(exact_ok, bound_ok))));
+      const unsigned bound_h = static_cast<unsigned>(_mm256_movemask_pd(bound_ok)) & ok_h;
+      ok |= ok_h << (4 * h);
+      bound_lanes |= bound_h << (4 * h);
+      if (bound_h) {
+        alignas(32) double d[4], bd[4];
+        _mm256_store_pd(d, diff);
+        _mm256_store_pd(bd, bound);
+        for (int l = 0; l < 4; ++l)
+          if (bound_h >> l & 1) units[4 * h + l] = bd[l] > 0 ? d[l] / bd[l] : 0;
+      }
+    }
+    return ok;
+  }
+#endif
 };
 
 }  // namespace
@@ -779,7 +871,40 @@ CheckSummary check_all_reduce(const Reduction& red, std::span<const void* const>
                          (red.dtype == DType::Float32 || red.dtype == DType::Float64);
   if (plain_sum && !inputs.empty()) {
     const FastSum fast(red.dtype, static_cast<int>(inputs.size()));
-    for (size_t i = 0; i < count; ++i) {
+    size_t i = 0;
+#if defined(__x86_64__)
+    // float32 eight at a time where the CPU has AVX2; an element the vector
+    // lanes do not decide goes on to check() and the full way, as below.
+    if (red.dtype == DType::Float32 && __builtin_cpu_supports("avx2")) {
+      for (; i + 8 <= count; i += 8) {
+        unsigned bound_lanes = 0;
+        double units[8];
+        const unsigned ok = fast.check8(inputs, result, i, bound_lanes, units);
+        for (size_t l = 0; l < 8; ++l) {
+          if (ok >> l & 1) {
+            ++s.checked;
+            if (bound_lanes >> l & 1) {
+              ++s.by_kind[static_cast<size_t>(CheckKind::Bound)];
+              s.max_err_units = std::max(s.max_err_units, units[l]);
+            } else {
+              ++s.by_kind[static_cast<size_t>(CheckKind::Bitwise)];
+            }
+            continue;
+          }
+          CheckKind kind = CheckKind::Bitwise;
+          double u = 0;
+          if (!fast.check<float>(inputs, result, i + l, kind, u)) {
+            judge_one(i + l);
+            continue;
+          }
+          ++s.checked;
+          ++s.by_kind[static_cast<size_t>(kind)];
+          if (kind == CheckKind::Bound) s.max_err_units = std::max(s.max_err_units, u);
+        }
+      }
+    }
+#endif
+    for (; i < count; ++i) {
       CheckKind kind = CheckKind::Bitwise;
       double units = 0;
       const bool ok = red.dtype == DType::Float32 ? fast.check<float>(inputs, result, i, kind, units)
