@@ -13,7 +13,13 @@
 namespace collcheck {
 
 namespace {
-enum class OpState : uint8_t { Pending, Done, Failed, Cancelled };
+// Pending: queued, unmatched. Matched: paired with its opposite (`partner`),
+// the bytes not yet moved. Copying: one side's waiter is moving them, outside
+// the lock. A matched pair's bytes move when either side first waits on (or
+// tests, or drops) its request, on that thread, so that in an exchange each
+// rank usually copies what it receives, in parallel, rather than whichever
+// posted second copying both ways while the other idles.
+enum class OpState : uint8_t { Pending, Matched, Copying, Done, Failed, Cancelled };
 
 struct Op {
   LinkDirection dir;
@@ -28,6 +34,7 @@ struct Op {
   // Sizes as NCCL runs them: a receive matched by a shorter send got these
   // bytes and waits for the rest, which never come (SIZE_MAX: not so).
   size_t arrived = SIZE_MAX;
+  std::shared_ptr<Op> partner;  // while Matched or Copying
 };
 using Key = std::pair<int, Tag>;  // (source rank, tag) within a destination's mailbox
 
@@ -102,11 +109,37 @@ struct InProcFabric::Impl {
           describe_tag(send.tag), send.rank, send.size, recv.rank, recv.size);
       send.state = recv.state = OpState::Failed;
       send.error = recv.error = msg;
-    } else {
-      if (send.size > 0) std::memcpy(recv.dst, send.src, send.size);
+    } else if (send.size == 0) {
       send.state = recv.state = OpState::Done;
+    } else {
+      send.state = recv.state = OpState::Matched;
+      op->partner = other;
+      other->partner = op;
     }
     box.cv.notify_all();
+  }
+
+  // Moves a matched pair's bytes: claims the pair, copies with the lock
+  // released, completes both. Called with lk holding box.mu and op Matched;
+  // returns with it held.
+  static void move_bytes(Mailbox& box, const std::shared_ptr<Op>& op, std::unique_lock<std::mutex>& lk) {
+    const std::shared_ptr<Op> other = op->partner;
+    Op& send = op->dir == LinkDirection::Send ? *op : *other;
+    Op& recv = op->dir == LinkDirection::Send ? *other : *op;
+    send.state = recv.state = OpState::Copying;
+    lk.unlock();
+    std::memcpy(recv.dst, send.src, send.size);
+    lk.lock();
+    send.state = recv.state = OpState::Done;
+    send.partner.reset();
+    recv.partner.reset();
+    box.cv.notify_all();
+  }
+  // Brings op past Matched and Copying (moving the bytes, or waiting while
+  // the partner's thread does: a copy's time, not a peer's). Lock held.
+  static void settle(Mailbox& box, const std::shared_ptr<Op>& op, std::unique_lock<std::mutex>& lk) {
+    if (op->state == OpState::Matched) move_bytes(box, op, lk);
+    box.cv.wait(lk, [&] { return op->state != OpState::Copying; });
   }
 
   // Unlinks a pending op and records its cancellation. Called with box.mu held.
@@ -141,13 +174,15 @@ class InProcRequest final : public LinkRequest {
       : fabric_(std::move(fabric)), box_(box), op_(std::move(op)), key_(key) {}
 
   ~InProcRequest() override {
-    std::lock_guard<std::mutex> g(box_->mu);
+    std::unique_lock<std::mutex> lk(box_->mu);
     if (op_->state == OpState::Pending)
       InProcFabric::Impl::cancel(*box_, op_, key_, "cancelled it before it matched (the request was dropped)");
+    InProcFabric::Impl::settle(*box_, op_, lk);  // matched: the transfer happens, as it would have at the match
   }
 
   bool test() override {
-    std::lock_guard<std::mutex> g(box_->mu);
+    std::unique_lock<std::mutex> lk(box_->mu);
+    InProcFabric::Impl::settle(*box_, op_, lk);
     return check_locked();
   }
 
@@ -157,6 +192,7 @@ class InProcRequest final : public LinkRequest {
     box_->cv.wait_until(lk, deadline, [&] {
       return op_->state != OpState::Pending || fabric_->aborts(op_->tag);
     });
+    InProcFabric::Impl::settle(*box_, op_, lk);
     if (check_locked()) return;
     // Still pending: the deadline expired or the world was aborted. Cancel first
     // so the peer can never write into (or read from) our buffer afterwards.
@@ -195,7 +231,9 @@ class InProcRequest final : public LinkRequest {
         throw LinkError(fmt::format("rank {}: {} rank {} on {} was cancelled", op_->rank, dir_name(op_->dir),
                                     op_->peer, describe_tag(op_->tag)),
                         op_->rank, op_->peer, op_->tag, op_->dir);
-      case OpState::Pending: return false;
+      case OpState::Pending:
+      case OpState::Matched:
+      case OpState::Copying: return false;
     }
     return false;
   }

@@ -1,6 +1,8 @@
 #include "harness/run/sweep.h"
 
 #include <fmt/format.h>
+
+#include <atomic>
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
@@ -33,6 +35,65 @@ double memcpy_bandwidth(size_t bytes, int iters) {
   }
   const double s = std::chrono::duration<double>(Clock::now() - t0).count() / iters;
   return s > 0 ? static_cast<double>(bytes) / s / 1e9 : 0;
+}
+
+// memcpy on `threads` threads at once, each between buffers of its own of
+// `bytes`: the bytes copied per second, summed over the threads. With as
+// many threads as the ranks have cores, it is what the machine's memory gives
+// the ranks together (one thread alone may not reach it).
+double memcpy_bandwidth_threads(size_t bytes, int iters, int threads) {
+  if (threads <= 1) return memcpy_bandwidth(bytes, iters);
+  std::vector<std::vector<std::byte>> a(static_cast<size_t>(threads)), b(a.size());
+  for (size_t k = 0; k < a.size(); ++k) {
+    a[k].assign(bytes, std::byte{1});
+    b[k].assign(bytes, std::byte{0});  // touched: no page faults in the timed copies
+  }
+  std::atomic<int> ready{0};
+  std::atomic<bool> go{false};
+  std::vector<double> secs(a.size());
+  std::vector<std::thread> pool;
+  for (size_t k = 0; k < a.size(); ++k)
+    pool.emplace_back([&, k] {
+      ready.fetch_add(1);
+      while (!go.load()) std::this_thread::yield();
+      const auto t0 = Clock::now();
+      for (int i = 0; i < iters; ++i) std::memcpy(i % 2 ? a[k].data() : b[k].data(), i % 2 ? b[k].data() : a[k].data(), bytes);
+      secs[k] = std::chrono::duration<double>(Clock::now() - t0).count();
+    });
+  while (ready.load() < threads) std::this_thread::yield();
+  go.store(true);
+  for (auto& t : pool) t.join();
+  const double slowest = *std::max_element(secs.begin(), secs.end());
+  return slowest > 0 ? static_cast<double>(bytes) * iters * threads / slowest / 1e9 : 0;
+}
+
+// The memory-traffic bound of the ring (issue 16): the bytes it must read
+// and write, over memcpy's rate of reading and writing in the same run.
+// Per rank, the reduce-scatter's p-1 steps each read two chunks of N/p (its
+// own, the one received) and write one; the all-gather's p-1 steps read one
+// and write one: 5 (p-1) N / p, or 5 (p-1) N over the p ranks, with a
+// transport that moves nothing itself (a real one only adds). memcpy reads
+// and writes each byte it copies once: 2 bytes of traffic per byte copied.
+// Ranks as threads only: they share this process's memory, which is what the
+// memcpy measures; MPI processes on several hosts have memories of their own.
+void print_traffic_bound(std::FILE* out, const SweepOptions& o, const std::vector<SweepRow>& rows, int p, size_t largest,
+                         size_t aw) {
+  if (p < 2 || largest == 0) return;
+  const int cores = std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
+  const int threads = std::min(p, cores);
+  const double copy = memcpy_bandwidth_threads(largest, std::max(o.iters, 3), threads);
+  if (copy <= 0) return;
+  fmt::print(out,
+             "#\n# memory-traffic bound of the ring: 5(p-1)N bytes read and written over p = {} ranks (reduce-scatter\n"
+             "# 3, all-gather 2 per chunk of N/p per step), at memcpy's read+write rate on {} thread{} at once\n"
+             "# ({} core{}): {:.3f} GB/s copied, {:.3f} GB/s of traffic (same run)\n",
+             p, threads, threads == 1 ? "" : "s", cores, cores == 1 ? "" : "s", copy, 2 * copy);
+  for (const auto& r : rows) {
+    if (r.algo != "ring" || r.bytes != largest || !r.skipped.empty() || r.time_us <= 0) continue;
+    const double bound_us = 5.0 * (p - 1) * static_cast<double>(r.bytes) / (2 * copy * 1e9) * 1e6;
+    fmt::print(out, "#   {:>{}} {:>9} {:>9} {:>12} B: {:>10.1f} us, bound {:>10.1f} us: {:.1f} % of the bound\n", r.algo,
+               aw, dtype_name(r.dtype), op_name(r.op), r.bytes, r.time_us, bound_us, 100 * bound_us / r.time_us);
+  }
 }
 
 // A rank's links as the sweep runs on them: on the nodes asked for, with the
@@ -490,6 +551,7 @@ SweepResult run_sweep(const SweepOptions& o, std::FILE* out_or_null) {
         if (r.bytes == largest && r.dtype == rt && r.op == rop && mbw > 0 && r.skipped.empty())
           fmt::print(out, "#   {:>{}} {:>9} {:>9}: busbw/memcpy = {:.3f}\n", r.algo, aw, dtype_name(r.dtype),
                      op_name(r.op), r.busbw / mbw);
+      if (world->kind() == "threads") print_traffic_bound(out, o, result.rows, world->size(), largest, aw);
     }
   }
   if (slow && nodes > 1 && world->root()) print_model(out, o, result.rows, world->size(), nodes);
