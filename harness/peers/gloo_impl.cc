@@ -1,10 +1,14 @@
 // Gloo's allreduce algorithms as implementations (--impl / --against gloo:<algo>).
 //
 // Debian's libgloo (0.5) ships four legacy algorithms (one class each, in place
-// over a vector of pointers) and the options-based gloo::allreduce. The ranks
-// are threads of this process; each rank gets a gloo::rendezvous::Context over
-// Gloo's TCP transport on 127.0.0.1, connected through an in-process HashStore.
-// Contexts are kept per world size and dropped (reset) after a failed call.
+// over a vector of pointers) and the options-based gloo::allreduce. Each rank
+// gets a gloo::rendezvous::Context over Gloo's TCP transport, in either world:
+// ranks as threads of this process, or one rank per MPI process under mpirun.
+// The ranks meet through a store that lives on collcheck's own links
+// (LinksStore): every set() is an all-gather of the key and its value, so no
+// shared file system or store server is needed. TCP binds to 127.0.0.1 when
+// every rank is on this node, else to the address this host's name resolves
+// to. Contexts are kept per world size and dropped (reset) after a failed call.
 //
 // What Gloo can reduce, and how it differs from NCCL (README, "Findings"):
 // - dtypes: every integer type, float16 (gloo::float16), float32, float64. It
@@ -26,11 +30,11 @@
 #include <gloo/allreduce_ring.h>
 #include <gloo/allreduce_ring_chunked.h>
 #include <gloo/rendezvous/context.h>
-#include <gloo/rendezvous/hash_store.h>
-#include <gloo/rendezvous/prefix_store.h>
+#include <gloo/rendezvous/store.h>
 #include <gloo/transport/tcp/device.h>
 
 #include <sys/resource.h>
+#include <unistd.h>
 
 #include <climits>
 #include <cstring>
@@ -62,20 +66,104 @@ constexpr GlooAlgoInfo kGlooAlgos[] = {
     {"allreduce_bcube", GlooAlgo::AllreduceBcube, "gloo::allreduce (options API) with Algorithm::BCUBE"},
 };
 
-std::shared_ptr<gloo::transport::Device> loopback_device() {
-  static std::once_flag once;
-  static std::shared_ptr<gloo::transport::Device> dev;
-  std::call_once(once, [] {
-    gloo::transport::tcp::attr a("127.0.0.1");
+// A TCP device per address Gloo binds to, made once per process.
+std::shared_ptr<gloo::transport::Device> tcp_device(const std::string& address) {
+  static std::mutex mu;
+  static std::map<std::string, std::shared_ptr<gloo::transport::Device>> devices;
+  std::lock_guard lk(mu);
+  auto& dev = devices[address];
+  if (!dev) {
+    gloo::transport::tcp::attr a(address.c_str());
     dev = gloo::transport::tcp::CreateDevice(a);
-  });
+  }
   return dev;
 }
 
-// The contexts of every world size, shared by the rank threads of one world.
+// 127.0.0.1 when every rank is on this rank's node, else this host's name.
+std::string bind_address(const Links& links) {
+  const int mine = links.node_of(links.rank());
+  bool one_node = true;
+  for (int r = 0; r < links.size(); ++r) one_node = one_node && links.node_of(r) == mine;
+  if (one_node) return "127.0.0.1";
+  char host[256] = {};
+  if (gethostname(host, sizeof host - 1) != 0) throw std::runtime_error("gloo: gethostname failed");
+  return host;
+}
+
+// Gloo's rendezvous store on collcheck's links. Gloo 0.5's connectFullMesh
+// has every rank set() the same keys in the same order (its host, then its
+// pairs' addresses) and then get() and wait() for the others' keys, so each
+// set() here is a collective: an all-gather of (key, value) over the links,
+// under the call's tag and deadline. get() and wait() then read what arrived;
+// a key that never came is an error that names it.
+class LinksStore final : public gloo::rendezvous::Store {
+ public:
+  LinksStore(Links& links, Tag tag, Deadline deadline) : links_(links), tag_(tag), deadline_(deadline) {}
+
+  void set(const std::string& key, const std::vector<char>& data) override {
+    std::vector<std::byte> mine(sizeof(uint64_t) + key.size() + data.size());
+    const uint64_t key_size = key.size();
+    std::memcpy(mine.data(), &key_size, sizeof key_size);
+    std::memcpy(mine.data() + sizeof key_size, key.data(), key.size());
+    if (!data.empty()) std::memcpy(mine.data() + sizeof key_size + key.size(), data.data(), data.size());
+    values_[key] = data;
+    const int p = links_.size(), me = links_.rank();
+    // Sizes first, then the bytes.
+    const uint64_t size = mine.size();
+    std::vector<uint64_t> sizes(static_cast<size_t>(p));
+    exchange(std::as_bytes(std::span(&size, 1)), [&](int r) { return std::as_writable_bytes(std::span(&sizes[static_cast<size_t>(r)], 1)); });
+    std::vector<std::vector<std::byte>> theirs(static_cast<size_t>(p));
+    for (int r = 0; r < p; ++r)
+      if (r != me) theirs[static_cast<size_t>(r)].resize(sizes[static_cast<size_t>(r)]);
+    exchange(mine, [&](int r) { return std::span<std::byte>(theirs[static_cast<size_t>(r)]); });
+    for (int r = 0; r < p; ++r) {
+      if (r == me) continue;
+      const auto& b = theirs[static_cast<size_t>(r)];
+      uint64_t n = 0;
+      if (b.size() < sizeof n) throw std::runtime_error(fmt::format("gloo store: rank {} sent a short entry", r));
+      std::memcpy(&n, b.data(), sizeof n);
+      if (n > b.size() - sizeof n) throw std::runtime_error(fmt::format("gloo store: rank {} sent a bad key length", r));
+      const std::string k(reinterpret_cast<const char*>(b.data()) + sizeof n, n);
+      const auto* v = reinterpret_cast<const char*>(b.data()) + sizeof n + n;
+      values_[k] = std::vector<char>(v, reinterpret_cast<const char*>(b.data()) + b.size());
+    }
+  }
+
+  std::vector<char> get(const std::string& key) override {
+    auto it = values_.find(key);
+    if (it == values_.end())
+      throw std::runtime_error(fmt::format("gloo store: rank {} asked for key '{}', which no rank set", links_.rank(), key));
+    return it->second;
+  }
+  void wait(const std::vector<std::string>& keys) override {
+    for (const auto& k : keys) get(k);
+  }
+  void wait(const std::vector<std::string>& keys, const std::chrono::milliseconds&) override { wait(keys); }
+
+ private:
+  // Sends `mine` to every other rank and receives each one's into into(r).
+  template <typename Into>
+  void exchange(std::span<const std::byte> mine, Into into) {
+    const int p = links_.size(), me = links_.rank();
+    std::vector<RequestPtr> reqs;
+    for (int r = 0; r < p; ++r) {
+      if (r == me) continue;
+      reqs.push_back(links_.irecv(r, tag_, into(r)));
+      reqs.push_back(links_.isend(r, tag_, mine));
+    }
+    for (auto& q : reqs) q->wait(deadline_);
+  }
+
+  Links& links_;
+  Tag tag_;
+  Deadline deadline_;
+  std::map<std::string, std::vector<char>> values_;
+};
+
+// The contexts of every world size: every rank's in the thread world, this
+// process's rank's in the MPI world.
 struct GlooWorlds {
   std::mutex mu;
-  gloo::rendezvous::HashStore store;
   struct World {
     uint64_t epoch = 0;
     std::vector<std::shared_ptr<gloo::Context>> ctx;
@@ -250,11 +338,6 @@ class GlooImplementation final : public Implementation {
     return std::nullopt;
   }
 
-  std::optional<std::string> unsupported_world(WorldKind w) const override {
-    if (w == WorldKind::Mpi) return "gloo runs its ranks as threads of one process (over TCP on 127.0.0.1); use --world threads";
-    return std::nullopt;
-  }
-
   const Deviation* deviation(DType t, RedOp op) const override {
     const bool legacy = info_.algo != GlooAlgo::Allreduce && info_.algo != GlooAlgo::AllreduceBcube;
     // The options API's gloo::sum/product(out, a, b) assigns through the same
@@ -275,7 +358,7 @@ class GlooImplementation final : public Implementation {
 
   void all_reduce(const AllReduceArgs& a) const override {
     if (auto why = unsupported(a.red.dtype, a.red.op)) throw std::runtime_error(*why);
-    const auto ctx = context(a.links.rank(), a.links.size(), a.deadline);
+    const auto ctx = context(a.links, a.tag, a.deadline);
     try {
       switch (a.red.dtype) {
         case DType::Int8: run_typed<int8_t>(info_.algo, ctx, a); break;
@@ -297,7 +380,8 @@ class GlooImplementation final : public Implementation {
  private:
   // This rank's context for a world of p ranks; every rank of the world
   // connects at once through the shared store, under the world's epoch.
-  std::shared_ptr<gloo::Context> context(int rank, int p, Deadline deadline) const {
+  std::shared_ptr<gloo::Context> context(Links& links, Tag tag, Deadline deadline) const {
+    const int rank = links.rank(), p = links.size();
     uint64_t epoch;
     {
       std::lock_guard lk(worlds_->mu);
@@ -312,13 +396,14 @@ class GlooImplementation final : public Implementation {
     auto ctx = std::make_shared<gloo::rendezvous::Context>(rank, p);
     const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
     ctx->setTimeout(std::max(left, std::chrono::milliseconds(1)));
-    gloo::rendezvous::PrefixStore store(fmt::format("p{}e{}", p, epoch), worlds_->store);
-    auto dev = loopback_device();
+    LinksStore store(links, tag, deadline);
+    const std::string address = bind_address(links);
     try {
+      auto dev = tcp_device(address);
       ctx->connectFullMesh(store, dev);
     } catch (const gloo::Exception& e) {
-      throw std::runtime_error(fmt::format("{}: rank {} could not connect to its {} peers over TCP on 127.0.0.1: {}",
-                                           name_, rank, p - 1, e.what()));
+      throw std::runtime_error(fmt::format("{}: rank {} could not connect to its {} peers over TCP on {}: {}", name_,
+                                           rank, p - 1, address, e.what()));
     }
     std::lock_guard lk(worlds_->mu);
     auto& w = worlds_->worlds[p];
