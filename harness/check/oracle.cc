@@ -274,9 +274,16 @@ struct Scaled {
     return {f, ex};
   }
   friend Scaled operator*(Scaled a, Scaled b) {
-    int ex = 0;
-    const LD f = std::frexp(a.m * b.m, &ex);
-    return {f, a.e + b.e + ex};
+    // a.m * b.m is in [0.25, 1) (its rounding cannot reach 1: the largest
+    // m squared rounds to 1 - 2^-63), so frexp's normalization is at most
+    // one doubling, which is exact: the same result without the libm call.
+    LD f = a.m * b.m;
+    int64_t e = a.e + b.e;
+    if (f < 0.5L) {
+      f *= 2;
+      e -= 1;
+    }
+    return {f, e};
   }
   friend bool operator<(Scaled a, Scaled b) { return a.e != b.e ? a.e < b.e : a.m < b.m; }
   LD value() const {  // saturating at long double's range (far beyond every dtype's)
@@ -287,8 +294,25 @@ struct Scaled {
 };
 
 // (1 + d)^n rounded up, (1 - d)^n rounded down.
-LD pow_up(LD d, int n) { return n <= 0 ? 1 : std::pow(1 + d, static_cast<LD>(n)) * (1 + 64 * kLdEps); }
-LD pow_down(LD d, int n) { return n <= 0 ? 1 : std::pow(1 - d, static_cast<LD>(n)) * (1 - 64 * kLdEps); }
+// Memoized per thread: an element's expectation asks for the same few
+// (d, n) over and over (d is the dtype's unit roundoff unless underflow
+// widens it), and powl is the costliest step of a product's expectation.
+LD pow_memo(LD base, int n) {
+  struct Entry {
+    LD base = -1;
+    int n = -1;
+    LD value = 0;
+  };
+  thread_local Entry memo[8];
+  thread_local unsigned next = 0;
+  for (const Entry& m : memo)
+    if (m.n == n && m.base == base) return m.value;
+  Entry& slot = memo[next++ % 8];
+  slot = {base, n, std::pow(base, static_cast<LD>(n))};
+  return slot.value;
+}
+LD pow_up(LD d, int n) { return n <= 0 ? 1 : pow_memo(1 + d, n) * (1 + 64 * kLdEps); }
+LD pow_down(LD d, int n) { return n <= 0 ? 1 : pow_memo(1 - d, n) * (1 - 64 * kLdEps); }
 
 double round_down(LD v) {
   double d = static_cast<double>(v);
@@ -441,7 +465,7 @@ struct ProdModel {
   bool overflow = false;  // (p4): some node's input can exceed M
 };
 
-ProdModel prod_model(DType t, std::vector<LD> a) {
+ProdModel prod_model(DType t, std::vector<LD>& a) {  // sorts a
   const FloatInfo lim = float_info(t);
   const size_t n = a.size();
   const int k = static_cast<int>(n) - 1;
@@ -495,7 +519,8 @@ Expectation expect_prod(const Reduction& red, std::span<const uint64_t> ys, std:
   const uint64_t nan = canonical_nan(t);
   bool negative = false;
   size_t zeros = 0, infs = 0;
-  std::vector<LD> mags;
+  thread_local std::vector<LD> mags;  // reused: this runs once per checked element
+  mags.clear();
   for (double v : y) {
     negative ^= std::signbit(v);
     if (v == 0) ++zeros;
