@@ -27,6 +27,29 @@ TEST(Cli, SmallSweepPassesWithZeroWrong) {
   EXPECT_NE(r.out.find("peer: memcpy"), std::string::npos);
 }
 
+// With ranks as threads the ring's rows stand against its memory-traffic
+// bound: 5(p-1)N bytes over memcpy's read+write rate (twice its copy rate),
+// both printed. The numbers are checked against each other, not timed.
+TEST(Cli, SweepPrintsTheRingsMemoryTrafficBound) {
+  auto r = run("sweep --algo ring,tree -d float32 -o sum --ranks 3 -b 1M -e 1M -n 2 -w 1");
+  ASSERT_EQ(r.code, 0) << r.out;
+  const auto at = r.out.find("# memory-traffic bound of the ring: 5(p-1)N bytes read and written over p = 3 ranks");
+  ASSERT_NE(at, std::string::npos) << r.out;
+  double copied = 0, traffic = 0;
+  const auto rate = r.out.find("GB/s copied", at);
+  ASSERT_NE(rate, std::string::npos) << r.out;
+  ASSERT_EQ(std::sscanf(r.out.c_str() + r.out.rfind("): ", rate) + 3, "%lf GB/s copied, %lf GB/s of traffic", &copied, &traffic), 2)
+      << r.out;
+  EXPECT_NEAR(traffic, 2 * copied, 0.002) << r.out;
+  const auto row = r.out.find("ring   float32       sum      1048576 B:", at);
+  ASSERT_NE(row, std::string::npos) << r.out;
+  double t = 0, bound = 0, pct = 0;
+  ASSERT_EQ(std::sscanf(r.out.c_str() + row + 40, "%lf us, bound %lf us: %lf %%", &t, &bound, &pct), 3) << r.out;
+  EXPECT_NEAR(bound, 5.0 * 2 * 1048576 / (traffic * 1e9) * 1e6, 0.01 * bound + 0.1) << r.out;
+  EXPECT_NEAR(pct, 100 * bound / t, 0.06) << r.out;
+  EXPECT_EQ(r.out.find("tree   float32       sum      1048576 B:"), std::string::npos) << "only the ring has the bound";
+}
+
 TEST(Cli, InPlaceAndCountAndNoCheck) {
   auto r = run("sweep --inplace -N 1001 -d bfloat16 -o prod --ranks 5 -n 1 -w 0");
   EXPECT_EQ(r.code, 0) << r.out;
