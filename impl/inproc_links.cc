@@ -8,7 +8,6 @@
 #include <deque>
 #include <map>
 #include <mutex>
-#include <thread>
 #include <utility>
 
 namespace collcheck {
@@ -171,7 +170,6 @@ namespace {
 
 class InProcRequest final : public LinkRequest {
  public:
-  static constexpr int kYields = 64;
   InProcRequest(std::shared_ptr<InProcFabric::Impl> fabric, Mailbox* box, std::shared_ptr<Op> op, Key key)
       : fabric_(std::move(fabric)), box_(box), op_(std::move(op)), key_(key) {}
 
@@ -191,16 +189,6 @@ class InProcRequest final : public LinkRequest {
   void wait(Deadline deadline) override {
     const auto start = Clock::now();
     std::unique_lock<std::mutex> lk(box_->mu);
-    // The peer is usually a step behind by microseconds, less than a futex
-    // sleep and wake-up cost: give the core away a bounded number of times
-    // (the other ranks' threads run meanwhile) before sleeping.
-    for (int k = 0; k < kYields && op_->state == OpState::Pending && !fabric_->aborts(op_->tag) &&
-                    Clock::now() < deadline;
-         ++k) {
-      lk.unlock();
-      std::this_thread::yield();
-      lk.lock();
-    }
     box_->cv.wait_until(lk, deadline, [&] {
       return op_->state != OpState::Pending || fabric_->aborts(op_->tag);
     });
