@@ -43,6 +43,20 @@ std::vector<uint64_t> premul_all(const Reduction& red, const std::vector<uint64_
   for (uint64_t x : xs) ys.push_back(premul_bits(red, x));
   return ys;
 }
+// The fast paths' summary against the full way's: the same counts per kind,
+// the same wrong elements and first one with the same text; the error in
+// bound units (computed in double on the fast path) equal to 1e-9 relative.
+void expect_same_verdicts(const CheckSummary& fast, const CheckSummary& full, const std::string& what) {
+  EXPECT_EQ(fast.checked, full.checked) << what;
+  EXPECT_EQ(fast.wrong, full.wrong) << what;
+  for (size_t k = 0; k < kCheckKinds; ++k) EXPECT_EQ(fast.by_kind[k], full.by_kind[k]) << what << " kind " << k;
+  EXPECT_EQ(fast.first_wrong, full.first_wrong) << what;
+  EXPECT_EQ(fast.first_wrong_detail, full.first_wrong_detail) << what;
+  if (std::isfinite(full.max_err_units))
+    EXPECT_NEAR(fast.max_err_units, full.max_err_units, 1e-9 * std::max(1.0, full.max_err_units)) << what;
+  else
+    EXPECT_EQ(fast.max_err_units, full.max_err_units) << what;
+}
 }  // namespace
 
 TEST(Oracle, IntegersMaxMinAndExactDataAreBitwise) {
@@ -321,15 +335,7 @@ TEST(Oracle, TheFastPathsGiveTheFullWaysVerdicts) {
     const CheckSummary fast = check_all_reduce(red, ptrs, result.data(), n);
     const CheckSummary full = check_all_reduce_elementwise(red, ptrs, result.data(), n);
     const std::string what = fmt::format("round {}: {} {} p={}", round, dtype_name(t), static_cast<int>(op), p);
-    EXPECT_EQ(fast.checked, full.checked) << what;
-    EXPECT_EQ(fast.wrong, full.wrong) << what;
-    for (size_t k = 0; k < kCheckKinds; ++k) EXPECT_EQ(fast.by_kind[k], full.by_kind[k]) << what << " kind " << k;
-    EXPECT_EQ(fast.first_wrong, full.first_wrong) << what;
-    EXPECT_EQ(fast.first_wrong_detail, full.first_wrong_detail) << what;
-    if (std::isfinite(full.max_err_units))
-      EXPECT_NEAR(fast.max_err_units, full.max_err_units, 1e-9 * std::max(1.0, full.max_err_units)) << what;
-    else
-      EXPECT_EQ(fast.max_err_units, full.max_err_units) << what;
+    expect_same_verdicts(fast, full, what);
     if (::testing::Test::HasFailure()) return;
     if (t == DType::Float32 || t == DType::Float64) {
       bound_checked += full.by_kind[static_cast<size_t>(CheckKind::Bound)];
@@ -395,15 +401,7 @@ TEST(Oracle, TheFloatSumsVectorLanesGiveTheFullWaysVerdicts) {
     const CheckSummary fast = check_all_reduce(red, ptrs, result.data(), n);
     const CheckSummary full = check_all_reduce_elementwise(red, ptrs, result.data(), n);
     const std::string what = fmt::format("round {}: style {} p={} n={}", round, style, p, n);
-    EXPECT_EQ(fast.checked, full.checked) << what;
-    EXPECT_EQ(fast.wrong, full.wrong) << what;
-    for (size_t k = 0; k < kCheckKinds; ++k) EXPECT_EQ(fast.by_kind[k], full.by_kind[k]) << what << " kind " << k;
-    EXPECT_EQ(fast.first_wrong, full.first_wrong) << what;
-    EXPECT_EQ(fast.first_wrong_detail, full.first_wrong_detail) << what;
-    if (std::isfinite(full.max_err_units))
-      EXPECT_NEAR(fast.max_err_units, full.max_err_units, 1e-9 * std::max(1.0, full.max_err_units)) << what;
-    else
-      EXPECT_EQ(fast.max_err_units, full.max_err_units) << what;
+    expect_same_verdicts(fast, full, what);
     if (::testing::Test::HasFailure()) return;
     for (size_t k = 0; k < kCheckKinds; ++k) by_kind[k] += full.by_kind[k];
     wrong += full.wrong;
