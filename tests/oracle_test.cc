@@ -287,7 +287,7 @@ TEST(Oracle, Float64AvgNearTheLargestDoubleHasAFiniteExactValue) {
 // place, or replaced. The reported error in bound units is computed in
 // double on the fast path: equal to 1e-9 relative. Fresh seed, printed.
 TEST(Oracle, TheFastPathsGiveTheFullWaysVerdicts) {
-  const uint64_t seed = std::random_device{}();
+  const uint64_t seed = std::getenv("COLLCHECK_SEED") ? std::strtoull(std::getenv("COLLCHECK_SEED"), nullptr, 10) : std::random_device{}();
   std::printf("[ seed    ] seed %llu\n", static_cast<unsigned long long>(seed));
   std::mt19937_64 rng(seed);
   const size_t n = 3000;
