@@ -191,6 +191,41 @@ class CaseShrinks {
             ++i_;
             return without_rank(static_cast<int>(drop));
           }
+          // On two nodes whose second holds one rank, every rank fewer above
+          // leaves one node, and a bug that needs two would stop shrinking
+          // there. The same removals again, each keeping a one-rank second
+          // node: the first k ranks, then each rank left out.
+          size_t at = 2 * static_cast<size_t>(b.p);  // the candidates above, when p > 2
+          if (b.ranks_per_node > 0 && b.ranks_per_node == b.p - 1 && b.p > 2) {
+            const size_t two = i_ - at;
+            if (two < static_cast<size_t>(b.p - 2)) {  // k = 2 .. p-1
+              ++i_;
+              Case c = with_ranks(0, static_cast<int>(two) + 2);
+              c.ranks_per_node = c.p - 1;
+              return c;
+            }
+            if (two < static_cast<size_t>(2 * b.p - 2)) {
+              ++i_;
+              Case c = without_rank(static_cast<int>(two - static_cast<size_t>(b.p - 2)));
+              c.ranks_per_node = c.p - 1;
+              return c;
+            }
+            at += static_cast<size_t>(2 * b.p - 2);
+          }
+          // On three nodes or more, a whole node left out: the other nodes,
+          // and how full the last one is, stay as they were (a bug in the
+          // partial last node, or in the leaders' ring, is still reached).
+          if (b.ranks_per_node > 0 && b.ranks_per_node < b.p && b.p > 2) {
+            const int rpn = b.ranks_per_node, nodes = (b.p + rpn - 1) / rpn;
+            const size_t j = i_ - at;
+            if (nodes >= 3 && j < static_cast<size_t>(nodes)) {
+              ++i_;
+              std::vector<int> keep;
+              for (int r = 0; r < b.p; ++r)
+                if (r / rpn != static_cast<int>(j)) keep.push_back(r);
+              return ranks_kept(keep);
+            }
+          }
           // Smaller nodes: one rank per node, then one rank fewer per node.
           // Where fewer ranks left a single node (and the bug with it), a
           // smaller node lets the ranks go next time round.

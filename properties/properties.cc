@@ -751,6 +751,11 @@ bool unregister_property_check(std::string_view property) {
          }) > 0;
 }
 
+bool shrink_keeps(const Failure& now, const Failure& was) {
+  return now.property == was.property ||
+         (was.property == "matches-declared-order" && now.property == "agrees-with-oracle");
+}
+
 std::vector<std::string> property_names() {
   // call-completes is judged before the table (did the calls finish at all);
   // peers-agree also names a peer whose own call failed.

@@ -42,6 +42,15 @@ struct Failure {
   std::string detail;    // readable, multi-line: what differs, where, expected/got/bound
 };
 
+// Whether a shrink candidate failing `now` still shows the failure `was`:
+// the same property, or one that implies it. A result outside every order's
+// bound (agrees-with-oracle) is not the declared order's result either (the
+// oracle accepts every order's), so it keeps a matches-declared-order
+// failure: without this, a smaller case whose error grew past the bound
+// would be refused, and the shrink would stop at a larger one.
+bool shrink_keeps(const Failure& now, const Failure& was);
+
+
 struct CaseOutcome {
   bool ok = true;
   Failure failure;

@@ -251,7 +251,8 @@ VerifyResult run_verify(const VerifyOptions& o, CaseExecutor& exec, std::FILE* o
       stats.add(c, oc);
       continue;
     }
-    // Shrink: take the first shrink that still fails the same property, repeat.
+    // Shrink: take the first shrink that still fails the same property (or
+    // one that implies it: shrink_keeps), repeat.
     r.failed = true;
     r.failing_case = i + 1;
     r.original = c;
@@ -274,7 +275,7 @@ VerifyResult run_verify(const VerifyOptions& o, CaseExecutor& exec, std::FILE* o
         }
         const CaseOutcome so = run_retrying(o, exec, m->value());
         ++r.shrink_runs;
-        if (!so.harness_error && !so.ok && so.failure.property == curf.property) {
+        if (!so.harness_error && !so.ok && shrink_keeps(so.failure, curf)) {
           cur = *m;
           curf = so.failure;
           path.emplace_back(cur.value(), curf);

@@ -692,6 +692,12 @@ int lowest_bit_exponent(double v) {
 struct FastSum {
   int p = 0;
   double M = 0, ref_err = 0, E = 0, g = 0;
+  // What a diff must stay clear of the bound by, relative to the sum of
+  // magnitudes: the double-double's error (p^2 2^-104 < 2^-90 for p <= 2^7)
+  // and the full way's own reference error (its long double sum is within
+  // ref_err * sum_abs of the exact one). The second matters for float64,
+  // where ref_err is 2^-10 of the bound; for float32 it is 2^-39.
+  double tie_slack = 0;
   int precision = 0;
   static constexpr double kMargin = 0x1p-30;
   FastSum(DType t, int ranks) : p(ranks) {
@@ -701,6 +707,7 @@ struct FastSum {
     ref_err = static_cast<double>(2 * static_cast<LD>(p) * kLdEps);
     E = static_cast<double>(static_cast<LD>(steps_error(t, p - 1)) * (1 + kWiden));
     g = 1 + E;
+    tie_slack = 0x1p-90 + ref_err * (1 + kMargin);
   }
   // True: the element is right, as the full way would say; `kind` and
   // `units` say how. False: take the full way (it may be right or wrong).
@@ -729,6 +736,10 @@ struct FastSum {
     const double up = 1 + kMargin, down = 1 - kMargin;
     if (pos * (1 + ref_err) * g * up >= M || neg * (1 + ref_err) * g * up >= M) return false;  // may overflow
     const double sum_abs = (pos + neg) * (1 + ref_err);
+    // float64: pos and neg each clear of overflow may still add up past the
+    // largest double (the full way sums in long double, which does not);
+    // an infinite bound would pass anything.
+    if (!(sum_abs * up <= std::numeric_limits<double>::max())) return false;
     const T got = static_cast<const T*>(result)[i];
     bool exact;
     if (low == std::numeric_limits<int>::max()) {
@@ -749,7 +760,10 @@ struct FastSum {
     if (!std::isfinite(rv)) return false;
     const double bound = (E + ref_err) * sum_abs;
     const double diff = std::fabs((rv - hi) - lo);
-    if (!(diff * up + 0x1p-90 * sum_abs <= bound * down)) return false;  // a failure or a near-tie
+    // The full way measures diff from its long double sum, which may be off
+    // the exact sum by ref_err * sum_abs: a result that close to the bound
+    // is a near-tie for it, and goes the full way.
+    if (!(diff * up + tie_slack * sum_abs <= bound * down)) return false;  // a failure or a near-tie
     units = bound > 0 ? diff / bound : 0;
     return true;
   }
@@ -826,7 +840,7 @@ struct FastSum {
       const __m256d rv = _mm256_cvtps_pd(h == 0 ? _mm256_castps256_ps128(got) : _mm256_extractf128_ps(got, 1));
       const __m256d bound = _mm256_mul_pd(_mm256_set1_pd(E + ref_err), sa);
       const __m256d diff = _mm256_and_pd(_mm256_sub_pd(_mm256_sub_pd(rv, hi[h]), lo[h]), abs_mask);
-      const __m256d within = _mm256_cmp_pd(_mm256_add_pd(_mm256_mul_pd(diff, up), _mm256_mul_pd(_mm256_set1_pd(0x1p-90), sa)),
+      const __m256d within = _mm256_cmp_pd(_mm256_add_pd(_mm256_mul_pd(diff, up), _mm256_mul_pd(_mm256_set1_pd(tie_slack), sa)),
                                            _mm256_mul_pd(bound, down), _CMP_LE_OQ);
       const __m256d bound_ok = _mm256_and_pd(_mm256_and_pd(inexact, within), _mm256_castsi256_pd(half(got_finite, h)));
       const __m256d exact_ok = _mm256_and_pd(exact, _mm256_castsi256_pd(half(same_bits, h)));
