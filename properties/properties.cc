@@ -452,7 +452,7 @@ class CallChecker {
     // counts, so they are taken from it. Anything wrong takes the pass below,
     // for its report. (The declared-order replay is for float sums and
     // products only: not these.)
-    if (!dtype_is_float(c_.dtype) || red_.combine == Combine::Max || red_.combine == Combine::Min) {
+    if (order_free(red_)) {
       std::vector<const void*> ptrs(P);
       for (size_t r = 0; r < P; ++r) ptrs[r] = inputs_[r].data();
       const CheckSummary s = check_all_reduce(red_, ptrs, result, c_.count);

@@ -83,6 +83,13 @@ struct CheckSummary {
   std::string first_wrong_detail;
 };
 
+// Whether every reduction order gives the same bits (integers wrap, max and
+// min pick): the expectation is then the rank-order fold, bit for bit
+// (expect_element's Bitwise class), and a check may fold once and compare.
+inline bool order_free(const Reduction& red) {
+  return !dtype_is_float(red.dtype) || red.combine == Combine::Max || red.combine == Combine::Min;
+}
+
 // Checks `result` (count elements) against the inputs of every rank. The
 // order-free classes (integers, max, min) fold the inputs with the reduce
 // kernels a block at a time and compare bit for bit; a plain float32/float64
