@@ -5,6 +5,8 @@
 
 #include <bit>
 #include <cmath>
+#include <cstdio>
+#include <random>
 
 #include "impl/float_formats.h"
 
@@ -182,4 +184,63 @@ TEST(FloatFormats, SignedZerosAndSubnormals) {
   EXPECT_EQ(f16_to_float(0x03ff), std::ldexp(1023.0f, -24));  // largest subnormal
   EXPECT_EQ(f16_to_float(0x0400), std::ldexp(1.0f, -14));     // smallest normal
   EXPECT_EQ(bf16_to_float(0x0001), std::ldexp(1.0f, -133));
+}
+
+// The codec on the bits (small_float_decode/encode) against the reference
+// written with frexp and ldexp: every pattern decoded, and encoded from every
+// pattern's value, every midpoint between neighbours and the doubles either
+// side of it, the overflow thresholds, and millions of random doubles of
+// every magnitude (any bits, and values in and around each format's range).
+// The bits must be the same. Fresh seed, printed.
+TEST(FloatFormats, TheBitCodecMatchesTheReferenceCodec) {
+  const uint64_t seed = (static_cast<uint64_t>(std::random_device{}()) << 32) ^ std::random_device{}();
+  std::printf("[ seed    ] seed %#llx\n", static_cast<unsigned long long>(seed));
+  std::mt19937_64 rng(seed);
+  for (const auto& fm : kFormats) {
+    const auto& spec = small_float_spec(fm.f);
+    size_t encoded = 0;
+    auto same_enc = [&](double x) {
+      ++encoded;
+      const uint32_t want = small_float_encode_reference(fm.f, x), got = small_float_encode(fm.f, x);
+      if (want != got) {
+        ADD_FAILURE() << fm.name << ": encode(" << std::hexfloat << x << ") gave " << std::hex << got
+                      << ", the reference " << want;
+        return false;
+      }
+      return true;
+    };
+    for (uint32_t b = 0; b < fm.patterns; ++b) {
+      const double want = small_float_decode_reference(fm.f, b), got = small_float_decode(fm.f, b);
+      ASSERT_TRUE(same_value(want, got)) << fm.name << " pattern " << b;
+      if (!std::isfinite(want)) continue;
+      ASSERT_TRUE(same_enc(want));
+      const double next = small_float_decode_reference(fm.f, b + 1 < fm.patterns ? b + 1 : b);
+      if (std::isfinite(next) && (next > want) == (want >= 0)) {
+        const double mid = (want + next) / 2;
+        for (double x : {mid, std::nextafter(mid, 0.0), std::nextafter(mid, INFINITY), -mid})
+          ASSERT_TRUE(same_enc(x));
+      }
+    }
+    const double M = spec.max_finite, q = M * spec.unit_roundoff;  // half the top quantum
+    for (double x : {M, M + q, std::nextafter(M + q, 0.0), std::nextafter(M + q, INFINITY), 2 * M, 1e300,
+                     static_cast<double>(INFINITY), 4.9e-324, 2.2e-308, spec.min_subnormal / 2,
+                     std::nextafter(spec.min_subnormal / 2, 1.0), spec.min_normal})
+      for (double sg : {1.0, -1.0}) ASSERT_TRUE(same_enc(sg * x));
+    const int emax = std::ilogb(M), emin = std::ilogb(spec.min_subnormal);
+    for (int i = 0; i < 1000000; ++i) {
+      double x;
+      if (i % 4 == 0) {
+        x = std::bit_cast<double>(rng());  // any magnitude, NaNs and Infs
+      } else {
+        // Around the format's range: a random significand at an exponent from
+        // two below the least subnormal to two above the largest.
+        const double m = 1.0 + static_cast<double>(rng() >> 12) * 0x1p-52;
+        const int e = emin - 2 + static_cast<int>(rng() % static_cast<uint64_t>(emax - emin + 5));
+        x = std::ldexp(rng() % 2 ? -m : m, e);
+        if (i % 4 == 1) x = std::nearbyint(std::ldexp(x, -e + spec.man_bits + 1)) * std::ldexp(1.0, e - spec.man_bits - 1);  // ties
+      }
+      if (!same_enc(x)) return;
+    }
+    std::printf("[ checked ] %s: %u patterns decoded, %zu doubles encoded\n", fm.name, fm.patterns, encoded);
+  }
 }
