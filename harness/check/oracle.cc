@@ -709,9 +709,12 @@ int lowest_bit_exponent(double v) {
 // three decisions is taken only with a margin of 2^-30 relative to spare:
 // whether some order can overflow, whether every order's sum is exact (then
 // the fold is compared bit for bit), and whether the result is within the
-// bound. Everything else (non-finite inputs, near-ties, every failure) goes
-// the full way, so the verdicts are the full way's, element for element; only
-// the reported error in bound units (max_err_units) is computed in double.
+// bound (there also clear of the full way's own error, `tie_slack`, and with
+// a finite sum of magnitudes). Everything else (non-finite inputs, near-ties,
+// every failure) goes the full way, so the verdicts are the full way's,
+// element for element; only the reported error in bound units
+// (max_err_units) is computed in double, from the exact sum (the full way's
+// differs by up to its reference error: 2^-8 of a bound unit for float64).
 struct FastSum {
   int p = 0;
   double M = 0, ref_err = 0, E = 0, g = 0;

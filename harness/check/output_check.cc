@@ -32,15 +32,18 @@ std::optional<StrayWrite> stray_in(std::span<const std::byte> frame, size_t from
 }  // namespace
 
 std::vector<std::byte> framed(std::span<const std::byte> payload, bool poison) {
-  std::vector<std::byte> b(payload.size() + 2 * kCanary);
   if (poison) {
+    std::vector<std::byte> b(payload.size() + 2 * kCanary);
     fill_canary(b.data(), 0, b.size());
     return b;
   }
-  fill_canary(b.data(), 0, kCanary);
-  if (!payload.empty()) std::memcpy(b.data() + kCanary, payload.data(), payload.size());
-  fill_canary(b.data(), kCanary + payload.size(), b.size());
-  return b;
+  // Built in one pass: the payload is copied, never zeroed first.
+  std::vector<std::byte> c;
+  c.reserve(payload.size() + 2 * kCanary);
+  for (size_t k = 0; k < kCanary; ++k) c.push_back(canary_byte(k));
+  c.insert(c.end(), payload.begin(), payload.end());
+  for (size_t k = kCanary + payload.size(); k < payload.size() + 2 * kCanary; ++k) c.push_back(canary_byte(k));
+  return c;
 }
 
 std::vector<std::byte> framed(size_t bytes) {
