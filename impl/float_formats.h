@@ -37,9 +37,8 @@ const SmallFloatSpec& small_float_spec(SmallFloat f);
 double small_float_decode(SmallFloat f, uint32_t bits);
 // Correctly rounded (RNE) encode of any double, with the format's overflow rule.
 uint32_t small_float_encode(SmallFloat f, double x);
-// The same two, written with frexp and ldexp as the formats are defined: the
-// reference the ones above (on the bits, without libm) are tested against.
-double small_float_decode_reference(SmallFloat f, uint32_t bits);
+// The encoder written with frexp and ldexp as the formats define rounding:
+// the reference the one above (on the bits, without libm) is tested against.
 uint32_t small_float_encode_reference(SmallFloat f, double x);
 
 // Fast paths used by the reduce kernels. Each one is checked against the

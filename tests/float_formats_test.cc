@@ -186,13 +186,13 @@ TEST(FloatFormats, SignedZerosAndSubnormals) {
   EXPECT_EQ(bf16_to_float(0x0001), std::ldexp(1.0f, -133));
 }
 
-// The codec on the bits (small_float_decode/encode) against the reference
-// written with frexp and ldexp: every pattern decoded, and encoded from every
-// pattern's value, every midpoint between neighbours and the doubles either
+// The encoder on the bits (small_float_encode) against the reference written
+// with frexp and ldexp (the decoder is held to the kernels' decoders above):
+// encoded from every pattern's value, every midpoint between neighbours and the doubles either
 // side of it, the overflow thresholds, and millions of random doubles of
 // every magnitude (any bits, and values in and around each format's range).
 // The bits must be the same. Fresh seed, printed.
-TEST(FloatFormats, TheBitCodecMatchesTheReferenceCodec) {
+TEST(FloatFormats, TheBitEncoderMatchesTheReferenceEncoder) {
   const uint64_t seed = (static_cast<uint64_t>(std::random_device{}()) << 32) ^ std::random_device{}();
   std::printf("[ seed    ] seed %#llx\n", static_cast<unsigned long long>(seed));
   std::mt19937_64 rng(seed);
@@ -210,11 +210,10 @@ TEST(FloatFormats, TheBitCodecMatchesTheReferenceCodec) {
       return true;
     };
     for (uint32_t b = 0; b < fm.patterns; ++b) {
-      const double want = small_float_decode_reference(fm.f, b), got = small_float_decode(fm.f, b);
-      ASSERT_TRUE(same_value(want, got)) << fm.name << " pattern " << b;
+      const double want = small_float_decode(fm.f, b);
       if (!std::isfinite(want)) continue;
       ASSERT_TRUE(same_enc(want));
-      const double next = small_float_decode_reference(fm.f, b + 1 < fm.patterns ? b + 1 : b);
+      const double next = small_float_decode(fm.f, b + 1 < fm.patterns ? b + 1 : b);
       if (std::isfinite(next) && (next > want) == (want >= 0)) {
         const double mid = (want + next) / 2;
         for (double x : {mid, std::nextafter(mid, 0.0), std::nextafter(mid, INFINITY), -mid})
@@ -241,6 +240,6 @@ TEST(FloatFormats, TheBitCodecMatchesTheReferenceCodec) {
       }
       if (!same_enc(x)) return;
     }
-    std::printf("[ checked ] %s: %u patterns decoded, %zu doubles encoded\n", fm.name, fm.patterns, encoded);
+    std::printf("[ checked ] %s: %zu doubles encoded\n", fm.name, encoded);
   }
 }
