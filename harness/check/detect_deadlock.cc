@@ -87,6 +87,40 @@ std::string where(const RankDump& d, const CallRecord& c) {
 }
 }  // namespace
 
+// The first cycle among stuck ranks, walking from the lowest rank: an
+// iterative depth-first search (a rank is on the stack while its edges are
+// walked), O(ranks + edges), no recursion however many ranks a dump set has.
+std::vector<int> find_wait_cycle(const std::map<int, std::vector<int>>& edges, const std::set<int>& stuck) {
+  std::vector<int> path;
+  enum Colour : uint8_t { White, Grey, Black };
+  std::map<int, Colour> colour;
+  for (const int root : stuck) {
+    if (colour[root] != White || !path.empty()) continue;
+    std::vector<std::pair<int, size_t>> stack{{root, 0}};  // rank, next edge to walk
+    colour[root] = Grey;
+    while (!stack.empty() && path.empty()) {
+      auto& [u, next] = stack.back();
+      const auto it = edges.find(u);
+      if (it == edges.end() || next == it->second.size()) {
+        colour[u] = Black;
+        stack.pop_back();
+        continue;
+      }
+      const int v = it->second[next++];
+      if (!stuck.count(v)) continue;  // waits on a rank that is not stuck: a missing rank, not a cycle
+      if (colour[v] == Grey) {        // back to a rank on the stack: the cycle is the stack from v
+        size_t i = 0;
+        while (stack[i].first != v) ++i;
+        for (; i < stack.size(); ++i) path.push_back(stack[i].first);
+      } else if (colour[v] == White) {
+        colour[v] = Grey;
+        stack.emplace_back(v, 0);
+      }
+    }
+  }
+  return path;
+}
+
 // Ranks each stuck in a call that waits on another rank, which is itself stuck
 // elsewhere, around a cycle: across process groups (each rank runs its calls
 // in the order it issued them, one device stream) and point-to-point calls.
@@ -147,38 +181,9 @@ std::optional<Diagnosis> call_cycle(const Dumps& dumps) {
       }
     }
   }
-  // The first cycle among stuck ranks, walking from the lowest rank: an
-  // iterative depth-first search (a rank is on the stack while its edges are
-  // walked), O(ranks + edges), no recursion however many ranks a dump set has.
-  std::vector<int> path;
-  {
-    enum Colour : uint8_t { White, Grey, Black };
-    std::map<int, Colour> colour;
-    for (const auto& [root, _] : stuck) {
-      if (colour[root] != White || !path.empty()) continue;
-      std::vector<std::pair<int, size_t>> stack{{root, 0}};  // rank, next edge to walk
-      colour[root] = Grey;
-      while (!stack.empty() && path.empty()) {
-        auto& [u, next] = stack.back();
-        const auto it = edges.find(u);
-        if (it == edges.end() || next == it->second.size()) {
-          colour[u] = Black;
-          stack.pop_back();
-          continue;
-        }
-        const int v = it->second[next++];
-        if (!stuck.count(v)) continue;  // waits on a rank that is not stuck: a missing rank, not a cycle
-        if (colour[v] == Grey) {        // back to a rank on the stack: the cycle is the stack from v
-          size_t i = 0;
-          while (stack[i].first != v) ++i;
-          for (; i < stack.size(); ++i) path.push_back(stack[i].first);
-        } else if (colour[v] == White) {
-          colour[v] = Grey;
-          stack.emplace_back(v, 0);
-        }
-      }
-    }
-  }
+  std::set<int> stuck_ranks;
+  for (const auto& [r, _] : stuck) stuck_ranks.insert(r);
+  const std::vector<int> path = find_wait_cycle(edges, stuck_ranks);
   if (!path.empty()) {
     Diagnosis dg;
     dg.kind = DiagnosisKind::Deadlock;

@@ -7,6 +7,7 @@
 #pragma once
 
 #include <map>
+#include <set>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -39,6 +40,10 @@ std::optional<Diagnosis> missing_rank(const Dumps&);  // detect_missing_rank.cc
 std::optional<Diagnosis> deadlock(const Dumps&);      // detect_deadlock.cc
 // Across process groups and point-to-point calls: every communicator's dumps.
 std::optional<Diagnosis> call_cycle(const Dumps&);    // detect_deadlock.cc
+// The wait-for graph's first cycle among `stuck` ranks (each edge r -> q: r
+// waits on q), walking from the lowest rank; empty when there is none. The
+// replay's cycle detector and the analysis of PyTorch dumps both use it.
+std::vector<int> find_wait_cycle(const std::map<int, std::vector<int>>& edges, const std::set<int>& stuck);
 void p2p(const Dumps&, const AnalysisOptions&, std::vector<Diagnosis>&);  // detect_p2p.cc: the p2p dumps
 void hung_call(const Dumps&, const AnalysisOptions&, std::vector<Diagnosis>&);          // detect_hung_call.cc
 void corrupted_payload(const Dumps&, const AnalysisOptions&, std::vector<Diagnosis>&);  // detect_corrupted_payload.cc

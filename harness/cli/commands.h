@@ -23,6 +23,9 @@ namespace collcheck::cli {
 inline constexpr int kMaxThreadRanks = 512;
 // Exit code of a run that could not happen here (no GPU for nccl): not a pass.
 inline constexpr int kExitSkipped = 77;
+// Exit code of `analyze` when the dumps cannot decide (a rank left no dump,
+// say): neither clean nor a diagnosis; what is missing is printed.
+inline constexpr int kExitUndecided = 4;
 
 // --report FORMAT=PATH, on every command, repeatable.
 struct ReportFlags {
@@ -163,6 +166,7 @@ ReplayResult replay_here(const Scenario& s, const ReplayOptions& o);
 
 struct AnalyzeFlags {
   std::string dir;
+  int world_size = 0;  // PyTorch dumps: the job's size when the dumps do not hold it (0: from the dumps)
   std::string emit_scenario;  // PyTorch dumps: write a scenario that reproduces them here
   std::string emit_max_count = "65536";
   ReportFlags report;

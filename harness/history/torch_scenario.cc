@@ -16,18 +16,19 @@ struct Mapped {
   bool exact = true;  // false: written as an all_reduce of the same size (collcheck has no such collective)
 };
 
-std::string op_of(const TorchEntry& e) { return e.op.starts_with("nccl:") ? e.op.substr(5) : e.op; }
+// The collective without its backend: "all_reduce" for nccl:allreduce and
+// gloo:all_reduce alike; a name the reader does not know stays as it is.
+std::string op_of(const TorchEntry& e) {
+  const std::string c = torch_collective(e.op);
+  return c.empty() ? e.op : c;
+}
 
 Mapped map_collective(const std::string& op) {
+  // torch_collective()'s names; reduce, gather and scatter have no collcheck collective.
   static const std::map<std::string, Collective> table = {
-      {"all_reduce", Collective::AllReduce},         {"allreduce", Collective::AllReduce},
-      {"broadcast", Collective::Broadcast},          {"_all_gather_base", Collective::AllGather},
-      {"all_gather", Collective::AllGather},         {"all_gather_into_tensor", Collective::AllGather},
-      {"allgather", Collective::AllGather},          {"_reduce_scatter_base", Collective::ReduceScatter},
-      {"reduce_scatter", Collective::ReduceScatter}, {"reduce_scatter_tensor", Collective::ReduceScatter},
-      {"all_to_all", Collective::AllToAll},          {"alltoall", Collective::AllToAll},
-      {"alltoall_base", Collective::AllToAll},       {"all_to_allv", Collective::AllToAll},
-      {"barrier", Collective::Barrier},
+      {"all_reduce", Collective::AllReduce},         {"broadcast", Collective::Broadcast},
+      {"all_gather", Collective::AllGather},         {"reduce_scatter", Collective::ReduceScatter},
+      {"all_to_all", Collective::AllToAll},          {"barrier", Collective::Barrier},
   };
   const auto it = table.find(op);
   if (it != table.end()) return {it->second, true};
@@ -65,6 +66,13 @@ uint64_t numel(const std::vector<int64_t>& dims) {
 // [A-Za-z0-9_-]{1,32}, as scenario group names must be.
 std::string group_name(const std::string& pg) {
   std::string n = "pg";
+  if (pg.starts_with("pg_id ")) {  // "pg_id 2 of 2, 3" -> "pgid2_of_2_3"
+    n = "pgid";
+    for (const char c : pg.substr(6))
+      if (std::isalnum(static_cast<unsigned char>(c))) n += c;
+      else if (n.back() != '_') n += '_';
+    return n.substr(0, 32);
+  }
   for (const char c : pg) n += (std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '-') ? c : '_';
   return n.substr(0, 32);
 }
@@ -74,76 +82,53 @@ std::string group_name(const std::string& pg) {
 TorchScenario torch_scenario(const std::vector<TorchDump>& dumps, const std::string& source,
                              const TorchScenarioOptions& o) {
   if (dumps.empty()) throw TorchTraceError("no dumps to write as a scenario");
+  const TorchJob job = torch_job(dumps, o.world_size);
   TorchScenario out;
   Scenario& s = out.scenario;
-  // The groups: pg_config of every dump together (a rank lists the groups it is in).
-  std::map<std::string, TorchGroup> groups;
-  int world = 0;
-  for (const auto& d : dumps) {
-    world = std::max(world, d.rank + 1);
-    for (const auto& [name, g] : d.groups) {
-      auto [it, fresh] = groups.emplace(name, g);
-      if (!fresh && it->second.ranks != g.ranks)
-        throw TorchTraceError(fmt::format("{}: pg_config[{}].ranks [{}] differ from another dump's [{}]", d.file, name,
-                                          fmt::join(g.ranks, ", "), fmt::join(it->second.ranks, ", ")));
-      for (const int r : g.ranks) world = std::max(world, r + 1);
-    }
-  }
-  // Per group, per rank: the collective sequence numbers its buffer holds.
-  std::map<std::string, std::map<int, std::pair<int64_t, int64_t>>> held;  // pg -> rank -> (first, last)
-  size_t p2p = 0;
-  std::set<std::string> unknown_groups;
+  const int world = job.world;
+  // The groups that hold calls (DETAIL's fingerprint checks left out), each
+  // from the first sequence number every member with a dump still holds.
+  std::map<std::string, const TorchGroupModel*> groups;
+  size_t p2p = 0, checks = 0;
   for (const auto& d : dumps)
-    for (const auto& e : d.entries) {
-      if (e.p2p) {
-        ++p2p;
-        continue;
-      }
-      if (!groups.count(e.pg_name)) {
-        unknown_groups.insert(e.pg_name);
-        continue;
-      }
-      auto [it, fresh] = held[e.pg_name].emplace(d.rank, std::make_pair(e.collective_seq, e.collective_seq));
-      if (!fresh) {
-        it->second.first = std::min(it->second.first, e.collective_seq);
-        it->second.second = std::max(it->second.second, e.collective_seq);
-      }
+    for (const auto& e : d.entries) p2p += e.p2p;
+  for (const auto& g : job.groups) {
+    if (g.helper) {
+      for (const auto& [r, mine] : g.ranks) checks += mine.calls.size();
+      continue;
     }
-  for (const auto& g : unknown_groups)
-    out.notes.push_back(fmt::format("process group {} is in entries but in no dump's pg_config: its calls are left out", g));
+    int64_t start = 0;
+    bool any = false;
+    for (const auto& [r, mine] : g.ranks)
+      if (!mine.calls.empty()) start = std::max(start, mine.calls.begin()->first), any = true;
+    if (!any) continue;
+    groups[g.key] = &g;
+    out.first_seq[g.key] = start;
+    const std::string name = group_name(g.key);
+    out.group_of_pg[g.key] = name;
+    GroupSpec spec;
+    spec.name = name;
+    spec.ranks = g.members;
+    s.groups.push_back(spec);
+    if (g.members_from != "pg_config" && g.members_from != "the world")
+      out.notes.push_back(fmt::format("{} ({}): members from {}: ranks {}", name, torch_group_text(g), g.members_from,
+                                      fmt::join(g.members, ", ")));
+  }
+  if (checks)
+    out.notes.push_back(fmt::format("{} calls of TORCH_DISTRIBUTED_DEBUG=DETAIL's fingerprint check left out (collcheck's "
+                                    "guarded mode is the same check)",
+                                    checks));
   if (p2p)
     out.notes.push_back(fmt::format(
         "{} point-to-point entries left out: a rank's buffer does not say which send the other side's oldest receive "
         "pairs with",
         p2p));
-  // Each group starts at the first sequence number every member with a dump still holds.
-  std::set<int> have;
-  for (const auto& d : dumps) have.insert(d.rank);
-  for (const auto& [pg, by_rank] : held) {
-    const TorchGroup& g = groups.at(pg);
-    int64_t start = 0;
-    for (const auto& [r, fl] : by_rank) start = std::max(start, fl.first);
-    out.first_seq[pg] = start;
-    const std::string name = group_name(pg);
-    out.group_of_pg[pg] = name;
-    GroupSpec spec;
-    spec.name = name;
-    spec.ranks = g.ranks;
-    std::sort(spec.ranks.begin(), spec.ranks.end());
-    s.groups.push_back(spec);
-    std::vector<int> silent;
-    for (const int r : g.ranks)
-      if (have.count(r) && !by_rank.count(r)) silent.push_back(r);
-    if (!silent.empty())
-      out.notes.push_back(fmt::format("{} ({}): ranks {} recorded no collective of it; they join none of its calls", name,
-                                      g.desc, fmt::join(silent, ", ")));
-  }
-  std::vector<int> no_dump;
-  for (int r = 0; r < world; ++r)
-    if (!have.count(r)) no_dump.push_back(r);
-  if (!no_dump.empty())
-    out.notes.push_back(fmt::format("ranks {} have no dump: their programs are empty", fmt::join(no_dump, ", ")));
-
+  for (const int r : job.empty)
+    out.notes.push_back(fmt::format("rank {}'s buffer is empty: its program makes no call", r));
+  for (const int r : job.no_dump)
+    out.notes.push_back(fmt::format("rank {} left no dump: it makes the calls the other ranks of its groups show it "
+                                    "made, then exits (a crash or an exit there)",
+                                    r));
   // The programs: each rank's collectives from its groups' starts, in its issue order.
   std::set<std::string> approximated, bytes_typed;
   bool uneven = false;
@@ -154,53 +139,81 @@ TorchScenario torch_scenario(const std::vector<TorchDump>& dumps, const std::str
     int64_t seq;
   };
   std::vector<Placed> placed;
+  auto place = [&](int rank, Program& prog, const TorchEntry& e, const std::string& k, const std::string& file) {
+    const TorchGroupModel& g = *groups.at(k);
+    const auto gp = static_cast<uint64_t>(g.members.size());
+    const std::string op = op_of(e);
+    const Mapped m = map_collective(op);
+    if (!m.exact) approximated.insert(op);
+    Step step;
+    step.kind = Step::Call;
+    CallStep& c = step.call;
+    c.coll = m.coll;
+    c.group = out.group_of_pg.at(k);
+    c.tag = fmt::format("{}#{}", op, e.collective_seq);
+    const std::string dtype = e.input_dtypes.empty() ? "Float" : e.input_dtypes.front();
+    const MappedType t = map_dtype(dtype);
+    if (t.bytes == 0)
+      throw TorchTraceError(fmt::format("{}: entry {} ({}): dtype '{}' has no size collcheck knows", file,
+                                        e.record_id, torch_entry_text(e), dtype));
+    if (!t.exact) bytes_typed.insert(dtype);
+    c.dtype = t.type;
+    const std::vector<int64_t> in = e.input_sizes.empty() ? std::vector<int64_t>{} : e.input_sizes.front();
+    uint64_t count = numel(in) * (t.exact ? 1 : t.bytes);
+    std::vector<size_t> shape(in.begin(), in.end());
+    if (c.coll == Collective::ReduceScatter) {
+      // collcheck's count is each rank's share; the input holds p of them.
+      shape.clear();
+      if (!e.output_sizes.empty() && t.exact) {
+        shape.assign(e.output_sizes.front().begin(), e.output_sizes.front().end());
+        count = numel(e.output_sizes.front());
+      } else {
+        count /= gp;
+      }
+    } else if (c.coll == Collective::Barrier) {
+      shape.clear();
+      count = 0;
+    }
+    if (!t.exact) shape.clear();
+    c.shape = shape;
+    c.count = count;
+    if (c.coll == Collective::Broadcast) c.peer = g.members.front();  // the dump does not record the root
+    c.async = true;
+    c.wait = WaitAt::End;
+    placed.push_back({rank, prog.size(), k, e.collective_seq});
+    prog.push_back(std::move(step));
+  };
   for (const auto& d : dumps) {
     Program& prog = s.overrides[d.rank];
     for (const auto& e : d.entries) {
-      if (e.p2p || !groups.count(e.pg_name) || e.collective_seq < out.first_seq.at(e.pg_name)) continue;
-      const TorchGroup& g = groups.at(e.pg_name);
-      const auto gp = static_cast<uint64_t>(g.ranks.size());
-      const std::string op = op_of(e);
-      const Mapped m = map_collective(op);
-      if (!m.exact) approximated.insert(op);
-      Step step;
-      step.kind = Step::Call;
-      CallStep& c = step.call;
-      c.coll = m.coll;
-      c.group = out.group_of_pg.at(e.pg_name);
-      c.tag = fmt::format("{}#{}", op, e.collective_seq);
-      const std::string dtype = e.input_dtypes.empty() ? "Float" : e.input_dtypes.front();
-      const MappedType t = map_dtype(dtype);
-      if (t.bytes == 0)
-        throw TorchTraceError(fmt::format("{}: entry {} ({}): dtype '{}' has no size collcheck knows", d.file,
-                                          e.record_id, torch_entry_text(e), dtype));
-      if (!t.exact) bytes_typed.insert(dtype);
-      c.dtype = t.type;
-      const std::vector<int64_t> in = e.input_sizes.empty() ? std::vector<int64_t>{} : e.input_sizes.front();
-      uint64_t count = numel(in) * (t.exact ? 1 : t.bytes);
-      std::vector<size_t> shape(in.begin(), in.end());
-      if (c.coll == Collective::ReduceScatter) {
-        // collcheck's count is each rank's share; the input holds p of them.
-        shape.clear();
-        if (!e.output_sizes.empty() && t.exact) {
-          shape.assign(e.output_sizes.front().begin(), e.output_sizes.front().end());
-          count = numel(e.output_sizes.front());
-        } else {
-          count /= gp;
-        }
-      } else if (c.coll == Collective::Barrier) {
-        shape.clear();
-        count = 0;
-      }
-      if (!t.exact) shape.clear();
-      c.shape = shape;
-      c.count = count;
-      if (c.coll == Collective::Broadcast) c.peer = g.ranks.front();  // the dump does not record the root
-      c.async = true;
-      c.wait = WaitAt::End;
-      placed.push_back({d.rank, prog.size(), e.pg_name, e.collective_seq});
-      prog.push_back(std::move(step));
+      const std::string k = torch_group_key(d, e);
+      if (e.p2p || !groups.count(k) || e.collective_seq < out.first_seq.at(k)) continue;
+      place(d.rank, prog, e, k, d.file);
     }
+  }
+  // A rank without a dump: the calls of its groups that the others show it
+  // made (before the one the analysis says it never joined, else every call
+  // all of them ended), in the order the others made them, then an exit.
+  for (const int r : job.no_dump) {
+    Program& prog = s.overrides[r];
+    std::vector<std::pair<int64_t, std::pair<const TorchEntry*, std::string>>> known;  // created, entry, group
+    for (const auto& [k, g] : groups) {
+      if (!std::binary_search(g->members.begin(), g->members.end(), r)) continue;
+      int64_t end = INT64_MAX;
+      for (const auto& [q, mine] : g->ranks) end = std::min(end, mine.ended);
+      if (const auto it = o.stopped_before.find({r, k}); it != o.stopped_before.end()) end = it->second - 1;
+      for (int64_t seq = out.first_seq.at(k); seq <= end && end != INT64_MAX; ++seq)
+        for (const auto& [q, mine] : g->ranks)
+          if (const auto c = mine.calls.find(seq); c != mine.calls.end()) {
+            known.push_back({c->second->created_ns, {c->second, k}});
+            break;
+          }
+    }
+    std::stable_sort(known.begin(), known.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
+    for (const auto& [t, ek] : known) place(r, prog, *ek.first, ek.second, "rank " + std::to_string(r));
+    Step exit;
+    exit.kind = Step::Exit;
+    prog.push_back(std::move(exit));
   }
   auto call_at = [&](const Placed& p) -> CallStep& { return s.overrides.at(p.rank)[p.index].call; };
   // all_to_all with uneven splits (the ranks' inputs differ): collcheck's
@@ -215,7 +228,7 @@ TorchScenario torch_scenario(const std::vector<TorchDump>& dumps, const std::str
   for (const auto& p : placed) {
     CallStep& c = call_at(p);
     if (c.coll != Collective::AllToAll) continue;
-    const auto gp = static_cast<uint64_t>(groups.at(p.pg).ranks.size());
+    const auto gp = static_cast<uint64_t>(groups.at(p.pg)->members.size());
     uint64_t want = a2a.at({p.pg, p.seq});
     if (want % gp) want += gp - want % gp;
     if (want != c.count) {
@@ -248,7 +261,7 @@ TorchScenario torch_scenario(const std::vector<TorchDump>& dumps, const std::str
       CallStep& c = call_at(p);
       uint64_t v = scaled.at(c.count);
       if (c.coll == Collective::AllToAll) {  // still a multiple of p, the same on every rank of the call
-        const auto gp = static_cast<uint64_t>(groups.at(p.pg).ranks.size());
+        const auto gp = static_cast<uint64_t>(groups.at(p.pg)->members.size());
         v = (v + gp - 1) / gp * gp;
       }
       c.count = v;
@@ -274,8 +287,8 @@ TorchScenario torch_scenario(const std::vector<TorchDump>& dumps, const std::str
   s.name = "flight-recorder";
   std::string groups_text;
   for (const auto& [pg, name] : out.group_of_pg)
-    groups_text += fmt::format("{}{} = process group {} ({}) from #{}", groups_text.empty() ? "" : "; ", name, pg,
-                               groups.at(pg).desc, out.first_seq.at(pg));
+    groups_text += fmt::format("{}{} = {} from #{}", groups_text.empty() ? "" : "; ", name,
+                               torch_group_text(*groups.at(pg)), out.first_seq.at(pg));
   s.description = fmt::format(
       "Written by collcheck analyze --emit-scenario from the PyTorch Flight Recorder dumps in {} (format {}): each "
       "rank's collectives as its dump recorded them, async and waited at the end. Tags are <collective>#<the dump's "

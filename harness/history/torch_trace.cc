@@ -6,6 +6,8 @@
 #include <algorithm>
 #include <cctype>
 #include <filesystem>
+#include <cstdlib>
+#include <cstring>
 #include <set>
 
 #include <nlohmann/json.hpp>
@@ -118,13 +120,34 @@ std::optional<int> rank_of_name(const std::string& name) {
   return std::stoi(stem.substr(k));
 }
 
+[[noreturn]] void bad_number(const Fields& f, const std::string& where, const std::string& t) {
+  f.bad(where, fmt::format("expected an integer, got \"{}\"", t.substr(0, 40)));
+}
+
+// "2.10" -> 10; anything but 2.<0..kTorchTraceMaxMinor> is refused by name.
+int version_minor(const std::string& v, const Fields& f) {
+  int minor = -1;
+  if (v.size() >= 3 && v.size() <= 4 && v.starts_with("2.") &&
+      std::all_of(v.begin() + 2, v.end(), [](char c) { return std::isdigit(static_cast<unsigned char>(c)); }))
+    minor = std::stoi(v.substr(2));
+  if (minor < 0 || minor > kTorchTraceMaxMinor)
+    f.bad("version", fmt::format("format version '{}' is not one this reader knows (known: 2.0 to 2.{}, written by "
+                                 "torch 2.3 to 2.14); it is not read, rather than read wrong",
+                                 v.substr(0, 40), kTorchTraceMaxMinor));
+  return minor;
+}
+
 TorchDump from_json(const json& d, const std::string& file) {
   const Fields f{file};
   TorchDump t;
   t.file = file;
   if (!d.is_object()) f.bad("the dump", fmt::format("expected a dict, got {}", d.type_name()));
-  t.version = f.str(f.at(d, "version", ""), "version");
-  if (const json* v = f.maybe(d, "nccl_version")) t.nccl_version = v->is_string() ? v->get<std::string>() : v->dump();
+  const json& ver = f.at(d, "version", "");
+  t.version = ver.is_number() ? ver.dump() : f.str(ver, "version");
+  t.version_minor = version_minor(t.version, f);
+  for (const char* key : {"nccl_version", "comm_lib_version"})
+    if (const json* v = f.maybe(d, key); v && t.nccl_version.empty())
+      t.nccl_version = v->is_string() ? v->get<std::string>() : v->dump();
   if (const json* r = f.maybe(d, "rank")) {
     const int64_t rank = f.integer(*r, "rank");
     if (rank < 0 || rank > 1'000'000) f.bad("rank", fmt::format("{} is out of range (0 to 1000000)", rank));
@@ -141,6 +164,34 @@ TorchDump from_json(const json& d, const std::string& file) {
     tg.ranks = f.ranks(f.at(g, "ranks", w), w + ".ranks");
     t.groups[tg.name] = std::move(tg);
   }
+  if (const json* st = f.maybe(d, "pg_status")) {
+    if (!st->is_object()) f.bad("pg_status", fmt::format("expected a dict, got {}", st->type_name()));
+    t.has_status = true;
+    for (const auto& [key, g] : st->items()) {
+      const std::string w = "pg_status[" + key + "]";
+      int64_t id = -1;
+      if (!key.empty() && key.size() <= 9 && std::all_of(key.begin(), key.end(), [](char c) { return std::isdigit(static_cast<unsigned char>(c)); }))
+        id = std::stoll(key);
+      else
+        f.bad(w, "expected a process group id (a number) as the key");
+      TorchGroupStatus s;
+      // The JSON variant writes these numbers as strings ("3").
+      auto number = [&](const json& v, const std::string& where) -> int64_t {
+        if (v.is_string()) {
+          const std::string text = v.get<std::string>();
+          char* end = nullptr;
+          const long long n = text.empty() || text.size() > 20 ? 0 : std::strtoll(text.c_str(), &end, 10);
+          if (text.empty() || text.size() > 20 || !end || *end) bad_number(f, where, text);
+          return n;
+        }
+        return f.integer(v, where);
+      };
+      if (const json* v = f.maybe(g, "last_enqueued_collective")) s.enqueued = number(*v, w + ".last_enqueued_collective");
+      if (const json* v = f.maybe(g, "last_started_collective")) s.started = number(*v, w + ".last_started_collective");
+      if (const json* v = f.maybe(g, "last_completed_collective")) s.completed = number(*v, w + ".last_completed_collective");
+      t.status[id] = s;
+    }
+  }
   const json& entries = f.at(d, "entries", "");
   if (!entries.is_array()) f.bad("entries", fmt::format("expected a list, got {}", entries.type_name()));
   for (size_t k = 0; k < entries.size(); ++k) {
@@ -148,6 +199,7 @@ TorchDump from_json(const json& d, const std::string& file) {
     const std::string w = fmt::format("entries[{}]", k);
     TorchEntry te;
     te.record_id = static_cast<uint64_t>(std::max<int64_t>(0, f.integer(f.at(e, "record_id", w), w + ".record_id")));
+    if (const json* v = f.maybe(e, "pg_id")) te.pg_id = f.integer(*v, w + ".pg_id");
     const json& pg = f.at(e, "process_group", w);
     if (!pg.is_array() || pg.size() != 2) f.bad(w + ".process_group", "expected (name, desc)");
     te.pg_name = f.str(pg[0], w + ".process_group[0]");
@@ -164,8 +216,26 @@ TorchDump from_json(const json& d, const std::string& file) {
     te.state = f.str(f.at(e, "state", w), w + ".state");
     if (te.state != "scheduled" && te.state != "started" && te.state != "completed")
       f.bad(w + ".state", fmt::format("'{}'; allowed: scheduled, started, completed", te.state.substr(0, 40)));
+    if (const json* v = f.maybe(e, "retired")) te.retired = f.boolean(*v, w + ".retired");
     te.created_ns = f.integer(f.at(e, "time_created_ns", w), w + ".time_created_ns");
+    // None in the pickle, 0 in the JSON variant: not seen.
+    if (const json* v = f.maybe(e, "time_discovered_started_ns"))
+      if (const int64_t ns = f.integer(*v, w + ".time_discovered_started_ns"); ns > 0) te.started_ns = ns;
+    if (const json* v = f.maybe(e, "time_discovered_completed_ns"))
+      if (const int64_t ns = f.integer(*v, w + ".time_discovered_completed_ns"); ns > 0) te.completed_ns = ns;
     if (const json* v = f.maybe(e, "timeout_ms")) te.timeout_ms = f.integer(*v, w + ".timeout_ms");
+    if (const json* fr = f.maybe(e, "frames")) {
+      if (!fr->is_array()) f.bad(w + ".frames", fmt::format("expected a list, got {}", fr->type_name()));
+      for (size_t j = 0; j < fr->size() && j < 64; ++j) {
+        const std::string wf = fmt::format("{}.frames[{}]", w, j);
+        const json& x = (*fr)[j];
+        TorchFrame tf;
+        if (const json* v = f.maybe(x, "filename")) tf.file = f.str(*v, wf + ".filename");
+        if (const json* v = f.maybe(x, "name")) tf.name = f.str(*v, wf + ".name");
+        if (const json* v = f.maybe(x, "line")) tf.line = f.integer(*v, wf + ".line");
+        te.frames.push_back(std::move(tf));
+      }
+    }
     t.entries.push_back(std::move(te));
   }
   return t;
@@ -228,11 +298,49 @@ std::vector<TorchDump> load_torch_traces(const std::string& dir) {
   return dumps;
 }
 
+std::string torch_collective(const std::string& profiling_name) {
+  std::string op = profiling_name;
+  for (const char* backend : {"nccl:", "gloo:", "ucc:", "mpi:", "xccl:"})
+    if (op.starts_with(backend)) op = op.substr(std::strlen(backend));
+  if (const auto sp = op.find(' '); sp != std::string::npos) op.resize(sp);  // "send 0->3"
+  static const std::map<std::string, std::string> table = {
+      {"all_reduce", "all_reduce"}, {"allreduce", "all_reduce"}, {"all_reduce_coalesced", "all_reduce"},
+      {"allreduce_coalesced", "all_reduce"}, {"sparse_all_reduce", "all_reduce"}, {"allreduce_sparse", "all_reduce"},
+      {"all_gather", "all_gather"}, {"allgather", "all_gather"}, {"_allgather_base", "all_gather"},
+      {"_all_gather_base", "all_gather"}, {"all_gather_base", "all_gather"}, {"all_gather_into_tensor", "all_gather"},
+      {"allgather_into_tensor_coalesced", "all_gather"}, {"all_gather_into_tensor_coalesced", "all_gather"},
+      {"allgather_coalesced", "all_gather"}, {"all_gather_coalesced", "all_gather"},
+      {"reduce_scatter", "reduce_scatter"}, {"_reduce_scatter_base", "reduce_scatter"},
+      {"reduce_scatter_base", "reduce_scatter"}, {"reduce_scatter_tensor", "reduce_scatter"},
+      {"reduce_scatter_tensor_coalesced", "reduce_scatter"}, {"all_to_all", "all_to_all"}, {"alltoall", "all_to_all"},
+      {"alltoall_base", "all_to_all"}, {"all_to_all_single", "all_to_all"}, {"all_to_allv", "all_to_all"},
+      {"broadcast", "broadcast"}, {"_broadcast_oop", "broadcast"}, {"broadcast_coalesced", "broadcast"},
+      {"reduce", "reduce"}, {"_reduce_oop", "reduce"}, {"gather", "gather"}, {"scatter", "scatter"},
+      {"barrier", "barrier"}, {"monitored_barrier", "barrier"}, {"send", "send"}, {"recv", "recv"},
+      {"recvanysource", "recv"}, {"recvAnySource", "recv"}, {"coalesced", "coalesced"},
+  };
+  const auto it = table.find(op);
+  return it == table.end() ? "" : it->second;
+}
+
 std::string torch_entry_text(const TorchEntry& e) {
-  std::string op = e.op.starts_with("nccl:") ? e.op.substr(5) : e.op;
+  std::string op = e.op;
+  for (const char* backend : {"nccl:", "gloo:"})
+    if (op.starts_with(backend)) op = op.substr(std::strlen(backend));
   std::string shape = e.input_sizes.empty() ? "-" : fmt::format("{}", fmt::join(e.input_sizes.front(), "x"));
   if (!e.input_sizes.empty() && e.input_sizes.front().empty()) shape = "scalar";
+  if (torch_collective(e.op) == "barrier") return op;
   return fmt::format("{} {} {}", op, shape, e.input_dtypes.empty() ? "-" : e.input_dtypes.front());
+}
+
+std::string torch_call_site(const TorchEntry& e) {
+  for (const auto& fr : e.frames) {
+    if (fr.file.find("/torch/") != std::string::npos || fr.file.starts_with("torch/") || fr.file.empty()) continue;
+    const auto slash = fr.file.rfind('/');
+    return fmt::format("{}:{}{}", slash == std::string::npos ? fr.file : fr.file.substr(slash + 1), fr.line,
+                       fr.name.empty() ? "" : " (" + fr.name + ")");
+  }
+  return "";
 }
 
 }  // namespace collcheck
