@@ -276,7 +276,7 @@ TEST(TorchTrace, MismatchedCollectivesAndDtypesAreNamedPerGroup) {
   ASSERT_FALSE(missing.diagnoses.empty());
   EXPECT_EQ(missing.diagnoses.front().text,
             "rank 3 never joined call #2 (all_reduce 8 Float) of process group 0 (default_pg), which ranks 0-2 joined "
-            "and could not finish; last collective per rank: 0-2: #2, 3: #1");
+            "and could not finish; rank 3's last call of it: #1; last collective per rank: 0-2: #2, 3: #1");
 }
 
 TEST(TorchTrace, DamagedDumpsAreBadInputNamingTheFileAndField) {
@@ -310,7 +310,7 @@ TEST(TorchTrace, AnalyzeOnTheRealDumpsFromTheCommandLine) {
                        "joined and could not finish"),
             std::string::npos)
       << r.out;
-  EXPECT_NE(r.out.find("  74     EXPERT_MODEL_PARALLEL_GROUP"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("  74        EXPERT_MODEL_PARALLEL_GROUP"), std::string::npos) << r.out;
 }
 
 // ---- a scenario out: analyze --emit-scenario, then replay ----

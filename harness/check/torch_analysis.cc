@@ -76,14 +76,14 @@ std::optional<Diagnosis> mismatch_in(const TorchGroupModel& g) {
       d.ranks.insert(d.ranks.end(), it->second.begin(), it->second.end());
       const TorchEntry& o = *sample[it->first];
       const bool same_op = torch_collective(o.op) == torch_collective(r.op) && !torch_collective(o.op).empty();
-      if (!same_op && o.op != r.op) fields.insert("op");
+      if (!same_op && o.op != r.op) fields.insert("collective");  // the replay's word for it
       if (o.input_dtypes != r.input_dtypes) fields.insert("dtype");
       if ((same_op || o.op == r.op) && o.input_sizes != r.input_sizes) fields.insert("count");
       others += fmt::format("; {} called {}{}", rank_ranges_text(it->second), torch_entry_text(o), site_text(&o));
     }
     std::sort(d.ranks.begin(), d.ranks.end());
     d.fields.assign(fields.begin(), fields.end());
-    d.kind = fields.count("op") ? DiagnosisKind::OrderMismatch : DiagnosisKind::ShapeMismatch;
+    d.kind = fields.count("collective") ? DiagnosisKind::OrderMismatch : DiagnosisKind::ShapeMismatch;
     d.text = fmt::format("{} at call #{} of {}: {} called {}{}{} (differs in: {})",
                          d.kind == DiagnosisKind::OrderMismatch ? "collectives called in a different order"
                                                                 : "mismatched shapes",
@@ -119,7 +119,8 @@ std::map<int, Blocked> blocked_calls(const TorchJob& job) {
 }
 
 // Ranks stuck in calls that wait on each other around a cycle, across groups.
-std::optional<Diagnosis> cycle(const TorchJob& job) {
+// `inferred`: the members the cycle takes that the dumps do not list.
+std::optional<Diagnosis> cycle(const TorchJob& job, std::map<std::string, std::vector<int>>& inferred) {
   const auto blocked = blocked_calls(job);
   std::map<int, std::vector<int>> edges;
   std::set<int> stuck;
@@ -156,6 +157,11 @@ std::optional<Diagnosis> cycle(const TorchJob& job) {
                                                q)
                                  : "");
     loop += fmt::format("rank {} -> ", path[i]);
+  }
+  for (size_t i = 0; i < path.size(); ++i) {
+    const Blocked& b = blocked.at(path[i]);
+    const int q = path[(i + 1) % path.size()];
+    if (!b.group->ranks.count(q)) inferred[b.group->key].push_back(q);
   }
   d.seq = static_cast<uint64_t>(blocked.at(path.front()).seq);
   d.group = blocked.at(path.front()).group->key;
@@ -356,7 +362,7 @@ TorchAnalysis analyze_torch(const std::vector<TorchDump>& dumps, std::optional<i
   });
   std::vector<TorchGroupLag> lags;
   out.diagnoses = std::move(mismatches);
-  if (auto c = cycle(job)) out.diagnoses.push_back(*c);
+  if (auto c = cycle(job, out.inferred_members)) out.diagnoses.push_back(*c);
   for (size_t k = 0; k < order.size(); ++k) {
     lags.push_back(std::move(out.lags[order[k]]));
     Diagnosis d = std::move(missing[order[k]]);

@@ -56,6 +56,10 @@ struct TorchAnalysis {
   std::vector<std::string> notes;       // what the dumps cannot tell, and how the groups were read
   int world = 0;
   bool world_known = false;
+  // Members the dumps do not list, inferred by the wait-for cycle (group key
+  // -> ranks): a rank in a call of a group whose every known member issued it
+  // waits on a rank that never recorded a call of the group.
+  std::map<std::string, std::vector<int>> inferred_members;
 };
 
 TorchAnalysis analyze_torch(const std::vector<TorchDump>& dumps, std::optional<int> world_size = std::nullopt);

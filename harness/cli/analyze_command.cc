@@ -60,9 +60,13 @@ void emit_torch_scenario(const AnalyzeFlags& f, const std::vector<collcheck::Tor
   collcheck::TorchScenarioOptions o;
   o.max_count = collcheck::parse_count(f.emit_max_count, "--emit-max-count");
   o.world_size = f.world_size ? std::optional<int>(f.world_size) : std::nullopt;
+  o.extra_members = a.inferred_members;
   for (const auto& d : a.diagnoses)
     if (d.kind == collcheck::DiagnosisKind::MissingRank && d.seq)
-      for (const int r : d.ranks) o.stopped_before[{r, d.group}] = static_cast<int64_t>(*d.seq);
+      for (const int r : d.ranks) {
+        o.stopped_before[{r, d.group}] = static_cast<int64_t>(*d.seq);
+        o.extra_members[d.group].push_back(r);  // a member, whether or not the dumps list it
+      }
   try {
     t = collcheck::torch_scenario(dumps, f.dir, o);
   } catch (const collcheck::TorchTraceError& e) {
@@ -80,7 +84,9 @@ void emit_torch_scenario(const AnalyzeFlags& f, const std::vector<collcheck::Tor
     collcheck::ExpectSpec e;
     e.diagnosis = std::string(collcheck::diagnosis_name(d.kind));
     e.ranks = d.ranks;
-    e.fields = d.fields;
+    // An order mismatch is a different collective; what else differs (a
+    // barrier has no dtype) is the replay's to list.
+    e.fields = d.kind == collcheck::DiagnosisKind::OrderMismatch ? std::vector<std::string>{"collective"} : d.fields;
     if (const auto g = t.group_of_pg.find(d.group); g != t.group_of_pg.end()) {
       e.group = g->second;
       if (d.seq && d.kind != collcheck::DiagnosisKind::Deadlock)
@@ -156,7 +162,7 @@ int analyze_torch_dumps(AnalyzeFlags& f) {
                "when they were dumped (behind the findings above, or in flight):\n",
                a.in_flight.size());
     for (size_t k = 0; k < a.in_flight.size() && k < 3; ++k) fmt::print("  {}\n", a.in_flight[k]);
-    if (a.in_flight.size() > 3) fmt::print("  ... and {} more (--report json=PATH lists them all)\n", a.in_flight.size() - 3);
+    if (a.in_flight.size() > 3) fmt::print("  ... and {} more (--report text=PATH lists them all)\n", a.in_flight.size() - 3);
   }
   for (const auto& n : a.notes) fmt::print("note: {}\n", n);
   if (!f.emit_scenario.empty()) emit_torch_scenario(f, dumps, a);

@@ -109,6 +109,15 @@ TorchScenario torch_scenario(const std::vector<TorchDump>& dumps, const std::str
     GroupSpec spec;
     spec.name = name;
     spec.ranks = g.members;
+    if (const auto x = o.extra_members.find(g.key); x != o.extra_members.end() &&
+        !std::all_of(x->second.begin(), x->second.end(),
+                     [&](int r) { return std::binary_search(g.members.begin(), g.members.end(), r); })) {
+      spec.ranks.insert(spec.ranks.end(), x->second.begin(), x->second.end());
+      std::sort(spec.ranks.begin(), spec.ranks.end());
+      spec.ranks.erase(std::unique(spec.ranks.begin(), spec.ranks.end()), spec.ranks.end());
+      out.notes.push_back(fmt::format("{} ({}): ranks {} added as members, as the analysis has them",
+                                      name, torch_group_text(g), fmt::join(x->second, ", ")));
+    }
     s.groups.push_back(spec);
     if (g.members_from != "pg_config" && g.members_from != "the world")
       out.notes.push_back(fmt::format("{} ({}): members from {}: ranks {}", name, torch_group_text(g), g.members_from,
@@ -198,7 +207,10 @@ TorchScenario torch_scenario(const std::vector<TorchDump>& dumps, const std::str
     Program& prog = s.overrides[r];
     std::vector<std::pair<int64_t, std::pair<const TorchEntry*, std::string>>> known;  // created, entry, group
     for (const auto& [k, g] : groups) {
-      if (!std::binary_search(g->members.begin(), g->members.end(), r)) continue;
+      const auto extra = o.extra_members.find(k);
+      if (!std::binary_search(g->members.begin(), g->members.end(), r) &&
+          (extra == o.extra_members.end() || std::find(extra->second.begin(), extra->second.end(), r) == extra->second.end()))
+        continue;
       int64_t end = INT64_MAX;
       for (const auto& [q, mine] : g->ranks) end = std::min(end, mine.ended);
       if (const auto it = o.stopped_before.find({r, k}); it != o.stopped_before.end()) end = it->second - 1;
@@ -210,7 +222,11 @@ TorchScenario torch_scenario(const std::vector<TorchDump>& dumps, const std::str
           }
     }
     std::stable_sort(known.begin(), known.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
-    for (const auto& [t, ek] : known) place(r, prog, *ek.first, ek.second, "rank " + std::to_string(r));
+    for (const auto& [t, ek] : known) {
+      place(r, prog, *ek.first, ek.second, "rank " + std::to_string(r));
+      prog.back().call.async = false;  // what it is known to have finished, it finished
+      prog.back().call.wait = WaitAt::Call;
+    }
     Step exit;
     exit.kind = Step::Exit;
     prog.push_back(std::move(exit));

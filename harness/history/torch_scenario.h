@@ -43,6 +43,8 @@ struct TorchScenarioOptions {
   // that one (else: every call all the group's ranks with a dump ended), then
   // exited.
   std::map<std::pair<int, std::string>, int64_t> stopped_before;
+  // Members the dumps do not list but the analysis inferred (group key -> ranks).
+  std::map<std::string, std::vector<int>> extra_members;
 };
 
 struct TorchScenario {
