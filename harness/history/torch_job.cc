@@ -79,6 +79,26 @@ TorchJob torch_job(const std::vector<TorchDump>& dumps, std::optional<int> world
     if (d.entries.empty()) job.empty.push_back(d.rank);
     for (const auto& e : d.entries) job.gloo = job.gloo || e.op.starts_with("gloo:");
   }
+  // One job: the ranks that recorded one call of one group entered it within
+  // its timeout of each other (a rank that waits longer fails). Dumps of two
+  // runs put the same call minutes or days apart.
+  {
+    std::map<std::pair<std::string, int64_t>, std::pair<const TorchDump*, const TorchEntry*>> first;
+    for (const auto& d : dumps)
+      for (const auto& e : d.entries) {
+        if (e.p2p || e.created_ns <= 0) continue;
+        const auto [it, fresh] = first.emplace(std::make_pair(torch_group_key(d, e), e.collective_seq), std::make_pair(&d, &e));
+        if (fresh || it->second.first == &d) continue;
+        const int64_t apart = std::abs(e.created_ns - it->second.second->created_ns);
+        const int64_t limit = 2 * std::max(e.timeout_ms, it->second.second->timeout_ms) * 1'000'000 + int64_t{60'000'000'000};
+        if (apart > limit)
+          throw TorchTraceError(fmt::format(
+              "these dumps are not one job's: {} and {} entered call #{} of group {} {:.0f} s apart, more than twice "
+              "its timeout ({} ms) plus a minute; analyze each job's dumps on their own",
+              it->second.first->file, d.file, e.collective_seq, torch_group_key(d, e), static_cast<double>(apart) / 1e9,
+              std::max(e.timeout_ms, it->second.second->timeout_ms)));
+      }
+  }
   // Every entry by group; the pg_id of each group as the entries name it.
   std::map<std::string, std::vector<const TorchEntry*>> calls;
   std::map<std::string, std::string> desc;
@@ -228,6 +248,21 @@ TorchJob torch_job(const std::vector<TorchDump>& dumps, std::optional<int> world
       if (members.count(d.rank)) g.ranks[d.rank] = mine;
     }
     g.members.assign(members.begin(), members.end());
+    // One job at one moment: a collective ends only when every member has
+    // joined it, so no rank can have ended two calls that another member
+    // never issued (one can fail on a timeout, and a rank that goes on may
+    // fail the next; more is another job, or dumps taken far apart).
+    for (const auto& [r, mine] : g.ranks)
+      for (const auto& [q, theirs] : g.ranks) {
+        if (q == r || (theirs.enqueued == 0 && !job.dumps.at(q)->has_status)) continue;
+        size_t ended_beyond = 0;
+        for (const auto& [seq, e] : mine.calls) ended_beyond += seq > theirs.enqueued && torch_entry_ended(*e);
+        if (ended_beyond >= 3)
+          throw TorchTraceError(fmt::format(
+              "these dumps are not one job's at one moment: {} ended {} calls of group {} (up to #{}) that {} never "
+              "issued (it shows #{} as its last); analyze each job's dumps on their own",
+              job.dumps.at(r)->file, ended_beyond, k, mine.ended, job.dumps.at(q)->file, theirs.enqueued));
+      }
     if (g.members_from.starts_with("the ranks")) {
       // Any rank without a dump may be a member, and so may a rank with one
       // that never recorded a call of the group.
