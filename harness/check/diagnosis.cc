@@ -157,15 +157,34 @@ std::vector<Diagnosis> analyze(const std::vector<RankDump>& dumps, const Analysi
         if (c.seq == *d.seq && c.t_started >= 0) first = std::min(first, c.t_started);
     return first;
   };
-  std::vector<std::pair<double, Diagnosis>> keyed;
-  for (auto& d : out) keyed.emplace_back(entered(d), std::move(d));
-  std::stable_sort(keyed.begin(), keyed.end(), [](const auto& a, const auto& b) {
-    if (precedence(a.second.kind) != precedence(b.second.kind))
-      return precedence(a.second.kind) < precedence(b.second.kind);
-    return a.first < b.first;
+  // Blame goes upstream first: a rank missing from one group's call while it
+  // sits in another group's call that it could not finish waits on someone
+  // else, so a finding that names such a rank comes after those that name
+  // none (the rank that exited, not the one stuck behind it).
+  auto blocked_elsewhere = [&](const Diagnosis& d) {
+    if (d.kind != K::MissingRank) return false;
+    return std::any_of(d.ranks.begin(), d.ranks.end(), [&](int r) {
+      return std::any_of(dumps.begin(), dumps.end(), [&](const RankDump& x) {
+        return x.rank == r && x.group != d.group && std::any_of(x.calls.begin(), x.calls.end(), [](const CallRecord& c) {
+                 return c.t_started >= 0 && !detect::finished(c);
+               });
+      });
+    });
+  };
+  struct Keyed {
+    bool downstream;
+    double entered;
+    Diagnosis d;
+  };
+  std::vector<Keyed> keyed;
+  for (auto& d : out) keyed.push_back({blocked_elsewhere(d), entered(d), std::move(d)});
+  std::stable_sort(keyed.begin(), keyed.end(), [](const Keyed& a, const Keyed& b) {
+    if (precedence(a.d.kind) != precedence(b.d.kind)) return precedence(a.d.kind) < precedence(b.d.kind);
+    if (a.downstream != b.downstream) return b.downstream;
+    return a.entered < b.entered;
   });
   out.clear();
-  for (auto& [t, d] : keyed) out.push_back(std::move(d));
+  for (auto& k : keyed) out.push_back(std::move(k.d));
   // A call failed is the last resort: only when nothing else explains the run.
   if (out.size() > 1)
     std::erase_if(out, [](const Diagnosis& d) { return d.kind == DiagnosisKind::CallFailed; });

@@ -346,12 +346,13 @@ TorchAnalysis analyze_torch(const std::vector<TorchDump>& dumps, std::optional<i
   // Keep the rows and their findings in one order: the earliest entered first.
   std::vector<size_t> order(out.lags.size());
   for (size_t k = 0; k < order.size(); ++k) order[k] = k;
-  // Blame goes upstream: a group whose missing ranks are all blocked in
+  // Blame goes upstream: a group with a missing rank that is blocked in
   // another call (waiting on someone else) comes after the groups whose
-  // missing ranks are not; then the earliest entered first.
+  // missing ranks are not (as in a replay's diagnosis); then the earliest
+  // entered first.
   const auto blocked = blocked_calls(job);
   auto downstream = [&](const TorchGroupLag& l) {
-    return std::all_of(l.missing.begin(), l.missing.end(), [&](int r) {
+    return std::any_of(l.missing.begin(), l.missing.end(), [&](int r) {
       const auto b = blocked.find(r);
       return b != blocked.end() && !b->second.group->helper;
     });
@@ -367,8 +368,8 @@ TorchAnalysis analyze_torch(const std::vector<TorchDump>& dumps, std::optional<i
     lags.push_back(std::move(out.lags[order[k]]));
     Diagnosis d = std::move(missing[order[k]]);
     if (k == 0 && order.size() > 1)
-      d.text += fmt::format("; first of the {} groups stuck on missing ranks (its missing ranks wait on no one, or it "
-                            "was entered first): where the job stopped",
+      d.text += fmt::format("; first of the {} groups stuck on missing ranks (its missing ranks wait on no one else, "
+                            "and it was entered first): where the job stopped",
                             order.size());
     out.diagnoses.push_back(std::move(d));
   }
