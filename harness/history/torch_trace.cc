@@ -131,8 +131,8 @@ int version_minor(const std::string& v, const Fields& f) {
       std::all_of(v.begin() + 2, v.end(), [](char c) { return std::isdigit(static_cast<unsigned char>(c)); }))
     minor = std::stoi(v.substr(2));
   if (minor < 0 || minor > kTorchTraceMaxMinor)
-    f.bad("version", fmt::format("format version '{}' is not one this reader knows (known: 2.0 to 2.{}, written by "
-                                 "torch 2.3 to 2.14); it is not read, rather than read wrong",
+    f.bad("version", fmt::format("format version '{}' is not one this reader knows (known: 2.0 to 2.{}; 2.10 is what "
+                                 "torch 2.14 writes); it is not read, rather than read wrong",
                                  v.substr(0, 40), kTorchTraceMaxMinor));
   return minor;
 }

@@ -74,7 +74,8 @@ struct TorchDump {
   std::vector<TorchEntry> entries;           // in record order
 };
 
-// The format versions this reader knows: 2.0 (torch 2.3) to 2.10 (torch 2.14).
+// The format versions this reader knows: 2.0 to 2.10 (2.10 is what torch 2.14 writes; the
+// NCCL dumps in tests/data are 2.9).
 inline constexpr int kTorchTraceMaxMinor = 10;
 
 // Whether `bytes` look like a Flight Recorder dump (a pickle, or JSON with
