@@ -12,6 +12,7 @@
 #include <tuple>
 
 #include "harness/check/detectors.h"
+#include "harness/model/yaml_input.h"
 
 namespace collcheck {
 
@@ -198,17 +199,14 @@ std::vector<RankDump> load_dumps(const std::string& dir) {
   std::vector<RankDump> out;
   std::error_code ec;
   if (!std::filesystem::is_directory(dir, ec)) throw std::runtime_error(fmt::format("{}: not a directory", dir));
-  for (const auto& e : std::filesystem::directory_iterator(dir)) {
+  for (const auto& e : std::filesystem::directory_iterator(dir, ec)) {
     const auto name = e.path().filename().string();
     if (name.rfind("rank-", 0) != 0 || e.path().extension() != ".json") continue;
-    std::error_code size_ec;
-    const auto bytes = std::filesystem::file_size(e.path(), size_ec);
-    if (!size_ec && bytes > kMaxDumpBytes)
-      throw std::runtime_error(fmt::format("{}: {} bytes, more than a flight-recorder dump holds ({} at most)",
-                                           e.path().string(), bytes, kMaxDumpBytes));
-    std::ifstream in(e.path());
+    // Bounded, and only a regular file (a FIFO named rank-0.json would block).
+    const std::string text = read_input_file<std::runtime_error>(e.path().string(), kMaxDumpBytes,
+                                                                 "a collcheck flight-recorder dump", "no flag");
     try {
-      out.push_back(rank_dump_from_json(nlohmann::json::parse(in)));
+      out.push_back(rank_dump_from_json(nlohmann::json::parse(text)));
     } catch (const std::exception& ex) {
       throw std::runtime_error(fmt::format("{}: not a collcheck flight-recorder dump: {}", e.path().string(), ex.what()));
     }

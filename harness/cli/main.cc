@@ -70,7 +70,7 @@ int main(int argc, char** argv) {
   if (version) {
     fmt::print("collcheck {}\n", COLLCHECK_VERSION);
     fmt::print("implementations:\n");
-    for (const auto& k : collcheck::peer_kinds()) fmt::print("  {:<21}{}\n", k.spec, k.describe());
+    for (const auto& k : collcheck::peer_kinds()) fmt::print("  {:<21} {}\n", k.spec, k.describe());
     return 0;
   }
 

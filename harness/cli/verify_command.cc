@@ -12,6 +12,7 @@
 #include <tuple>
 
 #include "harness/cli/commands.h"
+#include "harness/model/yaml_input.h"
 #include "harness/model/size.h"
 #include "harness/peers/mpi_impl.h"
 #include "harness/peers/peer_registry.h"
@@ -141,12 +142,9 @@ int run_verify_command(VerifyFlags& f) {
   }
   if (!f.replay.empty()) {
     std::string token = f.replay;
-    if (token[0] == '@') {  // a token too long for the command line, in a file
-      std::ifstream in(token.substr(1));
-      if (!in) throw UsageError(fmt::format("--replay: cannot read token file '{}': {}", token.substr(1), std::strerror(errno)));
-      std::ostringstream ss;
-      ss << in.rdbuf();
-      token = ss.str();
+    if (token[0] == '@') {  // a token too long for the command line, in a file (bounded: a token is a few KB)
+      token = collcheck::read_input_file<UsageError>(token.substr(1), size_t{1} << 20, "a file holding a replay token",
+                                                     "no flag");
       while (!token.empty() && std::isspace(static_cast<unsigned char>(token.back()))) token.pop_back();
     }
     try {

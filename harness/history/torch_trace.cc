@@ -277,7 +277,11 @@ std::vector<TorchDump> load_torch_traces(const std::string& dir) {
     throw TorchTraceError(fmt::format("{}: not a directory of Flight Recorder dumps", dir));
   std::vector<std::string> files;
   for (const auto& e : std::filesystem::directory_iterator(dir, ec))
-    if (e.is_regular_file() && rank_of_name(e.path().filename().string())) files.push_back(e.path().string());
+    if (rank_of_name(e.path().filename().string())) {
+      std::error_code type_ec;  // a symlink loop or a dangling link: named when read, never an abort
+      if (e.is_regular_file(type_ec) || type_ec) files.push_back(e.path().string());
+      else if (!e.is_directory(type_ec)) files.push_back(e.path().string());  // a FIFO or a device: refused by name
+    }
   std::sort(files.begin(), files.end());
   std::vector<TorchDump> dumps;
   std::map<int, std::string> seen;

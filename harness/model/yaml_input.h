@@ -137,8 +137,23 @@ void prescan_yaml(const std::string& text, const std::string& file, int max_dept
 // the limit.
 template <typename Error>
 std::string read_input_file(const std::string& path, size_t max_bytes, const std::string& what, const std::string& flag) {
+  // What the path is, before it is opened: a FIFO blocks the open until a
+  // writer comes, a device (/dev/zero) never ends, a symlink loop is an
+  // error, not an abort. Only a regular file is read.
   std::error_code ec;
-  if (std::filesystem::is_directory(path, ec)) throw Error(fmt::format("{}: is a directory; give {}", path, what));
+  const auto st = std::filesystem::status(path, ec);
+  if (ec) throw Error(fmt::format("{}: cannot read {}: {}", path, what, ec.message()));
+  if (std::filesystem::is_directory(st)) throw Error(fmt::format("{}: is a directory; give {}", path, what));
+  if (!std::filesystem::is_regular_file(st)) {
+    using std::filesystem::file_type;
+    const file_type t = st.type();
+    const char* kind = t == file_type::fifo        ? "a FIFO"
+                       : t == file_type::socket    ? "a socket"
+                       : t == file_type::block     ? "a block device"
+                       : t == file_type::character ? "a character device"
+                                                   : "not a regular file";
+    throw Error(fmt::format("{}: is {}, not a regular file; give {}", path, kind, what));
+  }
   std::ifstream in(path, std::ios::binary);
   if (!in) throw Error(fmt::format("{}: cannot read {}", path, what));
   std::string text;

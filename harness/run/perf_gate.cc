@@ -9,6 +9,8 @@
 #include <map>
 #include <set>
 
+#include "harness/model/yaml_input.h"
+
 namespace collcheck {
 
 size_t GateResult::regressed() const {
@@ -34,9 +36,9 @@ struct Samples {
 };
 
 std::map<std::string, Samples> load(const std::string& path, size_t min_samples) {
-  std::ifstream in(path);
-  if (!in) throw GateInputError(fmt::format("{}: cannot read the file", path));
-  const nlohmann::json j = nlohmann::json::parse(in, nullptr, false);
+  // A directory, a FIFO or a device is refused by name; a sweep file is a few MB.
+  const std::string text = read_input_file<GateInputError>(path, size_t{1} << 30, "a sweep --json file", "no flag");
+  const nlohmann::json j = nlohmann::json::parse(text, nullptr, false);
   if (j.is_discarded() || !j.is_object() || !j.contains("results") || !j["results"].is_array())
     throw GateInputError(fmt::format("{}: not a sweep --json file (no results list)", path));
   std::map<std::string, Samples> rows;
