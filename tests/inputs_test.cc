@@ -73,3 +73,38 @@ TEST(Inputs, VersionKeepsEveryNameApartFromItsText) {
   EXPECT_NE(r.out.find("hierarchical reference algorithms"), std::string::npos) << r.out;
   EXPECT_EQ(r.out.find("hierarchicalreference"), std::string::npos) << r.out;
 }
+
+// The atomic writers renamed a temporary file over whatever was there: as
+// root, --report junit=/dev/full replaced the device with a file, and a
+// symlink became a file.
+TEST(Outputs, ADeviceIsWrittenInPlaceAndKept) {
+  const std::string sets = SOURCE_DIR "/tests/fixtures/torch-gloo/sets/rank_exits";
+  const auto r = testutil::collcheck("analyze " + sets + " --world-size 3 --report junit=/dev/full", 30);
+  EXPECT_NE(r.code, 0) << r.out;
+  EXPECT_NE(r.out.find("/dev/full"), std::string::npos) << r.out;
+  struct stat st {};
+  ASSERT_EQ(stat("/dev/full", &st), 0);
+  EXPECT_TRUE(S_ISCHR(st.st_mode)) << "/dev/full is no longer a character device";
+  const auto null = testutil::collcheck("analyze " + sets + " --world-size 3 --report junit=/dev/null", 30);
+  EXPECT_EQ(null.code, 1) << null.out;  // the diagnosis; the report went to /dev/null
+  ASSERT_EQ(stat("/dev/null", &st), 0);
+  EXPECT_TRUE(S_ISCHR(st.st_mode));
+}
+
+TEST(Outputs, ASymlinkIsFollowedAndAFifoRefused) {
+  const std::string dir = fresh_dir("outputs");
+  const std::string sets = SOURCE_DIR "/tests/fixtures/torch-gloo/sets/rank_exits";
+  std::filesystem::create_symlink(dir + "/real.xml", dir + "/link.xml");
+  const auto r = testutil::collcheck("analyze " + sets + " --world-size 3 --report junit=" + dir + "/link.xml", 30);
+  EXPECT_EQ(r.code, 1) << r.out;
+  EXPECT_TRUE(std::filesystem::is_symlink(dir + "/link.xml"));
+  std::ifstream in(dir + "/real.xml");
+  std::stringstream ss;
+  ss << in.rdbuf();
+  EXPECT_NE(ss.str().find("<testsuite"), std::string::npos) << ss.str();
+  ASSERT_EQ(mkfifo((dir + "/fifo.xml").c_str(), 0600), 0);
+  const auto f = testutil::collcheck("analyze " + sets + " --world-size 3 --report junit=" + dir + "/fifo.xml", 30);
+  EXPECT_NE(f.code, 0) << f.out;
+  EXPECT_NE(f.code, 124) << "a hang: " << f.out;
+  EXPECT_NE(f.out.find("it is a FIFO"), std::string::npos) << f.out;
+}

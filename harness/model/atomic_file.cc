@@ -5,16 +5,55 @@
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
+#include <filesystem>
 #include <stdexcept>
 
 namespace collcheck {
 
+namespace {
+
+// Writes `text` into an existing file in place (a character device:
+// /dev/null, /dev/stdout), checking the write and the close.
+void write_in_place(const std::string& path, std::string_view text) {
+  std::FILE* f = std::fopen(path.c_str(), "w");
+  if (!f) throw std::runtime_error(fmt::format("cannot write {}: {}", path, std::strerror(errno)));
+  const bool ok = std::fwrite(text.data(), 1, text.size(), f) == text.size() && std::fflush(f) == 0;
+  const int err = errno;
+  if (std::fclose(f) != 0 || !ok)
+    throw std::runtime_error(fmt::format("cannot write {}: {}", path, std::strerror(ok ? errno : err)));
+}
+
+}  // namespace
+
 void write_file_atomically(const std::string& path, std::string_view text) {
-  const std::string tmp = path + ".tmp";
+  namespace fs = std::filesystem;
+  // What is there decides how it is written: a symlink is followed (the link
+  // stays, its target is replaced), a character device is written in place
+  // (renaming over /dev/full as root replaced the device with a file), a
+  // FIFO, a socket, a block device or a directory is refused (a FIFO would
+  // block until a reader came).
+  std::error_code ec;
+  std::string target = path;
+  if (fs::is_symlink(fs::symlink_status(path, ec))) {
+    const fs::path resolved = fs::weakly_canonical(path, ec);
+    if (ec) throw std::runtime_error(fmt::format("cannot write {}: {}", path, ec.message()));
+    target = resolved.string();
+  }
+  const auto st = fs::status(target, ec);
+  if (!ec && fs::exists(st) && !fs::is_regular_file(st)) {
+    if (st.type() == fs::file_type::character) return write_in_place(target, text);
+    const char* kind = fs::is_directory(st)                ? "a directory"
+                       : st.type() == fs::file_type::fifo   ? "a FIFO"
+                       : st.type() == fs::file_type::socket ? "a socket"
+                       : st.type() == fs::file_type::block  ? "a block device"
+                                                            : "not a regular file";
+    throw std::runtime_error(fmt::format("cannot write {}: it is {}; give a file's path", path, kind));
+  }
+  const std::string tmp = target + ".tmp";
   std::FILE* f = std::fopen(tmp.c_str(), "w");
   if (!f) throw std::runtime_error(fmt::format("cannot write {}: {}", tmp, std::strerror(errno)));
-  const bool ok = std::fwrite(text.data(), 1, text.size(), f) == text.size();
-  if (std::fclose(f) != 0 || !ok || std::rename(tmp.c_str(), path.c_str()) != 0) {
+  const bool ok = std::fwrite(text.data(), 1, text.size(), f) == text.size() && std::fflush(f) == 0;
+  if (std::fclose(f) != 0 || !ok || std::rename(tmp.c_str(), target.c_str()) != 0) {
     const int err = errno;
     std::remove(tmp.c_str());
     throw std::runtime_error(fmt::format("cannot write {}: {}", path, std::strerror(err)));
