@@ -168,9 +168,9 @@ namespace {
 // What a scenario file may hold is bounded, and each bound is named.
 TEST(Robustness, ScenarioInputIsBounded) {
   expect_usage_error(replay(testing::TempDir()), "is a directory; give a scenario file");
-  // A device that never ends is read up to the limit, not forever.
-  expect_usage_error(replay("/dev/zero"),
-                     "/dev/zero: larger than 16777216 bytes, the input limit (--max-input-bytes raises it)");
+  // A device that never ends is not read at all: only a regular file is (a
+  // FIFO would block until a writer came).
+  expect_usage_error(replay("/dev/zero"), "/dev/zero: is a character device, not a regular file; give a scenario file");
   const std::string nul = testing::TempDir() + "/nul.yaml";
   std::ofstream(nul, std::ios::binary) << "world: {ranks: 2}\nname: \"a" << '\0' << "b\"\nprogram: []\n";
   expect_usage_error(replay(nul), "nul.yaml:2: a NUL byte: this is not a YAML text file");

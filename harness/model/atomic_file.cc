@@ -33,15 +33,16 @@ void write_file_atomically(const std::string& path, std::string_view text) {
   // FIFO, a socket, a block device or a directory is refused (a FIFO would
   // block until a reader came).
   std::error_code ec;
-  std::string target = path;
-  if (fs::is_symlink(fs::symlink_status(path, ec))) {
-    const fs::path resolved = fs::weakly_canonical(path, ec);
+  fs::path target = path;
+  for (int hops = 0; fs::is_symlink(fs::symlink_status(target, ec)); ++hops) {  // a dangling link too
+    if (hops == 40) throw std::runtime_error(fmt::format("cannot write {}: too many levels of symbolic links", path));
+    const fs::path next = fs::read_symlink(target, ec);
     if (ec) throw std::runtime_error(fmt::format("cannot write {}: {}", path, ec.message()));
-    target = resolved.string();
+    target = next.is_absolute() ? next : target.parent_path() / next;
   }
   const auto st = fs::status(target, ec);
   if (!ec && fs::exists(st) && !fs::is_regular_file(st)) {
-    if (st.type() == fs::file_type::character) return write_in_place(target, text);
+    if (st.type() == fs::file_type::character) return write_in_place(target.string(), text);
     const char* kind = fs::is_directory(st)                ? "a directory"
                        : st.type() == fs::file_type::fifo   ? "a FIFO"
                        : st.type() == fs::file_type::socket ? "a socket"
@@ -49,11 +50,11 @@ void write_file_atomically(const std::string& path, std::string_view text) {
                                                             : "not a regular file";
     throw std::runtime_error(fmt::format("cannot write {}: it is {}; give a file's path", path, kind));
   }
-  const std::string tmp = target + ".tmp";
+  const std::string tmp = target.string() + ".tmp";
   std::FILE* f = std::fopen(tmp.c_str(), "w");
   if (!f) throw std::runtime_error(fmt::format("cannot write {}: {}", tmp, std::strerror(errno)));
   const bool ok = std::fwrite(text.data(), 1, text.size(), f) == text.size() && std::fflush(f) == 0;
-  if (std::fclose(f) != 0 || !ok || std::rename(tmp.c_str(), target.c_str()) != 0) {
+  if (std::fclose(f) != 0 || !ok || std::rename(tmp.c_str(), target.string().c_str()) != 0) {
     const int err = errno;
     std::remove(tmp.c_str());
     throw std::runtime_error(fmt::format("cannot write {}: {}", path, std::strerror(err)));
