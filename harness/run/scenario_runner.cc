@@ -814,11 +814,15 @@ ReplayResult replay_scenario(const Scenario& in, const ReplayOptions& o, World& 
       // call from a reorder; its finding at that call wins then.
       // A missing rank named early: the analysis's finding at that call says
       // more (the last call each rank completed, how the program ended).
+      // Ranks missing from several groups' calls: which guard fires first
+      // depends on when the last of the others reached each call (a busy
+      // host reorders them); the analysis orders those findings by blame
+      // and by the call entered first, as analyze does, so its first one
+      // for these ranks is taken, in whichever group.
       const auto realigned = std::find_if(res.diagnoses.begin(), res.diagnoses.end(), [&](const Diagnosis& d) {
-        return (v->kind == DiagnosisKind::MissingRank
-                    ? d.kind == DiagnosisKind::MissingRank && d.ranks == v->ranks
-                    : d.kind == DiagnosisKind::ExtraCall || d.kind == DiagnosisKind::SkippedCall) &&
-               d.group == v->group && d.seq == v->seq;
+        if (v->kind == DiagnosisKind::MissingRank) return d.kind == DiagnosisKind::MissingRank && d.ranks == v->ranks;
+        return (d.kind == DiagnosisKind::ExtraCall || d.kind == DiagnosisKind::SkippedCall) && d.group == v->group &&
+               d.seq == v->seq;
       });
       if (realigned != res.diagnoses.end()) {
         Diagnosis first = *realigned;
