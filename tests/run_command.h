@@ -7,6 +7,8 @@
 #include <array>
 #include <cstdio>
 #include <cstdlib>
+#include <fstream>
+#include <sstream>
 #include <string>
 
 namespace testutil {
@@ -24,6 +26,14 @@ inline CommandResult run_command(const std::string& cmd, int limit_s = 600) {
   while (size_t n = fread(buf.data(), 1, buf.size(), f)) out.append(buf.data(), n);
   const int status = pclose(f);
   return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, out};
+}
+
+// A whole file's bytes ("" when it cannot be read).
+inline std::string slurp(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
 }
 
 // The collcheck binary with arguments.

@@ -27,12 +27,7 @@ namespace {
 const std::string kSets = SOURCE_DIR "/tests/fixtures/torch-gloo/sets";
 const std::string kGpu = SOURCE_DIR "/tests/data/torch-flight-recorder";
 
-std::string slurp(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
+using testutil::slurp;
 
 // A directory made of files copied from real sets: {source file, name here}.
 std::string mixed(const std::string& name, const std::vector<std::pair<std::string, std::string>>& files) {

@@ -26,12 +26,7 @@ namespace {
 
 const std::string kFixtures = SOURCE_DIR "/tests/data/torch-flight-recorder";
 
-std::string slurp(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
+using testutil::slurp;
 
 std::string bytes(std::initializer_list<int> b) {
   std::string s;
