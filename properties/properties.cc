@@ -492,7 +492,11 @@ class CallChecker {
     std::vector<bool> used(P);  // reused: this loop runs once per element
     for (size_t i = 0; i < c_.count; ++i) {
       prog.clear();
-      if (!cfg_.impl->reduction_order(c_.p, c_.count, i, nodes_, prog)) break;
+      try {
+        if (!cfg_.impl->reduction_order(c_.p, c_.count, i, nodes_, prog)) break;
+      } catch (const std::exception& e) {  // an order that breaks the ABI is a failure, never "none declared"
+        return failure("matches-declared-order", fmt::format("  {}\n", e.what()));
+      }
       stack.clear();
       std::fill(used.begin(), used.end(), false);
       bool valid = true;

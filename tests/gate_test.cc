@@ -113,3 +113,82 @@ TEST(Gate, BadInputIsExit2) {
 }
 
 }  // namespace
+
+namespace {
+
+// A sweep --json file of one row, float32 sum 4096 B, with these samples and
+// these extra fields on the row (its perf object is `perf`).
+std::string sweep_file(const std::string& name, const std::string& samples, const std::string& perf = "{}",
+                       const std::string& extra = "") {
+  const std::string path = tmp(name);
+  std::ofstream(path) << R"({"results":[{"algo":"ring","type":"float32","redop":"sum","size":4096,"out-of-place":)"
+                      << perf << R"(,"busbw_samples":)" << samples << extra << "}]}";
+  return path;
+}
+
+const std::string kNine = "[5,5,5,5,5,5,5,5,5]";
+
+}  // namespace
+
+// Rows the candidate file itself marks as wrong, failed or skipped were
+// compared on their samples and passed. Now each is a failed row (exit 1),
+// named with why; in the baseline, such a row is refused (exit 2).
+TEST(Gate, WrongFailedOrSkippedCandidateRowsFail) {
+  const auto base = sweep_file("good.json", kNine, R"({"wrong":0})");
+  const struct {
+    std::string name, perf, extra, why;
+  } bad[] = {
+      {"wrong.json", R"({"wrong":12345})", "", "the candidate row is wrong (\"wrong\": 12345 elements out of bounds)"},
+      {"failed.json", R"({"wrong":0})", R"(,"error":"rank 1: timed out")", "the candidate row is failed (\"error\": \"rank 1: timed out\")"},
+      {"skipped.json", R"({"wrong":0})", R"(,"skipped":"no GPU")", "the candidate row is skipped (\"skipped\": \"no GPU\")"},
+  };
+  for (const auto& b : bad) {
+    const auto cand = sweep_file(b.name, kNine, b.perf, b.extra);
+    auto r = testutil::collcheck("gate --baseline " + base + " --candidate " + cand + " --markdown " + tmp("bad.md"), 60);
+    EXPECT_EQ(r.code, 1) << b.name << "\n" << r.out;
+    EXPECT_NE(r.out.find(b.why), std::string::npos) << b.name << "\n" << r.out;
+    EXPECT_NE(r.out.find("FAIL: 1 candidate row(s) wrong, failed or skipped"), std::string::npos) << r.out;
+    EXPECT_NE(slurp(tmp("bad.md")).find("**FAILED**"), std::string::npos) << slurp(tmp("bad.md"));
+    r = testutil::collcheck("gate --baseline " + cand + " --candidate " + base, 60);
+    EXPECT_EQ(r.code, 2) << b.name << " as the baseline\n" << r.out;
+    EXPECT_NE(r.out.find("a baseline must be a correct, measured run"), std::string::npos) << r.out;
+  }
+  // The same file, correct, against itself: compared and passed (the rows above fail on their marks alone).
+  const auto r = testutil::collcheck("gate --baseline " + base + " --candidate " + base, 60);
+  EXPECT_EQ(r.code, 0) << r.out;
+}
+
+// busbw 1e308 against 1e-308 (over memcpy samples) printed "change -nan%",
+// verdict ok, exit 0. Now a ratio that is not a finite number is bad input.
+TEST(Gate, ANonFiniteRatioIsBadInputNotNan) {
+  const std::string tiny = "[1e-308,1e-308,1e-308,1e-308,1e-308,1e-308,1e-308,1e-308,1e-308]";
+  const std::string huge = "[1e308,1e308,1e308,1e308,1e308,1e308,1e308,1e308,1e308]";
+  const auto base = sweep_file("tiny.json", tiny, "{}", R"(,"memcpy_samples":)" + huge);
+  const auto cand = sweep_file("huge.json", huge, "{}", R"(,"memcpy_samples":)" + tiny);
+  auto r = testutil::collcheck("gate --baseline " + base + " --candidate " + cand, 60);
+  EXPECT_EQ(r.code, 2) << r.out;
+  EXPECT_NE(r.out.find("not a finite number"), std::string::npos) << r.out;
+  EXPECT_EQ(r.out.find("nan"), std::string::npos) << r.out;
+  const auto zero = sweep_file("zero.json", "[0,0,0,0,0,0,0,0,0]");
+  r = testutil::collcheck("gate --baseline " + zero + " --candidate " + sweep_file("five.json", kNine), 60);
+  EXPECT_EQ(r.code, 2) << r.out;
+  EXPECT_NE(r.out.find("median busbw of 0"), std::string::npos) << r.out;
+}
+
+// An unwritable $GITHUB_STEP_SUMMARY was ignored silently. Now the summary
+// that cannot be written is an error (exit 2 on a pass), named.
+TEST(Gate, AnUnwritableStepSummaryIsAnError) {
+  const auto base = sweep_file("sum.json", kNine);
+  auto r = testutil::run_command("env GITHUB_STEP_SUMMARY=/nonexistent-dir/summary.md " + std::string(COLLCHECK_BIN) +
+                                     " gate --baseline " + base + " --candidate " + base,
+                                 60);
+  EXPECT_EQ(r.code, 2) << r.out;
+  EXPECT_NE(r.out.find("$GITHUB_STEP_SUMMARY: cannot write /nonexistent-dir/summary.md"), std::string::npos) << r.out;
+  const std::string ok = tmp("summary.md");
+  std::filesystem::remove(ok);
+  r = testutil::run_command("env GITHUB_STEP_SUMMARY=" + ok + " " + std::string(COLLCHECK_BIN) + " gate --baseline " +
+                                base + " --candidate " + base,
+                            60);
+  EXPECT_EQ(r.code, 0) << r.out;
+  EXPECT_NE(slurp(ok).find("no regression"), std::string::npos) << slurp(ok);
+}

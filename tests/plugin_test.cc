@@ -176,3 +176,55 @@ TEST(VerifyCli, RingPassesAThousandCases) {
   EXPECT_EQ(r.code, 0) << r.out;
   EXPECT_NE(r.out.find("PASS: " + std::to_string(cases) + " cases"), std::string::npos) << r.out;
 }
+
+// No verdict, no exit 0 (issue 30): a plugin whose constructor ends the
+// process with _exit(0) made verify, gate, sweep and faults exit 0 having run
+// nothing (the plugin was loaded in the process whose exit code CI reads).
+// Now the command runs in a supervised child: exit 3, and the message says so.
+TEST(Plugin, APluginThatEndsTheProcessIsNeverAPass) {
+  const std::string p = "plugin:" + plugin("exits_on_load");
+  const std::string junit = testing::TempDir() + "/exits_on_load.xml";
+  const std::string runs[] = {
+      "verify --seed 1 --cases 20 --impl " + p,
+      "verify --seed 1 --cases 20 --isolate off --impl " + p,
+      "gate --budget 3 --junit " + junit + " --impl " + p,
+      "sweep -b 1K -e 4K --algo " + p,
+      "faults --impl " + p,
+      // exit(0) inside a call, with no isolation: the exit guard
+      "verify --seed 1 --cases 20 --isolate off --impl plugin:" + plugin("exits_in_call"),
+  };
+  for (const auto& args : runs) {
+    const auto r = testutil::collcheck(args, 120);
+    EXPECT_EQ(r.code, 3) << args << "\n" << r.out;
+    expect_has(r, "no verdict");
+    EXPECT_EQ(r.out.find("PASS"), std::string::npos) << args << "\n" << r.out;
+  }
+  // Isolated (the default for a plugin), exit(0) in a call is that case's failure.
+  const auto r = verify("--impl plugin:" + plugin("exits_in_call"), 20);
+  EXPECT_EQ(r.code, 1) << r.out;
+  expect_has(r, "FAIL: property call-completes");
+}
+
+// A declared order that breaks the ABI (n above the capacity 2p - 1, a rank
+// that does not exist) is a failure of matches-declared-order, never "no
+// order declared" (which passed).
+TEST(Plugin, ADeclaredOrderThatBreaksTheAbiFails) {
+  auto r = verify("--impl plugin:" + plugin("order_over_capacity"), 50);
+  EXPECT_EQ(r.code, 1) << r.out;
+  expect_has(r, "FAIL: property matches-declared-order");
+  expect_has(r, "collcheck_plugin_reduction_order returned");
+  expect_has(r, "the ABI allows -1 (unknown)");
+  r = verify("--impl plugin:" + plugin("order_bad_rank"), 50);
+  EXPECT_EQ(r.code, 1) << r.out;
+  expect_has(r, "FAIL: property matches-declared-order");
+  expect_has(r, "not a reduction tree over ranks");
+}
+
+// A CI job that forgot mpirun: --world mpi in a singleton tested a world of
+// one process and passed. Now it is bad input naming the launcher.
+TEST(VerifyCli, MpiWorldWithoutMpirunIsRefused) {
+  const auto r = testutil::collcheck("verify --impl ring --cases 20 --world mpi", 60);
+  EXPECT_EQ(r.code, 2) << r.out;
+  expect_has(r, "this process was not started by mpirun");
+  EXPECT_EQ(r.out.find("PASS"), std::string::npos) << r.out;
+}

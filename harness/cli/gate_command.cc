@@ -35,12 +35,22 @@ void add_gate(CLI::App& app, GateFlags& f) {
 
 namespace {
 
-void write_markdown(const GateFlags& f, const std::string& md) {
-  if (!f.markdown.empty()) {
-    write_file_atomically(f.markdown, md);
-  } else if (const char* summary = std::getenv("GITHUB_STEP_SUMMARY"); summary && *summary) {
-    std::ofstream(summary, std::ios::app) << md;
+// The summary, to --markdown or appended to $GITHUB_STEP_SUMMARY. One that
+// cannot be written is an error (exit 2) unless the verdict already failed:
+// the verdict stands, the summary is never lost silently.
+int write_markdown(const GateFlags& f, const std::string& md, int code) {
+  const char* summary = std::getenv("GITHUB_STEP_SUMMARY");
+  try {
+    if (!f.markdown.empty()) {
+      write_file_atomically(f.markdown, md);
+    } else if (summary && *summary) {
+      append_to_file(summary, md);
+    }
+  } catch (const std::runtime_error& e) {
+    std::fprintf(stderr, "collcheck: error: %s: %s\n", f.markdown.empty() ? "$GITHUB_STEP_SUMMARY" : "--markdown", e.what());
+    return code == 0 ? 2 : code;
   }
+  return code;
 }
 
 int perf_gate(GateFlags& f) {
@@ -69,27 +79,32 @@ int perf_gate(GateFlags& f) {
              f.candidate, f.baseline, limit * 100);
   fmt::print("  {:<44} {:>12} {:>12} {:>8} {:>9}  {}\n", "row", "base GB/s", "cand GB/s", "change", "p", "verdict");
   for (const auto& x : r.rows)
-    fmt::print("  {:<44} {:>12.4g} {:>12.4g} {:>+7.1f}% {:>9.2g}  {}\n", x.key, x.base_median, x.cand_median,
-               x.change * 100, x.p_value, x.regressed ? "REGRESSED" : "ok");
+    if (!x.unusable.empty())
+      fmt::print("  {:<44} {:>12.4g} {:>12} {:>8} {:>9}  FAILED: the candidate row is {}\n", x.key, x.base_median, "-", "-",
+                 "-", x.unusable);
+    else
+      fmt::print("  {:<44} {:>12.4g} {:>12.4g} {:>+7.1f}% {:>9.2g}  {}\n", x.key, x.base_median, x.cand_median,
+                 x.change * 100, x.p_value, x.regressed ? "REGRESSED" : "ok");
   if (!r.rows.empty() && r.rows.front().relative)
     fmt::print("  (change and p: busbw relative to a memcpy measured in the same process after each sample)\n");
   for (const auto& k : r.only_in_baseline) fmt::print("  note: only in the baseline, not compared: {}\n", k);
   for (const auto& k : r.only_in_candidate) fmt::print("  note: only in the candidate, not compared: {}\n", k);
-  fmt::print("{}\n", r.regressed() ? fmt::format("FAIL: {} row(s) regressed", r.regressed()) : "PASS: no row regressed");
+  fmt::print("{}\n", r.failed() ? "FAIL: " + gate_verdict(r) : "PASS: no row regressed");
   Report rep;
   rep.command = "gate";
   rep.suite = "collcheck gate performance";
   rep.properties = {{"baseline", f.baseline}, {"candidate", f.candidate}, {"max_regression", f.max_regression}};
   for (const auto& x : r.rows)
-    rep.cases.push_back({x.key, x.regressed ? ReportCase::Status::Failed : ReportCase::Status::Passed,
-                         fmt::format("busbw {:.4g} -> {:.4g} GB/s ({:+.1f} %), p = {:.2g}", x.base_median,
-                                     x.cand_median, x.change * 100, x.p_value),
+    rep.cases.push_back({x.key, x.regressed || !x.unusable.empty() ? ReportCase::Status::Failed : ReportCase::Status::Passed,
+                         !x.unusable.empty() ? "the candidate row is " + x.unusable
+                                             : fmt::format("busbw {:.4g} -> {:.4g} GB/s ({:+.1f} %), p = {:.2g}",
+                                                           x.base_median, x.cand_median, x.change * 100, x.p_value),
                          "", 0});
-  const int code = r.regressed() ? 1 : 0;
-  write_markdown(f, gate_markdown(r, limit));
+  const int code = r.failed() ? 1 : 0;
+  const int md_code = write_markdown(f, gate_markdown(r, limit), code);
   ReportFlags out;
   if (!f.junit.empty()) out.requests.push_back({"junit", f.junit});
-  return finish_reports(out, rep, code);
+  return finish_reports(out, rep, md_code);
 }
 
 int correctness_gate(GateFlags& f) {
@@ -135,10 +150,10 @@ int correctness_gate(GateFlags& f) {
     if (c == 2 || c == kExitSkipped) return c;
   if (vcode != 0 || fcode != 0) code = std::max(vcode, fcode);
   fmt::print("\ncollcheck gate: {}\n", code == 0 ? "PASS" : fmt::format("FAIL (exit {})", code));
-  write_markdown(f, render_report("markdown", rep));
+  const int md_code = write_markdown(f, render_report("markdown", rep), code);
   ReportFlags out;
   if (!f.junit.empty()) out.requests.push_back({"junit", f.junit});
-  return finish_reports(out, rep, code);
+  return finish_reports(out, rep, md_code);
 }
 
 }  // namespace

@@ -11,6 +11,7 @@
 #include <string>
 
 #include "harness/cli/commands.h"
+#include "harness/cli/supervisor.h"
 #include "harness/peers/peer_registry.h"
 #include "harness/world/crash_handler.h"
 #include "harness/world/mpi_world.h"
@@ -99,16 +100,37 @@ int main(int argc, char** argv) {
       ::setenv("OMPI_MCA_coll_tuned_use_dynamic_rules", "1", 1);
       ::setenv("OMPI_MCA_coll_tuned_allreduce_algorithm", std::to_string(verify.mpi_algo).c_str(), 1);
     }
+    // Read before MPI_Init: a singleton's init sets these itself.
+    const bool launched = std::getenv("OMPI_COMM_WORLD_SIZE") || std::getenv("PMIX_RANK") || std::getenv("PMI_RANK");
     try {
       collcheck::MpiWorld::init(&argc, &argv);
     } catch (const std::exception& ex) {
       std::fprintf(stderr, "collcheck: error: --world mpi: %s\n", ex.what());
       return 2;
     }
+    // A CI job that forgot its launcher must not go green on a world of one.
+    if (collcheck::MpiWorld::get()->size() == 1) {
+      if (!launched) {
+        std::fprintf(stderr, "collcheck: error: --world mpi: this process was not started by mpirun, and a world of 1 "
+                             "process tests nothing; start it as `mpirun -np N collcheck ...`, or use --world threads\n");
+        collcheck::MpiWorld::get()->finalize();
+        return 2;
+      }
+      std::fprintf(stderr, "collcheck: warning: --world mpi with 1 process (mpirun -np 1): only worlds of 1 rank run\n");
+    }
   } else if (const char* n = std::getenv("OMPI_COMM_WORLD_SIZE"); n && std::atoi(n) > 1) {
     std::fprintf(stderr, "collcheck: warning: started by mpirun with %s processes but without --world mpi: each "
                          "process runs its own thread world\n", n);
   }
+  // The commands that run an implementation run it in a supervised child in
+  // the thread world (a plugin that ends the process cannot end it with a
+  // pass); under mpirun, mpirun is the supervisor: a rank that ends before
+  // MPI_Finalize fails the job.
+  if (!mpi_world) {
+    for (const char* name : {"verify", "sweep", "faults", "soak", "gate", "replay"})
+      if (app.got_subcommand(name)) supervise(fmt::format("collcheck {}", name));
+  }
+  install_exit_guard();
   collcheck::install_crash_handler();
   if (auto* w = collcheck::MpiWorld::get()) {
     collcheck::set_crash_identity(fmt::format("rank {} of {} (pid {} on {})", w->rank(), w->size(), ::getpid(), w->host()));
@@ -140,6 +162,7 @@ int main(int argc, char** argv) {
     return 2;
   }
   }();
+  verdict_reached(code);
   if (mpi_world) collcheck::MpiWorld::get()->finalize();
   return code;
 }

@@ -14,8 +14,8 @@ namespace {
 
 // Writes `text` into an existing file in place (a character device:
 // /dev/null, /dev/stdout), checking the write and the close.
-void write_in_place(const std::string& path, std::string_view text) {
-  std::FILE* f = std::fopen(path.c_str(), "w");
+void write_in_place(const std::string& path, std::string_view text, const char* mode = "w") {
+  std::FILE* f = std::fopen(path.c_str(), mode);
   if (!f) throw std::runtime_error(fmt::format("cannot write {}: {}", path, std::strerror(errno)));
   const bool ok = std::fwrite(text.data(), 1, text.size(), f) == text.size() && std::fflush(f) == 0;
   const int err = errno;
@@ -23,7 +23,25 @@ void write_in_place(const std::string& path, std::string_view text) {
     throw std::runtime_error(fmt::format("cannot write {}: {}", path, std::strerror(ok ? errno : err)));
 }
 
+const char* refused_kind(const std::filesystem::file_status& st) {
+  namespace fs = std::filesystem;
+  if (!fs::exists(st) || fs::is_regular_file(st) || st.type() == fs::file_type::character) return nullptr;
+  return fs::is_directory(st)                ? "a directory"
+         : st.type() == fs::file_type::fifo   ? "a FIFO"
+         : st.type() == fs::file_type::socket ? "a socket"
+         : st.type() == fs::file_type::block  ? "a block device"
+                                              : "not a regular file";
+}
+
 }  // namespace
+
+void append_to_file(const std::string& path, std::string_view text) {
+  std::error_code ec;
+  const auto st = std::filesystem::status(path, ec);
+  if (const char* kind = ec ? nullptr : refused_kind(st))
+    throw std::runtime_error(fmt::format("cannot write {}: it is {}; give a file's path", path, kind));
+  write_in_place(path, text, "a");
+}
 
 void write_file_atomically(const std::string& path, std::string_view text) {
   namespace fs = std::filesystem;
@@ -41,15 +59,9 @@ void write_file_atomically(const std::string& path, std::string_view text) {
     target = next.is_absolute() ? next : target.parent_path() / next;
   }
   const auto st = fs::status(target, ec);
-  if (!ec && fs::exists(st) && !fs::is_regular_file(st)) {
-    if (st.type() == fs::file_type::character) return write_in_place(target.string(), text);
-    const char* kind = fs::is_directory(st)                ? "a directory"
-                       : st.type() == fs::file_type::fifo   ? "a FIFO"
-                       : st.type() == fs::file_type::socket ? "a socket"
-                       : st.type() == fs::file_type::block  ? "a block device"
-                                                            : "not a regular file";
+  if (!ec && st.type() == fs::file_type::character) return write_in_place(target.string(), text);
+  if (const char* kind = ec ? nullptr : refused_kind(st))
     throw std::runtime_error(fmt::format("cannot write {}: it is {}; give a file's path", path, kind));
-  }
   const std::string tmp = target.string() + ".tmp";
   std::FILE* f = std::fopen(tmp.c_str(), "w");
   if (!f) throw std::runtime_error(fmt::format("cannot write {}: {}", tmp, std::strerror(errno)));

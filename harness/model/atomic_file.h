@@ -9,5 +9,9 @@ namespace collcheck {
 
 // Throws std::runtime_error naming the path and the system error.
 void write_file_atomically(const std::string& path, std::string_view text);
+// Appends `text` to a file ($GITHUB_STEP_SUMMARY), creating it; checks the
+// write and the close. Refuses what is not a regular file or a character
+// device, as above. Throws std::runtime_error naming the path and the error.
+void append_to_file(const std::string& path, std::string_view text);
 
 }  // namespace collcheck

@@ -180,9 +180,15 @@ class PluginImplementation final : public Implementation {
     const size_t at = postfix.size();
     postfix.resize(at + cap);
     const int n = order_(p, count, index, postfix.data() + at, cap);
-    if (n < 0 || static_cast<size_t>(n) > cap) {
+    if (n == -1) {  // unknown: the ABI's one way to declare none
       postfix.resize(at);
       return false;
+    }
+    if (n < 0 || static_cast<size_t>(n) > cap) {
+      postfix.resize(at);
+      throw ImplementationError(fmt::format("{}: collcheck_plugin_reduction_order returned {} for element [{}] of {} "
+                                            "over {} ranks; the ABI allows -1 (unknown) or 0..{} (the capacity, 2p - 1)",
+                                            label_, n, index, count, p, cap));
     }
     postfix.resize(at + static_cast<size_t>(n));
     return true;

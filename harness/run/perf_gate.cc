@@ -17,6 +17,12 @@ size_t GateResult::regressed() const {
   return static_cast<size_t>(std::count_if(rows.begin(), rows.end(), [](const GateRow& r) { return r.regressed; }));
 }
 
+size_t GateResult::unusable() const {
+  return static_cast<size_t>(std::count_if(rows.begin(), rows.end(), [](const GateRow& r) { return !r.unusable.empty(); }));
+}
+
+size_t GateResult::failed() const { return regressed() + unusable(); }
+
 namespace {
 
 double quantile(std::vector<double> v, double q) {
@@ -33,6 +39,7 @@ double quantile(std::vector<double> v, double q) {
 struct Samples {
   std::vector<double> busbw;
   std::vector<double> memcpy;  // same length, or empty
+  std::string unusable;        // why the row is no measurement: wrong, failed or skipped
 };
 
 std::map<std::string, Samples> load(const std::string& path, size_t min_samples) {
@@ -54,6 +61,21 @@ std::map<std::string, Samples> load(const std::string& path, size_t min_samples)
       const std::string key = fmt::format("{}{} {} {} B {}", one_algo ? "" : r.at("algo").get<std::string>() + " ",
                                           r.at("type").get<std::string>(), r.at("redop").get<std::string>(),
                                           r.at("size").get<uint64_t>(), place);
+      // A row the sweep itself marks as not a measurement of a correct run.
+      std::string unusable;
+      const nlohmann::json& perf = r.at(place);
+      if (perf.is_object() && perf.contains("wrong") && !(perf.at("wrong").is_number_unsigned() && perf.at("wrong").get<uint64_t>() == 0))
+        unusable = fmt::format("wrong (\"wrong\": {} elements out of bounds)", perf.at("wrong").dump());
+      else if (r.contains("error") && !(r.at("error").is_string() && r.at("error").get<std::string>().empty()))
+        unusable = fmt::format("failed (\"error\": {})", r.at("error").dump());
+      else if (r.contains("skipped") && !(r.at("skipped").is_string() && r.at("skipped").get<std::string>().empty()))
+        unusable = fmt::format("skipped (\"skipped\": {})", r.at("skipped").dump());
+      if (!unusable.empty()) {
+        if (!rows.emplace(key, Samples{{}, {}, unusable}).second)
+          throw GateInputError(fmt::format("{}: the row {} appears twice", path, key));
+        ++i;
+        continue;
+      }
       if (!r.contains("busbw_samples")) throw GateInputError(field("busbw_samples") + ": missing (sweep --json writes it)");
       auto v = r.at("busbw_samples").get<std::vector<double>>();
       if (v.size() < min_samples)
@@ -124,9 +146,18 @@ GateResult compare_sweeps(const std::string& baseline_path, const std::string& c
   for (const auto& [k, bs] : base) {
     const auto it = cand.find(k);
     if (it == cand.end()) continue;
+    if (!bs.unusable.empty())
+      throw GateInputError(fmt::format("{}: the baseline row {} is {}: a baseline must be a correct, measured run",
+                                       baseline_path, k, bs.unusable));
     const auto& cs = it->second;
     GateRow row;
     row.key = k;
+    if (!cs.unusable.empty()) {
+      // Never compared, never passed: the candidate did not measure this row.
+      row.unusable = cs.unusable;
+      r.rows.push_back(row);
+      continue;
+    }
     row.n_base = bs.busbw.size();
     row.n_cand = cs.busbw.size();
     row.base_median = quantile(bs.busbw, 0.5);
@@ -143,7 +174,19 @@ GateResult compare_sweeps(const std::string& baseline_path, const std::string& c
     };
     const auto b = samples(bs), c = samples(cs);
     const double bm = quantile(b, 0.5), cm = quantile(c, 0.5);
-    row.change = bm > 0 ? cm / bm - 1 : 0;
+    for (const auto* v : {&b, &c})
+      for (double x : *v)
+        if (!std::isfinite(x))
+          throw GateInputError(fmt::format("row {}: busbw over memcpy is not a finite number (a bandwidth of {} or {} "
+                                           "is not one a sweep measures)",
+                                           k, quantile(bs.busbw, 0.5), quantile(cs.busbw, 0.5)));
+    if (!(bm > 0))
+      throw GateInputError(fmt::format("{}: the baseline row {} has a median busbw of 0: nothing to compare against",
+                                       baseline_path, k));
+    row.change = cm / bm - 1;
+    if (!std::isfinite(row.change))
+      throw GateInputError(fmt::format("row {}: the change from a busbw of {} to {} is not a finite number", k,
+                                       row.base_median, row.cand_median));
     row.p_value = mann_whitney_less(b, c);
     row.regressed = -row.change > max_regression && row.p_value < r.alpha_per_row && quantile(c, 0.75) < quantile(b, 0.25);
     r.rows.push_back(row);
@@ -151,16 +194,26 @@ GateResult compare_sweeps(const std::string& baseline_path, const std::string& c
   return r;
 }
 
+std::string gate_verdict(const GateResult& r) {
+  if (!r.failed()) return "no regression";
+  std::string v;
+  if (r.regressed()) v = fmt::format("{} row(s) regressed", r.regressed());
+  if (r.unusable()) v += fmt::format("{}{} candidate row(s) wrong, failed or skipped", v.empty() ? "" : "; ", r.unusable());
+  return v;
+}
+
 std::string gate_markdown(const GateResult& r, double max_regression) {
-  std::string md = fmt::format("### collcheck gate: performance — {}\n\n",
-                               r.regressed() ? fmt::format("{} row(s) regressed", r.regressed()) : "no regression");
+  std::string md = fmt::format("### collcheck gate: performance — {}\n\n", gate_verdict(r));
   md += fmt::format("Rows compared: {}; a row regresses when its median busbw drops by more than {:.1f} %, a one-sided "
                     "Mann-Whitney U test gives p < {:.2g} (0.05 over the rows), and the samples are apart.\n\n",
                     r.rows.size(), max_regression * 100, r.alpha_per_row);
   md += "| row | baseline busbw (GB/s, median) | candidate | change | p | verdict |\n|---|---:|---:|---:|---:|---|\n";
   // change: of busbw relative to a memcpy measured after each sample, where both files have one
   for (const auto& x : r.rows)
-    md += fmt::format("| {} | {:.4g} | {:.4g} | {:+.1f} %{} | {:.2g} | {} |\n", x.key, x.base_median, x.cand_median,
+    if (!x.unusable.empty())
+      md += fmt::format("| {} | {:.4g} | — | — | — | **FAILED**: the candidate row is {} |\n", x.key, x.base_median, x.unusable);
+    else
+      md += fmt::format("| {} | {:.4g} | {:.4g} | {:+.1f} %{} | {:.2g} | {} |\n", x.key, x.base_median, x.cand_median,
                       x.change * 100, x.relative ? " (vs memcpy)" : "", x.p_value, x.regressed ? "**REGRESSED**" : "ok");
   for (const auto& k : r.only_in_baseline) md += fmt::format("\nOnly in the baseline (not compared): {}", k);
   for (const auto& k : r.only_in_candidate) md += fmt::format("\nOnly in the candidate (not compared): {}", k);

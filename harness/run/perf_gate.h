@@ -37,6 +37,9 @@ struct GateRow {
   bool relative = false;                    // samples were busbw / memcpy (both files had memcpy_samples)
   double p_value = 1;
   bool regressed = false;
+  // Set when the candidate's row is wrong, failed or skipped: not compared,
+  // and a failure of the gate.
+  std::string unusable;
 };
 
 struct GateResult {
@@ -44,15 +47,22 @@ struct GateResult {
   std::vector<std::string> only_in_baseline, only_in_candidate;
   double alpha_per_row = 0;
   size_t regressed() const;
+  size_t unusable() const;
+  size_t failed() const;  // regressed or unusable
 };
 
 // One-sided Mann-Whitney U: the p-value of "y is stochastically smaller than x".
 double mann_whitney_less(const std::vector<double>& x, const std::vector<double>& y);
 
 // Throws GateInputError naming the file and the field for a file that is not
-// a sweep --json file, or rows with fewer than `min_samples` samples.
+// a sweep --json file, rows with fewer than `min_samples` samples, a baseline
+// row that is wrong, failed or skipped, or samples whose ratio is no finite
+// number. A candidate row that is wrong, failed or skipped is a failed row.
 GateResult compare_sweeps(const std::string& baseline_path, const std::string& candidate_path, double max_regression,
                           double alpha, size_t min_samples);
+
+// "no regression", or what failed.
+std::string gate_verdict(const GateResult& r);
 
 // The comparison as a Markdown table, for a CI step summary.
 std::string gate_markdown(const GateResult& r, double max_regression);

@@ -1,6 +1,9 @@
 // Plugins that break the ABI or its rules, one per COLLCHECK_FAULT value. The
 // plugin test checks that each gets a diagnosis (never a hang, never a pass).
+#include <unistd.h>
+
 #include <csignal>
+#include <cstdlib>
 #include <cstring>
 #include <thread>
 
@@ -18,6 +21,10 @@
 #define FAULT_leaks_request 6
 #define FAULT_ignores_link_error 7
 #define FAULT_all_crash 8
+#define FAULT_exits_on_load 9
+#define FAULT_exits_in_call 10
+#define FAULT_order_over_capacity 11
+#define FAULT_order_bad_rank 12
 #define CAT(a, b) a##b
 #define FAULT_ID(x) CAT(FAULT_, x)
 #define FAULT FAULT_ID(COLLCHECK_FAULT)
@@ -25,6 +32,26 @@
 extern "C" int collcheck_plugin_abi_version(void) {
   return FAULT == FAULT_bad_version ? COLLCHECK_PLUGIN_ABI_VERSION + 41 : COLLCHECK_PLUGIN_ABI_VERSION;
 }
+
+#if FAULT == FAULT_exits_on_load
+// A library's init that ends the process, as a misconfigured runtime's would.
+__attribute__((constructor)) static void end_the_process() { _exit(0); }
+#endif
+
+#if FAULT == FAULT_order_over_capacity || FAULT == FAULT_order_bad_rank
+// A declared order that breaks the ABI: more entries than the capacity, or a
+// rank that does not exist; the call itself is a correct ring.
+extern "C" int collcheck_plugin_reduction_order(int p, size_t count, size_t index, int* postfix, size_t capacity) {
+#if FAULT == FAULT_order_over_capacity
+  (void)p, (void)count, (void)index, (void)postfix;
+  return static_cast<int>(capacity) + 5;
+#else
+  const int n = mk::ring_order(p, count, index, postfix, capacity);
+  if (n > 0) postfix[0] = 99999;
+  return n;
+#endif
+}
+#endif
 
 #if FAULT != FAULT_no_entry
 extern "C" int collcheck_all_reduce(const collcheck_call* c, const collcheck_links* l) {
@@ -35,6 +62,8 @@ extern "C" int collcheck_all_reduce(const collcheck_call* c, const collcheck_lin
   }
 #elif FAULT == FAULT_crashes
   if (c->count > 2 && l->rank == 1) std::raise(SIGSEGV);
+#elif FAULT == FAULT_exits_in_call
+  if (c->count > 2) std::exit(0);
 #elif FAULT == FAULT_all_crash
   if (c->count > 2) std::raise(SIGSEGV);  // every rank's thread at about the same time
 #elif FAULT == FAULT_never_returns

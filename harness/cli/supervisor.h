@@ -1,0 +1,33 @@
+// No verdict, no exit 0 (issue 30). A plugin's constructor, a library's init
+// or an implementation's call can end the process itself (exit(0), _exit(0))
+// before collcheck has judged anything; a CI gate would then go green having
+// run nothing. Two guards close that:
+// - supervise(): the command runs in a child process and the parent waits for
+//   it. The child tells the parent its verdict through a pipe just before it
+//   returns from main; a child that ends without one (any exit code, 0
+//   included) makes the parent print what happened and exit 3 (no verdict).
+//   The parent forwards SIGTERM, SIGINT, SIGHUP and SIGQUIT to the child, whose
+//   process group is its own (a signal sent to the group reaches it once), and
+//   dies of the signal that killed the child, if one did. When the parent is
+//   killed (SIGKILL), the child is killed too.
+// - the exit guard: exit() called anywhere before the verdict (in the
+//   supervised child, an isolated child, or an MPI rank) is exit 3, not the
+//   code the caller chose.
+#pragma once
+
+#include <string>
+
+namespace collcheck::cli {
+
+inline constexpr int kExitNoVerdict = 3;
+
+// Forks; returns in the child (the command's process), never in the parent.
+// `what` names the command in the parent's message.
+void supervise(const std::string& what);
+// Registers the exit guard (atexit).
+void install_exit_guard();
+// The verdict is in: exit() is allowed from now on, and the supervising
+// parent, if any, learns that `code` is a verdict.
+void verdict_reached(int code);
+
+}  // namespace collcheck::cli
