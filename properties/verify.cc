@@ -127,7 +127,10 @@ void print_failure(std::FILE* out, const VerifyOptions& o, const VerifyResult& r
                r.replay_failures, r.replays, r.replays);
     fmt::print(out, "  replay: {}\n", replay_command(o, r.minimal, r.replays));
   } else {
-    fmt::print(out, "  steady: the minimal case failed {} of {} replays\n", r.replay_failures, r.replays);
+    if (r.replays == 0 && r.interrupted)
+      fmt::print(out, "  not replayed: the run's end came first (steady or flaky is not known)\n");
+    else
+      fmt::print(out, "  steady: the minimal case failed {} of {} replays\n", r.replay_failures, r.replays);
     fmt::print(out, "  replay: {}\n", replay_command(o, r.minimal));
   }
 }
@@ -145,8 +148,14 @@ CaseOutcome run_retrying(const VerifyOptions& opt, CaseExecutor& exec, const Cas
 
 // Replays the minimal case: three failures in a row make it steady; else it
 // runs `n` times in all and the result says how many failed.
-void confirm(CaseExecutor& exec, VerifyResult& r, size_t n) {
+bool stopping(const VerifyOptions& o, VerifyResult& r) {
+  if (o.should_stop && o.should_stop()) r.interrupted = true;
+  return r.interrupted;
+}
+
+void confirm(const VerifyOptions& o, CaseExecutor& exec, VerifyResult& r, size_t n) {
   for (size_t k = 0; k < n; ++k) {
+    if (stopping(o, r)) return;
     const CaseOutcome so = exec.run(r.minimal);
     if (so.harness_error) continue;  // no verdict either way
     ++r.replays;
@@ -229,6 +238,7 @@ VerifyResult run_verify(const VerifyOptions& o, CaseExecutor& exec, std::FILE* o
       r.budget_reached = true;
       break;
     }
+    if (stopping(o, r)) break;
     const rc::Random ri = base.split();
     const int size = static_cast<int>((o.first_size + i) % (rc::kNominalSize + 1));
     const rc::Shrinkable<Case> sh = gen(ri, size);
@@ -269,7 +279,8 @@ VerifyResult run_verify(const VerifyOptions& o, CaseExecutor& exec, std::FILE* o
       progressed = false;
       auto seq = cur.shrinks();
       while (auto m = seq.next()) {
-        if (Seconds(Clock::now() - s0).count() > o.shrink_budget_s || r.shrink_runs >= o.shrink_max_runs) {
+        if (Seconds(Clock::now() - s0).count() > o.shrink_budget_s || r.shrink_runs >= o.shrink_max_runs ||
+            stopping(o, r)) {
           r.shrink_budget_reached = true;
           break;
         }
@@ -289,27 +300,27 @@ VerifyResult run_verify(const VerifyOptions& o, CaseExecutor& exec, std::FILE* o
     r.failure = curf;
     if (o.progress) std::fprintf(stderr, "\r  replaying the minimal case...                    ");
     const size_t n = o.repeat == 0 ? 20 : o.repeat;
-    confirm(exec, r, n);
+    confirm(o, exec, r, n);
     // Never fails again: step back along the shrink path to the smallest case
     // that does (the original failed once, so the walk ends there at worst).
-    for (size_t k = path.size() - 1; r.replay_failures == 0 && k-- > 0;) {
+    for (size_t k = path.size() - 1; r.replay_failures == 0 && !r.interrupted && k-- > 0;) {
       r.minimal = path[k].first;
       r.failure = path[k].second;
       r.replays = r.replay_failures = 0;
       ++r.stepped_back;
-      confirm(exec, r, n);
+      confirm(o, exec, r, n);
     }
     // Flaky on a natural schedule: a perturbed one may show it far more often
     // (a race). The best of three perturbation seeds is reported when it fails
     // more often.
-    if (r.flaky() && r.minimal.perturb == 0 && r.minimal.p >= 2) {
+    if (r.flaky() && !r.interrupted && r.minimal.perturb == 0 && r.minimal.p >= 2) {
       const VerifyResult natural = r;
       VerifyResult best = r;
       for (uint64_t k = 1; k <= 3 && best.replay_failures < best.replays; ++k) {
         VerifyResult t = natural;
         t.minimal.perturb = splitmix64(o.seed ^ (k * 0x9e3779b97f4a7c15ull)) | 1;
         t.replays = t.replay_failures = 0;
-        confirm(exec, t, n);
+        confirm(o, exec, t, n);
         if (t.replay_failures * best.replays > best.replay_failures * t.replays) best = t;
       }
       if (best.minimal.perturb) {
@@ -336,12 +347,16 @@ VerifyResult run_verify(const VerifyOptions& o, CaseExecutor& exec, std::FILE* o
   } else if (r.failed) {
     fmt::print(out, "\n{} cases passed, then case {} failed (seed {:#x}); shrunk in {} steps ({} runs{}) from: {}\n",
                passed, r.failing_case, o.seed, r.shrink_steps, r.shrink_runs,
-               r.shrink_budget_reached ? ", stopped by the shrink budget" : "", case_summary(r.original));
+               r.interrupted             ? ", cut short by the end of the run"
+               : r.shrink_budget_reached ? ", stopped by the shrink budget"
+                                         : "",
+               case_summary(r.original));
     print_failure(out, o, r);
   } else {
     fmt::print(out, "\nPASS: {} cases in {:.1f} s ({:.0f} cases/s){}\n", r.cases_run, r.seconds,
                r.seconds > 0 ? static_cast<double>(r.cases_run) / r.seconds : 0.0,
                r.budget_reached ? fmt::format("; stopped by the time budget after {} of {} cases", r.cases_run, o.cases)
+               : r.interrupted  ? fmt::format("; cut short by the end of the run after {} of {} cases", r.cases_run, o.cases)
                                 : "");
   }
   return r;

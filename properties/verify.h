@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdio>
+#include <functional>
 #include <map>
 #include <vector>
 #include <optional>
@@ -40,6 +41,10 @@ struct VerifyOptions {
   // A case the harness could not run (no thread or memory) is retried after
   // this many seconds, then twice and four times as long.
   double harness_retry_s = 1.0;
+  // When set and true, the run stops at the next case boundary (a soak's
+  // duration or signal): no further case, shrink step or replay; the case in
+  // flight ends by its deadline. What was found so far is reported.
+  std::function<bool()> should_stop;
 };
 
 // Exit code of a run the harness could not complete for want of threads or
@@ -57,6 +62,7 @@ struct VerifyResult {
   size_t shrink_steps = 0;  // accepted shrinks
   size_t shrink_runs = 0;   // cases run while shrinking
   bool shrink_budget_reached = false;
+  bool interrupted = false;  // should_stop ended the run (cases, shrinking or replays)
   size_t replays = 0;        // runs of the minimal case after shrinking (or of --replay)
   size_t replay_failures = 0;  // ...that failed (any property)
   size_t stepped_back = 0;     // shrink steps undone because their case never failed again

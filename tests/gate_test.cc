@@ -176,13 +176,13 @@ TEST(Gate, ANonFiniteRatioIsBadInputNotNan) {
 }
 
 // An unwritable $GITHUB_STEP_SUMMARY was ignored silently. Now the summary
-// that cannot be written is an error (exit 2 on a pass), named.
+// that cannot be written is an error (exit 5, output lost, on a pass), named.
 TEST(Gate, AnUnwritableStepSummaryIsAnError) {
   const auto base = sweep_file("sum.json", kNine);
   auto r = testutil::run_command("env GITHUB_STEP_SUMMARY=/nonexistent-dir/summary.md " + std::string(COLLCHECK_BIN) +
                                      " gate --baseline " + base + " --candidate " + base,
                                  60);
-  EXPECT_EQ(r.code, 2) << r.out;
+  EXPECT_EQ(r.code, 5) << r.out;
   EXPECT_NE(r.out.find("$GITHUB_STEP_SUMMARY: cannot write /nonexistent-dir/summary.md"), std::string::npos) << r.out;
   const std::string ok = tmp("summary.md");
   std::filesystem::remove(ok);

@@ -1,6 +1,9 @@
 #include "harness/cli/cli_util.h"
 
 #include <fmt/format.h>
+#include <sys/stat.h>
+
+#include <filesystem>
 
 #include <cctype>
 #include <charconv>
@@ -82,6 +85,31 @@ std::vector<std::string> parse_algo_list(std::string_view text, std::string_view
     return std::string(name);
   };
   return parse_list<std::string>(text, flag, "algorithm", find, all, algorithm_choices());
+}
+
+void check_distinct_paths(const std::vector<std::pair<std::string, std::string>>& paths) {
+  namespace fs = std::filesystem;
+  // A file that exists is known by its device and inode; one that does not
+  // yet, by its absolute path with the links of its folders followed.
+  auto identity = [](const std::string& p) {
+    struct stat st {};
+    if (::stat(p.c_str(), &st) == 0) return fmt::format("inode {}:{}", st.st_dev, st.st_ino);
+    std::error_code ec;
+    const fs::path canon = fs::weakly_canonical(fs::absolute(p, ec), ec);
+    return "path " + (ec ? p : canon.string());
+  };
+  std::vector<std::pair<std::string, std::string>> seen;  // identity, flag
+  for (const auto& [flag, path] : paths) {
+    if (path.empty()) continue;
+    const std::string id = identity(path);
+    // A character device (/dev/null, /dev/stdout) may take several outputs.
+    struct stat st {};
+    if (::stat(path.c_str(), &st) == 0 && S_ISCHR(st.st_mode)) continue;
+    for (const auto& [other_id, other_flag] : seen)
+      if (other_id == id)
+        throw UsageError(fmt::format("{} and {} name the same file ({}); give each its own path", other_flag, flag, path));
+    seen.emplace_back(id, flag);
+  }
 }
 
 }  // namespace collcheck

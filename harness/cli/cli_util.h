@@ -31,4 +31,10 @@ std::vector<RedOp> parse_op_list(std::string_view text, std::string_view flag);
 std::vector<DataClass> parse_data_class_list(std::string_view text, std::string_view flag);
 std::vector<std::string> parse_algo_list(std::string_view text, std::string_view flag);
 
+// The files one command writes (and the ones it reads that it must not
+// overwrite), as (flag, path): two that name one file (the same path, a
+// symlink to it, a hard link) throw UsageError naming both flags. The results
+// of a soak were overwritten by its --metrics-textfile with exit 0.
+void check_distinct_paths(const std::vector<std::pair<std::string, std::string>>& paths);
+
 }  // namespace collcheck

@@ -37,7 +37,8 @@ void add_report_flag(CLI::App* command, ReportFlags& f);
 // Before the run: every request is a known format and a writable file.
 void parse_reports(ReportFlags& f);
 // After the run, on the root: writes the requested reports. A report that
-// cannot be written is an error (exit 2) unless the verdict already failed.
+// cannot be written is an error (exit 5, kExitOutputLost) unless the verdict
+// already failed.
 int finish_reports(const ReportFlags& f, const Report& r, int code);
 
 // The up-front memory check of every command (issue 13): refuses with a
@@ -62,9 +63,11 @@ void check_metrics_flags(const MetricsFlags& f);
 // registry, binds the endpoint (printing its address) and sets the gateway;
 // nullptr when no metrics were asked for.
 std::unique_ptr<Metrics> start_metrics(const MetricsFlags& f);
-// The end of the run: the textfile and the push (a failure is a warning on
-// stderr: the verdict stands), then the linger.
-void finish_metrics(const MetricsFlags& f, Metrics* m);
+// The end of the run: the textfile and the push, then the linger. A push
+// that fails is a warning (the gateway is another machine's); a textfile
+// that cannot be written is an error: false, and the command's exit code
+// becomes 5 (kExitOutputLost) when it was 0.
+bool finish_metrics(const MetricsFlags& f, Metrics* m);
 
 // A seed as the user writes it: decimal or 0x hex, non-negative.
 uint64_t parse_seed(const std::string& text, const std::string& flag);
@@ -76,6 +79,7 @@ struct SweepFlags {
   int check = 1;
   std::string world = "threads";
   std::string json;  // --json FILE
+  double timeout = 60;  // --timeout: the deadline of each call, seconds
   MetricsFlags metrics;
   ReportFlags report;
 };
@@ -106,6 +110,7 @@ struct VerifyFlags {
   std::string repeat;
   MetricsFlags metrics;
   ReportFlags report;
+  std::function<bool()> should_stop;  // not a flag: gate's total budget (VerifyOptions::should_stop)
 };
 void add_verify(CLI::App& app, VerifyFlags& f);
 int run_verify_command(VerifyFlags& f);
@@ -137,7 +142,8 @@ struct GateFlags {
   // Correctness: verify over a budget plus the fault table.
   std::string impl;
   std::string against;
-  double budget = 300;
+  double budget = 300;  // seconds in all: verify's cases, shrinking and replays, then the fault table
+  double timeout = 10;  // the deadline of each all-reduce call
   // Performance: two sweep --json files.
   std::string baseline, candidate;
   std::string max_regression = "5%";
@@ -181,7 +187,9 @@ struct FaultsFlags {
   std::string world = "threads";
   size_t random = 0;  // > 0: the detection property, this many random cases
   std::string seed = "1";
+  std::string keep_dumps;  // --keep-dumps DIR: where a failed row's dumps are kept ("" = not kept)
   ReportFlags report;
+  std::function<bool()> should_stop;  // not a flag: gate's total budget; rows after it are not run (threads only)
 };
 void add_faults(CLI::App& app, FaultsFlags& f);
 int run_faults_command(FaultsFlags& f);

@@ -8,6 +8,8 @@
 #include <thread>
 
 #include "harness/cli/commands.h"
+#include "harness/metrics/pusher.h"
+#include "harness/model/atomic_file.h"
 #include "harness/model/size.h"
 #include "harness/peers/gloo_impl.h"
 #include "harness/peers/mpi_impl.h"
@@ -44,7 +46,7 @@ int finish_reports(const ReportFlags& f, const Report& r, int code) {
   } catch (const std::runtime_error& e) {
     // The verdict above stands; a report that could not be written is still an error.
     std::fprintf(stderr, "collcheck: error: --report: %s\n", e.what());
-    return code == 0 ? 2 : code;
+    return code == 0 ? kExitOutputLost : code;
   }
   return code;
 }
@@ -108,7 +110,7 @@ void check_metrics_flags(const MetricsFlags& f) {
   }
   if (!f.pushgateway.empty()) {
     try {
-      (void)split_host_port(f.pushgateway, "--pushgateway");
+      (void)push_target(f.pushgateway, "job", "");
     } catch (const std::invalid_argument& e) {
       throw UsageError(e.what());
     }
@@ -117,7 +119,7 @@ void check_metrics_flags(const MetricsFlags& f) {
   if (!addr.empty() && addr.find(':') == std::string::npos) addr = "127.0.0.1:" + addr;
   if (!addr.empty()) {
     try {
-      (void)split_host_port(addr, "--metrics-listen");
+      check_listen_address(addr);
     } catch (const std::invalid_argument& e) {
       throw UsageError(e.what());
     }
@@ -148,24 +150,28 @@ std::unique_ptr<Metrics> start_metrics(const MetricsFlags& f) {
   return m;
 }
 
-void finish_metrics(const MetricsFlags& f, Metrics* m) {
-  if (!m) return;
+bool finish_metrics(const MetricsFlags& f, Metrics* m) {
+  if (!m) return true;
+  bool ok = true;
   if (!f.textfile.empty()) {
     try {
       m->write_textfile(f.textfile);
     } catch (const std::exception& e) {
-      fmt::print(stderr, "collcheck: warning: --metrics-textfile: {}\n", e.what());
+      fmt::print(stderr, "collcheck: error: --metrics-textfile: {}\n", e.what());
+      ok = false;
     }
   }
   if (!f.pushgateway.empty()) {
-    const int code = m->push();
-    if (code < 200 || code >= 300) fmt::print(stderr, "collcheck: warning: --pushgateway: push failed ({})\n", code);
+    m->push();
+    if (const std::string why = m->finish_pushes(); !why.empty())
+      fmt::print(stderr, "collcheck: warning: --pushgateway {}: {}\n", f.pushgateway, why);
   }
   if (!f.listen.empty() && f.linger > 0) {
     fmt::print("metrics: serving the final values for {} s more\n", f.linger);
     std::fflush(stdout);
     std::this_thread::sleep_for(std::chrono::duration<double>(f.linger));
   }
+  return ok;
 }
 
 uint64_t parse_seed(const std::string& text, const std::string& flag) {

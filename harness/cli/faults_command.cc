@@ -13,6 +13,7 @@
 #include "harness/world/mpi_world.h"
 #include "impl/algorithm.h"
 #include "properties/detection.h"
+#include "properties/verify.h"
 
 namespace collcheck::cli {
 
@@ -27,6 +28,9 @@ void add_faults(CLI::App& app, FaultsFlags& f) {
   fa->add_option("--random", f.random,
                  "run the detection property instead: this many random scenarios, each with a random fault");
   fa->add_option("--seed", f.seed, "seed of --random")->capture_default_str();
+  fa->add_option("--keep-dumps", f.keep_dumps,
+                 "keep the flight-recorder dumps of a row that is not diagnosed as injected here, one folder per row "
+                 "(default: every row's dumps are removed)");
   add_report_flag(fa, f.report);
 }
 
@@ -132,9 +136,16 @@ int run_faults_command(FaultsFlags& f) {
                "diagnosis");
   }
   bool all = true;
+  size_t not_run = 0;
   for (const auto& n : collcheck::nemeses()) {
     for (bool guarded : {true, false}) {
       if ((f.mode == "guarded" && !guarded) || (f.mode == "unguarded" && guarded)) continue;
+      if (!mpi && f.should_stop && f.should_stop()) {
+        ++not_run;
+        rep.cases.push_back({fmt::format("{} {}", n.name, guarded ? "guarded" : "unguarded"), ReportCase::Status::Error,
+                             "not run: the budget ran out", "", 0});
+        continue;
+      }
       collcheck::Scenario s = base;
       s.guarded = guarded;
       s.faults = {collcheck::fault_table_instance(base, std::string(n.name))};
@@ -145,16 +156,25 @@ int run_faults_command(FaultsFlags& f) {
       // Every row dumps its flight recorders; a row that is not diagnosed as
       // injected keeps them, for `collcheck analyze`.
       collcheck::ReplayOptions ro;
-      ro.dump_dir = (std::filesystem::temp_directory_path() /
-                     fmt::format("collcheck-faults-{}-{}-{}", ::getpid(), n.name, guarded ? "guarded" : "unguarded"))
-                        .string();
-      if (root) std::filesystem::remove_all(ro.dump_dir);
+      // In a temporary folder, removed after the row (every failed row left
+      // one in /tmp, and nothing cleaned them), unless --keep-dumps names where.
+      const std::string row_dir = fmt::format("{}-{}", n.name, guarded ? "guarded" : "unguarded");
+      ro.dump_dir = f.keep_dumps.empty() ? (std::filesystem::temp_directory_path() /
+                                            fmt::format("collcheck-faults-{}-{}", ::getpid(), row_dir))
+                                               .string()
+                                         : (std::filesystem::path(f.keep_dumps) / row_dir).string();
+      if (root) {
+        std::error_code ec;
+        std::filesystem::remove_all(ro.dump_dir, ec);
+      }
       const auto r = replay_here(s, ro);
       if (!root) continue;
       std::string why;
       const bool ok = collcheck::expectation_holds(*s.expect, r, &why);
-      if (ok) {
-        std::filesystem::remove_all(ro.dump_dir);
+      if (ok || f.keep_dumps.empty()) {
+        std::error_code ec;
+        std::filesystem::remove_all(ro.dump_dir, ec);
+        if (!ok) why += "; --keep-dumps DIR keeps this row's dumps";
       } else {
         why += fmt::format("; dumps kept: collcheck analyze {}", ro.dump_dir);
       }
@@ -172,9 +192,13 @@ int run_faults_command(FaultsFlags& f) {
                    s.deadline_s);
     }
   }
-  int code = all ? 0 : 1;
+  // A table cut short is no verdict on the rows it did not run.
+  int code = !all ? 1 : not_run > 0 ? collcheck::kExitHarnessError : 0;
   if (root) {
-    fmt::print("\n{}\n", all ? "every fault detected and named" : "SOME FAULTS WERE NOT DIAGNOSED AS INJECTED");
+    if (not_run > 0) fmt::print("{} row(s) not run: the budget ran out before them\n", not_run);
+    fmt::print("\n{}\n", !all          ? "SOME FAULTS WERE NOT DIAGNOSED AS INJECTED"
+                          : not_run > 0 ? "NO VERDICT on the rows not run"
+                                        : "every fault detected and named");
     std::fflush(stdout);
     rep.seconds = std::chrono::duration<double>(Clock::now() - start).count();
     code = finish_reports(f.report, rep, code);

@@ -6,6 +6,7 @@
 #include <sys/resource.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <string>
@@ -73,6 +74,27 @@ int main(int argc, char** argv) {
     fmt::print("implementations:\n");
     for (const auto& k : collcheck::peer_kinds()) fmt::print("  {:<21} {}\n", k.spec, k.describe());
     return 0;
+  }
+
+  // Two outputs, or an output and an input, that name one file: refused
+  // before anything runs (every MPI process finds the same).
+  for (CLI::App* sub : app.get_subcommands()) {
+    std::vector<std::pair<std::string, std::string>> paths;
+    for (CLI::Option* opt : sub->get_options()) {
+      const std::string name = opt->get_name();
+      static const char* const kFiles[] = {"--baseline", "--candidate", "--plan", "--results", "--json", "--junit",
+                                           "--markdown", "--emit-scenario", "--metrics-textfile", "--report"};
+      if (std::find(std::begin(kFiles), std::end(kFiles), name) == std::end(kFiles)) continue;
+      for (const std::string& v : opt->results())
+        paths.emplace_back(name == "--report" ? "--report " + v : name,
+                           name == "--report" && v.find('=') != std::string::npos ? v.substr(v.find('=') + 1) : v);
+    }
+    try {
+      collcheck::check_distinct_paths(paths);
+    } catch (const UsageError& ex) {
+      std::fprintf(stderr, "collcheck: error: %s\n", ex.what());
+      return 2;
+    }
   }
 
   // The MPI world starts before anything else runs; every process parsed the

@@ -1,15 +1,18 @@
 // collcheck replay: a scenario file run to its diagnosis.
 #include <fmt/format.h>
 #include <fmt/ranges.h>
+#include <unistd.h>
 
+#include <algorithm>
+#include <cstring>
 #include <filesystem>
 
-#include "harness/model/atomic_file.h"
 #include "harness/cli/commands.h"
+#include "harness/model/atomic_file.h"
+#include "harness/model/size.h"
 #include "harness/report/diagnosis_text.h"
 #include "harness/run/scenario_runner.h"
 #include "harness/world/mpi_world.h"
-#include "harness/model/size.h"
 #include "properties/verify.h"
 
 namespace collcheck::cli {
@@ -34,14 +37,20 @@ collcheck::ReplayResult replay_here(const collcheck::Scenario& s, const collchec
   return collcheck::replay_scenario(s, o);
 }
 
-void print_replay(const collcheck::Scenario& s, const collcheck::ReplayResult& r) {
+void print_replay(const collcheck::Scenario& s, const collcheck::ReplayResult& r, bool temporary) {
   std::string faults;
   for (const auto& f : s.faults) faults += (faults.empty() ? "" : ", ") + f.kind;
   fmt::print("collcheck replay: {} ({})\n", s.file, s.name);
   fmt::print("  {} ranks {}, impl {}, deadline {} s per call, {} mode; faults: {}\n", s.ranks,
              collcheck::MpiWorld::get() ? "as MPI processes" : "as threads", s.impl, s.deadline_s,
              r.guarded ? "guarded" : "unguarded", faults.empty() ? "none" : faults);
-  if (!r.dump_dir.empty()) fmt::print("  flight-recorder dumps: {} (collcheck analyze {})\n", r.dump_dir, r.dump_dir);
+  if (!r.dump_error.empty())
+    fmt::print("  flight-recorder dumps: NOT all written to {}: {} (the diagnosis below is from the dumps in memory)\n",
+               r.dump_dir, r.dump_error);
+  else if (!r.dump_dir.empty() && temporary)
+    fmt::print("  flight-recorder dumps: written, read and removed at the end (--dump-dir DIR keeps them)\n");
+  else if (!r.dump_dir.empty())
+    fmt::print("  flight-recorder dumps: {} (collcheck analyze {})\n", r.dump_dir, r.dump_dir);
   if (r.diagnoses.empty()) {
     if (r.unexplained.empty())
       fmt::print("diagnosis: none (clean run, {} results checked against the oracle)\n", r.results_checked);
@@ -58,6 +67,42 @@ void print_replay(const collcheck::Scenario& s, const collcheck::ReplayResult& r
   fmt::print("{}", collcheck::format_timeline(r.dumps));
   for (const auto& u : r.unfired) fmt::print("note: {}\n", u);
 }
+
+namespace {
+
+// --dump-dir, before the run: a directory this process can write, holding no
+// dumps of another run (a larger world's stale rank-5.json was read as this
+// run's). A file there, a read-only directory or one that cannot be made
+// aborted the replay (SIGABRT), after the run.
+void check_dump_dir(const std::string& dir) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  const auto st = fs::status(dir, ec);
+  if (fs::exists(st) && !fs::is_directory(st))
+    throw collcheck::UsageError(fmt::format("--dump-dir {}: it is not a directory; give a directory (made if missing)", dir));
+  if (!fs::exists(st) && (fs::create_directories(dir, ec), ec))
+    throw collcheck::UsageError(fmt::format("--dump-dir {}: cannot make the directory: {}", dir, ec.message()));
+  const std::string probe = (fs::path(dir) / fmt::format(".collcheck-probe-{}", ::getpid())).string();
+  if (std::FILE* p = std::fopen(probe.c_str(), "w")) {
+    std::fclose(p);
+    std::remove(probe.c_str());
+  } else {
+    throw collcheck::UsageError(fmt::format("--dump-dir {}: cannot write there: {}", dir, std::strerror(errno)));
+  }
+  std::vector<std::string> stale;
+  for (const auto& e : fs::directory_iterator(dir, ec)) {
+    const std::string name = e.path().filename().string();
+    if (name.starts_with("rank-") && name.ends_with(".json")) stale.push_back(name);
+  }
+  if (!stale.empty()) {
+    std::sort(stale.begin(), stale.end());
+    throw collcheck::UsageError(fmt::format("--dump-dir {}: it holds {} dump(s) of an earlier run ({}{}); they would be "
+                                            "read with this run's: give an empty directory, or remove them",
+                                            dir, stale.size(), stale.front(), stale.size() > 1 ? ", ..." : ""));
+  }
+}
+
+}  // namespace
 
 int run_replay_command(ReplayFlags& f) {
   collcheck::Scenario s;
@@ -76,6 +121,23 @@ int run_replay_command(ReplayFlags& f) {
     o.guarded = f.mode == "guarded";
   }
   o.dump_dir = f.dump_dir;
+  if (!o.dump_dir.empty()) {
+    // Rank 0 checks, and every process agrees: none starts a run that others refused.
+    collcheck::MpiWorld* w = collcheck::MpiWorld::get();
+    std::string err;
+    if (!w || w->rank() == 0) {
+      try {
+        check_dump_dir(o.dump_dir);
+      } catch (const collcheck::UsageError& e) {
+        err = e.what();
+      }
+    }
+    if (!w && !err.empty()) throw collcheck::UsageError(err);
+    if (w && w->agree_exit_code(err.empty() ? 0 : 2) != 0) {
+      if (!err.empty()) std::fprintf(stderr, "collcheck: error: %s\n", err.c_str());
+      return 2;
+    }
+  }
   if (s.expect && s.expect->diagnosis != "none" && !collcheck::parse_diagnosis(s.expect->diagnosis))
     throw collcheck::UsageError(fmt::format("{}: expect{}.diagnosis: unknown diagnosis '{}'; allowed: {}", s.file,
                                             s.also_expect.empty() ? "" : "[0]", s.expect->diagnosis,
@@ -104,7 +166,14 @@ int run_replay_command(ReplayFlags& f) {
     throw collcheck::UsageError(e.what());
   }
   if (mpi && mpi->rank() != 0) return mpi->agree_exit_code(1);  // rank 0 judges; its code wins
-  print_replay(s, r);
+  // Dumps in a temporary directory nobody named are removed: every
+  // unguarded replay left a collcheck-dumps-* folder in /tmp.
+  const bool temporary = f.dump_dir.empty() && !r.dump_dir.empty();
+  print_replay(s, r, temporary);
+  if (temporary) {
+    std::error_code ec;
+    std::filesystem::remove_all(r.dump_dir, ec);
+  }
   if (!r.unexplained.empty()) {
     // Never a clean run: a rank failed, and no diagnosis says why.
     const int code = collcheck::kExitHarnessError;
@@ -144,7 +213,8 @@ int run_replay_command(ReplayFlags& f) {
   if (r.diagnoses.empty()) c.detail = "diagnosis: none\n";
   for (const auto& u : r.unfired) c.detail += "note: " + u + "\n";
   rep.cases.push_back(std::move(c));
-  const int code = finish_reports(f.report, rep, ok ? 0 : 1);
+  // The verdict holds, but the dumps asked for did not land: not a pass.
+  const int code = finish_reports(f.report, rep, !ok ? 1 : !r.dump_error.empty() && !f.dump_dir.empty() ? collcheck::kExitOutputLost : 0);
   return mpi ? mpi->agree_exit_code(code) : code;
 }
 

@@ -78,6 +78,9 @@ void supervise(const std::string& what) {
     ::prctl(PR_SET_PDEATHSIG, SIGKILL);
     if (::getppid() != parent) ::_exit(kExitNoVerdict);
     ::setpgid(0, 0);
+    // Out of the terminal's foreground group, a write to it with `stty
+    // tostop` would stop this process; ignored, the write goes through.
+    ::signal(SIGTTOU, SIG_IGN);
     g_verdict_fd = fds[1];
     return;
   }

@@ -34,6 +34,7 @@ void add_sweep(CLI::App& app, SweepFlags& f) {
   s->add_option("--json", f.json, "also write the rows as JSON to FILE (nccl-tests' field names, busbw_samples)");
   s->add_option("-w,--warmup_iters", o.warmup, "untimed iterations before timing")->capture_default_str();
   s->add_option("-c,--check", check, "check results against the oracle (0 or 1)")->capture_default_str();
+  s->add_option("--timeout", f.timeout, "deadline of each all-reduce call, in seconds")->capture_default_str();
   s->add_option("--ranks", o.ranks, "world size (ranks as threads)")->capture_default_str();
   s->add_option("--algo", algo, algorithm_choices() + ", all, or plugin:<path.so>, comma list")
       ->capture_default_str();
@@ -68,6 +69,9 @@ int run_sweep_command(SweepFlags& f, bool ranks_given) {
     throw UsageError(fmt::format("-b/--minbytes ({}) must not exceed -e/--maxbytes ({})", sweep.min_bytes,
                                  sweep.max_bytes));
   if (!(sweep.factor > 1.0)) throw UsageError(fmt::format("-f/--stepfactor must be > 1, got {}", sweep.factor));
+  if (!(f.timeout >= 0.001) || f.timeout > 86400)
+    throw UsageError(fmt::format("--timeout must be in [0.001, 86400] seconds, got {}", f.timeout));
+  sweep.timeout = std::chrono::milliseconds(static_cast<long long>(f.timeout * 1000));
   sweep.dtypes = parse_dtype_list(f.d, "-d/--datatype");
   sweep.ops = parse_op_list(f.op, "-o/--op");
   // The reference algorithms by name (or all), and any implementation --impl
@@ -180,6 +184,7 @@ int run_sweep_command(SweepFlags& f, bool ranks_given) {
   });
   const auto start = Clock::now();
   const SweepResult result = run_sweep(sweep, stdout);
+  bool outputs_ok = true;
   if (auto m = start_metrics(f.metrics)) {  // the rows: a histogram sample, a busbw gauge, a checked case each
     for (const auto& row : result.rows) {
       if (!row.skipped.empty()) continue;
@@ -189,7 +194,7 @@ int run_sweep_command(SweepFlags& f, bool ranks_given) {
                     row.time_us / 1e6);
       m->busbw(row.algo, std::string(dtype_name(row.dtype)), row.bytes, row.busbw * 1e9);
     }
-    finish_metrics(f.metrics, m.get());
+    outputs_ok = finish_metrics(f.metrics, m.get()) && outputs_ok;
   }
   if (!f.json.empty() && (!w || w->root())) {
     try {
@@ -197,10 +202,11 @@ int run_sweep_command(SweepFlags& f, bool ranks_given) {
                                                   COLLCHECK_VERSION));
     } catch (const std::exception& e) {
       std::fprintf(stderr, "collcheck: error: --json: %s\n", e.what());
-      return 2;
+      outputs_ok = false;
     }
   }
-  int code = result.exit_code();
+  // The rows ran; an output that did not land is not a pass (exit 5).
+  int code = result.exit_code() == 0 && !outputs_ok ? kExitOutputLost : result.exit_code();
   if (!w || w->root()) {
     // One verdict per row: its results against the oracle (with -c 1).
     Report rep;

@@ -12,6 +12,7 @@
 #include <tuple>
 
 #include "harness/cli/commands.h"
+#include "harness/model/atomic_file.h"
 #include "harness/model/yaml_input.h"
 #include "harness/model/size.h"
 #include "harness/peers/mpi_impl.h"
@@ -77,14 +78,15 @@ void add_verify(CLI::App& app, VerifyFlags& f) {
 
 namespace {
 // At the end of a run: its cases, passed and failed, by property.
-void export_verify_metrics(const VerifyFlags& f, const collcheck::VerifyResult& r) {
+bool export_verify_metrics(const VerifyFlags& f, const collcheck::VerifyResult& r) {
   auto m = start_metrics(f.metrics);
-  if (!m) return;
+  if (!m) return true;
   const bool failed = r.failed || r.harness_error;
   m->unit(f.impl, "verify", "", failed ? r.cases_run - 1 : r.cases_run);
   if (failed) m->unit(f.impl, "verify", r.harness_error ? "harness" : r.failure.property, 1);
-  finish_metrics(f.metrics, m.get());
+  return finish_metrics(f.metrics, m.get());
 }
+int output_lost_unless(bool ok, int code) { return ok || code != 0 ? code : collcheck::kExitOutputLost; }
 }  // namespace
 
 int run_verify_command(VerifyFlags& f) {
@@ -120,6 +122,7 @@ int run_verify_command(VerifyFlags& f) {
   }
   if (!(f.time_budget >= 0)) throw UsageError(fmt::format("--time-budget must be >= 0 seconds, got {}", f.time_budget));
   o.time_budget_s = f.time_budget;
+  o.should_stop = f.should_stop;
   // Deadlines count in milliseconds: a shorter one would be 0 ms, which no call meets.
   if (!(f.timeout >= 0.001) || f.timeout > 86400)
     throw UsageError(fmt::format("--timeout must be in [0.001, 86400] seconds, got {}", f.timeout));
@@ -310,8 +313,9 @@ int run_verify_command(VerifyFlags& f) {
       mpi->abort(1);
     }
     std::fflush(stdout);
-    export_verify_metrics(f, result);
-    const int code = finish_reports(f.report, collcheck::verify_report(o, result), result.exit_code());
+    const bool metrics_ok = export_verify_metrics(f, result);
+    const int code = finish_reports(f.report, collcheck::verify_report(o, result),
+                                    output_lost_unless(metrics_ok, result.exit_code()));
     exec.stop(code);
     return code;
   }
@@ -319,8 +323,8 @@ int run_verify_command(VerifyFlags& f) {
   auto exec = collcheck::make_executor(cfg, isolate);
   const auto result = collcheck::run_verify(o, *exec, stdout);
   std::fflush(stdout);
-  export_verify_metrics(f, result);
-  return finish_reports(f.report, collcheck::verify_report(o, result), result.exit_code());
+  const bool metrics_ok = export_verify_metrics(f, result);
+  return finish_reports(f.report, collcheck::verify_report(o, result), output_lost_unless(metrics_ok, result.exit_code()));
 }
 
 }  // namespace collcheck::cli

@@ -1,9 +1,9 @@
 #include "harness/metrics/metrics.h"
 
+#include <arpa/inet.h>
 #include <fmt/format.h>
 #include <prometheus/counter.h>
 #include <prometheus/exposer.h>
-#include <prometheus/gateway.h>
 #include <prometheus/gauge.h>
 #include <prometheus/histogram.h>
 #include <prometheus/registry.h>
@@ -12,6 +12,7 @@
 #include <chrono>
 #include <stdexcept>
 
+#include "harness/metrics/pusher.h"
 #include "harness/model/atomic_file.h"
 
 namespace collcheck {
@@ -48,6 +49,9 @@ struct Metrics::Families {
 };
 
 namespace {
+
+// A gateway that accepted the connection and never answered hung the run.
+constexpr std::chrono::milliseconds kPushConnect{3000}, kPushTotal{10000};
 double now_s() {
   return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
 }
@@ -179,10 +183,18 @@ void Metrics::elapsed(double seconds, double remaining) {
 std::string Metrics::text() const { return prometheus::TextSerializer().Serialize(registry_->Collect()); }
 
 int Metrics::listen(const std::string& address) {
+  check_listen_address(address);
+  // Enough workers, and a read timeout, that idle connections cannot starve
+  // a scrape: two idle clients held both of 2 workers for 30 s, past
+  // Prometheus' 10 s scrape timeout.
   try {
-    exposer_ = std::make_unique<prometheus::Exposer>(address, 2);
-  } catch (const std::exception& e) {
-    throw std::runtime_error(fmt::format("cannot listen on {}: {}", address, e.what()));
+    exposer_ = std::make_unique<prometheus::Exposer>(std::vector<std::string>{
+        "listening_ports", address, "num_threads", "16", "request_timeout_ms", "2000", "enable_keep_alive", "no"});
+  } catch (const std::exception&) {
+    // civetweb's own words ("null context when constructing CivetServer") name nothing.
+    throw std::runtime_error(fmt::format("cannot listen on {}: the port is in use, or the address is not one of this "
+                                         "machine's",
+                                         address));
   }
   exposer_->RegisterCollectable(registry_);
   const auto ports = exposer_->GetListeningPorts();
@@ -190,17 +202,38 @@ int Metrics::listen(const std::string& address) {
   return ports.front();
 }
 
-void Metrics::set_pushgateway(const std::string& host_port, const std::string& job, const std::string& instance) {
-  const auto [host, port] = split_host_port(host_port, "--pushgateway");
-  prometheus::Labels labels;
-  if (!instance.empty()) labels["instance"] = instance;
-  gateway_ = std::make_unique<prometheus::Gateway>("http://" + host, port, job, labels);
-  gateway_->RegisterCollectable(registry_);
+void Metrics::set_pushgateway(const std::string& gateway, const std::string& job, const std::string& instance) {
+  pusher_ = std::make_unique<Pusher>(push_target(gateway, job, instance), kPushConnect, kPushTotal,
+                                     [](const std::string& line) { fmt::print(stderr, "collcheck: warning: {}\n", line); });
 }
 
-int Metrics::push() { return gateway_ ? gateway_->PushAdd() : 0; }
+void Metrics::push() {
+  if (pusher_) pusher_->push(text());
+}
+
+std::string Metrics::finish_pushes() {
+  if (!pusher_) return "";
+  if (!pusher_->flush(kPushTotal + std::chrono::seconds(1)))
+    return fmt::format("the last push did not end within {} s", std::chrono::duration_cast<std::chrono::seconds>(kPushTotal).count() + 1);
+  if (pusher_->failures() == 0) return "";
+  return fmt::format("{} of {} push(es) failed{}", pusher_->failures(), pusher_->attempts(),
+                     pusher_->last_error().empty() ? "; the last one worked" : "; the last: " + pusher_->last_error());
+}
 
 void Metrics::write_textfile(const std::string& path) const { write_file_atomically(path, text()); }
+
+void check_listen_address(const std::string& address) {
+  const auto [host, port] = split_host_port(address, "--metrics-listen");
+  in_addr v4{};
+  in6_addr v6{};
+  const bool ok = host.size() > 2 && host.front() == '[' && host.back() == ']'
+                      ? inet_pton(AF_INET6, host.substr(1, host.size() - 2).c_str(), &v6) == 1
+                      : inet_pton(AF_INET, host.c_str(), &v4) == 1;
+  if (!ok)
+    throw std::invalid_argument(fmt::format("--metrics-listen: '{}' is not an IP address; allowed: PORT, IPV4:PORT "
+                                            "(such as 127.0.0.1:9464 or 0.0.0.0:9464), [IPV6]:PORT",
+                                            host));
+}
 
 std::pair<std::string, std::string> split_host_port(const std::string& text, const std::string& flag) {
   const auto colon = text.rfind(':');

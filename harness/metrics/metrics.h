@@ -18,7 +18,6 @@
 namespace prometheus {
 class Registry;
 class Exposer;
-class Gateway;
 }  // namespace prometheus
 
 namespace collcheck {
@@ -58,12 +57,15 @@ class Metrics {
   // --metrics-listen: serves /metrics on ADDR:PORT (port 0: a free one);
   // returns the port bound. Throws std::runtime_error when it cannot bind.
   int listen(const std::string& address);
-  // --pushgateway HOST:PORT: the job's group. push() replaces the whole group
-  // (HTTP PUT: prometheus-cpp 1.0.1 names that PushAdd(), and Push() is the
-  // POST that only replaces same-named metrics). Returns the HTTP status, or
-  // a negative curl error.
-  void set_pushgateway(const std::string& host_port, const std::string& job, const std::string& instance);
-  int push();
+  // --pushgateway [http://]HOST:PORT: the job's group, replaced by each push
+  // (HTTP PUT), through a Pusher (pusher.h): bounded by a connect and a total
+  // timeout, on its own thread. Throws std::invalid_argument for a bad address.
+  void set_pushgateway(const std::string& gateway, const std::string& job, const std::string& instance);
+  // Hands the current values to the pusher; returns at once.
+  void push();
+  // Waits for the last push (at most its timeouts); "" when every push made
+  // worked, else a line saying how many failed and why the last did.
+  std::string finish_pushes();
   // --metrics-textfile PATH: writes text() atomically (a rename).
   void write_textfile(const std::string& path) const;
 
@@ -72,9 +74,12 @@ class Metrics {
   std::shared_ptr<prometheus::Registry> registry_;
   std::unique_ptr<Families> f_;
   std::unique_ptr<prometheus::Exposer> exposer_;
-  std::unique_ptr<prometheus::Gateway> gateway_;
+  std::unique_ptr<class Pusher> pusher_;
 };
 
+// --metrics-listen's IPV4:PORT or [IPV6]:PORT (civetweb read 999.1.1.1 as
+// 231.1.1.1), or std::invalid_argument naming the flag and what is allowed.
+void check_listen_address(const std::string& address);
 // "HOST:PORT" split, or std::invalid_argument naming `flag`.
 std::pair<std::string, std::string> split_host_port(const std::string& text, const std::string& flag);
 

@@ -7,6 +7,10 @@
 
 namespace collcheck {
 
+// The exit code of a run whose output could not be written after it ran (a
+// full disk, an I/O error): what was found is printed, the file is not whole.
+inline constexpr int kExitOutputLost = 5;
+
 // Throws std::runtime_error naming the path and the system error.
 void write_file_atomically(const std::string& path, std::string_view text);
 // Appends `text` to a file ($GITHUB_STEP_SUMMARY), creating it; checks the

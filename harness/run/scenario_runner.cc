@@ -248,13 +248,22 @@ ReplayResult replay_scenario(const Scenario& in, const ReplayOptions& o, World& 
   ao.run_finished = run.ok() && !res.hung;
   // Unguarded mode is production: dumps on the deadline, and the diagnosis
   // from the files alone. Guarded mode writes them when asked to.
+  // A dump that cannot be written (a full disk) loses the files, not the
+  // verdict: the analysis reads the dumps in memory, and the run says which
+  // files are missing (res.dump_error).
+  bool dumps_on_disk = false;
   if (!guarded || !o.dump_dir.empty()) {
     res.dump_dir = !o.dump_dir.empty() ? o.dump_dir : temp_dir("dumps", epoch);
-    std::filesystem::create_directories(res.dump_dir);
-    for (const size_t i : to_file) {
-      const RankDump& d = dumps[i];
-      write_file_atomically((std::filesystem::path(res.dump_dir) / dump_file_name(d.rank, d.group, d.p2p)).string(),
-                            rank_dump_to_json(d).dump(1));
+    try {
+      std::filesystem::create_directories(res.dump_dir);
+      for (const size_t i : to_file) {
+        const RankDump& d = dumps[i];
+        write_file_atomically((std::filesystem::path(res.dump_dir) / dump_file_name(d.rank, d.group, d.p2p)).string(),
+                              rank_dump_to_json(d).dump(1));
+      }
+      dumps_on_disk = true;
+    } catch (const std::exception& e) {
+      res.dump_error = e.what();
     }
   }
   if (guarded) {
@@ -302,7 +311,8 @@ ReplayResult replay_scenario(const Scenario& in, const ReplayOptions& o, World& 
       res.time_to_diagnosis = when;
     }
   } else {
-    dumps = load_dumps(res.dump_dir);
+    // Production's path: the diagnosis from the files alone, when they were written.
+    if (dumps_on_disk) dumps = load_dumps(res.dump_dir);
     res.diagnoses = analyze(dumps, ao);
   }
 

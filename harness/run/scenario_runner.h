@@ -38,6 +38,7 @@ struct ReplayResult {
   double time_to_diagnosis = -1; // guarded: when the guard fired; unguarded: when the analysis was done
   double first_failure = -1;     // when the first rank failed (the watchdog, in unguarded mode)
   std::string dump_dir;          // where dumps were written (unguarded)
+  std::string dump_error;        // why they could not all be written ("" when they were)
   size_t results_checked = 0;    // waited calls compared with the oracle
   // Some rank's body failed and no diagnosis names why (the harness could not
   // allocate a call's buffers, say): the rank failures. Not a verdict, and

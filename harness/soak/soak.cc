@@ -3,15 +3,21 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 #include <nlohmann/json.hpp>
+#include <fcntl.h>
+#include <sys/file.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <atomic>
 #include <chrono>
 #include <csignal>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <memory>
 #include <optional>
+#include <set>
+#include <thread>
 
 #include "harness/metrics/metrics.h"
 #include "harness/model/data.h"
@@ -88,6 +94,11 @@ std::string shape_of(const Case& c) {
 class Soak {
  public:
   Soak(const SoakOptions& o, std::FILE* out) : o_(o), out_(out), mpi_(MpiWorld::get()) {}
+  ~Soak() {
+    if (fd_ >= 0) ::close(fd_);  // and with it the lock
+  }
+  Soak(const Soak&) = delete;
+  Soak& operator=(const Soak&) = delete;
 
   void prepare_lanes(bool executors) {
     const WorldKind kind = mpi_ ? WorldKind::Mpi : WorldKind::Threads;
@@ -151,7 +162,7 @@ class Soak {
   SoakResult run() {
     open_results();
     install_signals();
-    const auto t0 = Clock::now();
+    const auto t0 = t0_ = Clock::now();
     auto last_progress = t0, last_metrics = t0;
     print_header();
     SoakResult res;
@@ -164,6 +175,10 @@ class Soak {
       }
       if (elapsed >= o_.duration_s) {
         res.stop_reason = "duration";
+        break;
+      }
+      if (!write_error_.empty()) {
+        res.stop_reason = "results unwritable";
         break;
       }
       const Unit u = draw_unit(o_.plan, o_.seed, index);
@@ -202,6 +217,9 @@ class Soak {
     append({{"type", "end"}, {"t", totals_.elapsed_s}, {"reason", res.stop_reason}, {"summary", summary_json(res)}});
     export_metrics();
     print_summary(res);
+    if (o_.metrics && o_.push)
+      if (const std::string why = o_.metrics->finish_pushes(); !why.empty())
+        fmt::print(stderr, "collcheck soak: warning: --pushgateway: {}\n", why);
     std::signal(SIGINT, SIG_DFL);
     std::signal(SIGTERM, SIG_DFL);
     return res;
@@ -252,29 +270,46 @@ class Soak {
 
   // ---- the results file
   void open_results() {
-    namespace fs = std::filesystem;
-    std::error_code ec;
-    const bool exists = fs::exists(o_.results_path, ec);
-    if (exists && !o_.resume)
+    const std::string world = mpi_ ? fmt::format("mpi:{}", mpi_->size()) : "threads";
+    // One soak writes a results file at a time: a requeued job that resumed
+    // while the first still ran left duplicated units and three end lines.
+    // A new file is created exclusively; an old one is locked (flock) for
+    // the life of this soak, and held by one world and one run history.
+    fd_ = ::open(o_.results_path.c_str(), O_WRONLY | O_APPEND | O_CLOEXEC | (o_.resume ? 0 : O_CREAT | O_EXCL), 0644);
+    if (fd_ < 0 && errno == EEXIST)
       throw PlanError(fmt::format("--results {}: the file exists; --resume continues that soak, or give another path",
                                   o_.results_path));
-    if (!exists && o_.resume) throw PlanError(fmt::format("--resume: no results file {} to continue", o_.results_path));
-    if (o_.resume) restore();
-    file_.open(o_.results_path, std::ios::app | std::ios::binary);
-    if (!file_) throw PlanError(fmt::format("--results {}: cannot write the file", o_.results_path));
+    if (fd_ < 0 && errno == ENOENT && o_.resume)
+      throw PlanError(fmt::format("--resume: no results file {} to continue", o_.results_path));
+    if (fd_ < 0) throw PlanError(fmt::format("--results {}: cannot write the file: {}", o_.results_path, std::strerror(errno)));
+    struct stat st {};
+    if (::fstat(fd_, &st) != 0 || !S_ISREG(st.st_mode))
+      throw PlanError(fmt::format("--results {}: not a regular file", o_.results_path));
+    // A job killed just now may still be dying (its lock goes with it): wait
+    // up to 5 s before calling the file taken.
+    bool locked = false;
+    for (int i = 0; i < 50 && !(locked = ::flock(fd_, LOCK_EX | LOCK_NB) == 0); ++i)
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    if (!locked)
+      throw PlanError(fmt::format("--results {}: another collcheck soak is writing this file (it holds the file's "
+                                  "lock); wait for it to end, or give another path",
+                                  o_.results_path));
+    if (o_.resume) restore(world);
     if (!o_.resume)
       append({{"type", "start"},
               {"version", o_.version},
               {"seed", fmt::format("{:#x}", o_.seed)},
               {"duration_s", o_.duration_s},
-              {"world", mpi_ ? fmt::format("mpi:{}", mpi_->size()) : "threads"},
+              {"world", world},
               {"plan", plan_to_yaml(o_.plan)},
               {"plan_file", o_.plan.file}});
+    if (!write_error_.empty()) throw PlanError(fmt::format("--results {}: {}", o_.results_path, write_error_));
   }
 
-  void restore() {
+  void restore(const std::string& world) {
     std::ifstream in(o_.results_path, std::ios::binary);
     std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    std::set<size_t> seen;
     // A line cut short by a kill is dropped (the unit in flight).
     const auto last_nl = text.rfind('\n');
     const size_t keep = last_nl == std::string::npos ? 0 : last_nl + 1;
@@ -301,10 +336,22 @@ class Soak {
       if (line == 1) {
         if (type != "start")
           throw PlanError(fmt::format("--resume: {}:1: not a collcheck soak results file (no start line)", o_.results_path));
+        if (j.value("world", "") != world)
+          throw PlanError(fmt::format("--resume: {} holds a soak of the {} world; this one runs in the {} world (one "
+                                      "world per results file: give another path)",
+                                      o_.results_path, j.value("world", "?"), world));
         header = true;
         continue;
       }
+      if (type == "start")
+        throw PlanError(fmt::format("--resume: {}:{}: a second start line (two soaks wrote this file)", o_.results_path, line));
       if (type == "unit") {
+        // A unit written twice (by two soaks before the lock) counts once.
+        if (j.contains("i") && j["i"].is_number_unsigned() && !seen.insert(j["i"].get<size_t>()).second) {
+          fmt::print(out_, "note: --resume: {}:{}: unit {} appears again; counted once\n", o_.results_path, line,
+                     j["i"].get<size_t>());
+          continue;
+        }
         try {
           count_unit(j);
         } catch (const json::exception& e) {
@@ -323,10 +370,24 @@ class Soak {
                totals_.units, elapsed_before_, totals_.failed_units, next_index_);
   }
 
+  // One line, written whole and checked: a full disk stops the soak (exit 5,
+  // kExitOutputLost), never a PASS over a results file cut mid-line.
   void append(const json& j) {
-    if (!file_.is_open()) return;
-    file_ << j.dump() << '\n';
-    file_.flush();
+    if (fd_ < 0 || !write_error_.empty()) return;
+    const std::string line = j.dump() + '\n';
+    size_t off = 0;
+    while (off < line.size()) {
+      const ssize_t n = ::write(fd_, line.data() + off, line.size() - off);
+      if (n < 0 && errno == EINTR) continue;
+      if (n <= 0) {
+        write_error_ = fmt::format("cannot write: {}", std::strerror(n < 0 ? errno : ENOSPC));
+        // Leave no partial line: --resume would drop it, a reader would choke on it.
+        struct stat st {};
+        if (off > 0 && ::fstat(fd_, &st) == 0) (void)!::ftruncate(fd_, st.st_size - static_cast<off_t>(off));
+        return;
+      }
+      off += static_cast<size_t>(n);
+    }
   }
 
   // ---- totals and groups: one place, for live units and for --resume
@@ -388,6 +449,10 @@ class Soak {
     vo.first_size = static_cast<size_t>(splitmix64(u.seed ^ 0x85ebca6b) % (rc::kNominalSize + 1));
     vo.shrink_budget_s = 60;
     vo.repeat = 5;
+    // The duration and SIGTERM bound the unit too: a unit shrinking a hang
+    // kept a 20 s soak running for 126 s. It stops at its next case and is
+    // written as interrupted, with what it found.
+    vo.should_stop = [this] { return g_signal != 0 || elapsed_before_ + seconds_since(t0_) >= o_.duration_s; };
     char* buf = nullptr;
     size_t len = 0;
     std::FILE* report = open_memstream(&buf, &len);
@@ -414,6 +479,7 @@ class Soak {
     std::free(buf);
     j["cases"] = r.cases_run;
     j["ok"] = !r.failed && !r.harness_error;
+    if (r.interrupted) j["interrupted"] = true;
     const std::string property = r.harness_error ? "harness" : r.failure.property;
     if (o_.metrics) {
       const size_t passed = r.failed || r.harness_error ? r.cases_run - 1 : r.cases_run;
@@ -578,9 +644,14 @@ class Soak {
       j["property"] = "results_match_oracle";
       j["signature"] = fmt::format("perf | {} | results_match_oracle | {}/sum | {} B", l.spec.impl, dtype_name(row.dtype),
                                    row.bytes);
-      j["replay"] = fmt::format("{}collcheck sweep -b {} -e {} -d {} -o sum --algo {} --ranks {} --seed {}{}", o_.launcher,
-                                row.bytes, row.bytes, dtype_name(row.dtype), l.spec.impl, desc.at("p").get<int>(),
-                                desc.at("seed").get<uint64_t>(), mpi_ ? " --world mpi" : "");
+      // Everything the row ran under: its iterations and its deadline too (a
+      // row that failed by its deadline passed when replayed without it).
+      j["replay"] = fmt::format("{}collcheck sweep -b {} -e {} -d {} -o sum --algo {} --ranks {} --seed {} -n {} -w {} "
+                                "--timeout {}{}",
+                                o_.launcher, row.bytes, row.bytes, dtype_name(row.dtype), l.spec.impl,
+                                desc.at("p").get<int>(), desc.at("seed").get<uint64_t>(), o_.plan.perf.iters,
+                                o_.plan.perf.warmup, std::chrono::duration<double>(l.cfg.timeout).count(),
+                                mpi_ ? " --world mpi" : "");
       j["detail"] = fmt::format("{} wrong element(s), max error {:.3g} units{}{}", row.wrong, row.max_err_units,
                                 row.error.empty() ? "" : ": ", row.error);
     }
@@ -649,7 +720,13 @@ class Soak {
       return n;
     }(), totals_.failed_units);
     fmt::print(out_, "  (cases: verify cases, fault scenarios, sweep rows)\n");
-    if (totals_.groups.empty()) {
+    if (!write_error_.empty())
+      fmt::print(out_, "ERROR: --results {}: {}; the soak stopped, and the units above are not all in the file (exit {})\n",
+                 o_.results_path, write_error_, r.exit_code());
+    if (totals_.groups.empty() && r.exit_code() != 0) {
+      fmt::print(out_, "STOPPED: {} units, no failure so far; the run was cut short by {} (exit {}), not a pass\n",
+                 totals_.units, r.stop_reason, r.exit_code());
+    } else if (totals_.groups.empty()) {
       fmt::print(out_, "PASS: {} units, no failure\n", totals_.units);
     } else {
       fmt::print(out_, "FAIL: {} failed unit(s) in {} signature(s):\n", totals_.failed_units, totals_.groups.size());
@@ -669,10 +746,7 @@ class Soak {
         fmt::print(stderr, "collcheck soak: warning: --metrics-textfile: {}\n", e.what());
       }
     }
-    if (o_.push) {
-      const int code = o_.metrics->push();
-      if (code < 200 || code >= 300) fmt::print(stderr, "collcheck soak: warning: --pushgateway: push failed ({})\n", code);
-    }
+    if (o_.push) o_.metrics->push();  // on the pusher's thread, bounded; failures are said when they start and end
   }
 
  public:
@@ -682,7 +756,9 @@ class Soak {
   const SoakOptions& o_;
   std::FILE* out_;
   MpiWorld* mpi_;
-  std::ofstream file_;
+  Clock::time_point t0_ = Clock::now();  // when this part of the soak began
+  int fd_ = -1;               // the results file, locked while this soak runs
+  std::string write_error_;  // why the last append failed, if it did
   SoakTotals totals_;
   size_t next_index_ = 0;
   double perf_s_per_byte_ = 0;  // the slowest sweep row so far
@@ -750,6 +826,14 @@ Report soak_report(const SoakOptions& o, const SoakResult& r) {
     for (const auto& [sig, g] : r.totals.groups)
       if (g.workload == k.first && g.impl == k.second)
         c.detail += fmt::format("{} x {}\n  replay: {}\n{}\n", g.count, sig, g.replay, g.detail);
+    rep.cases.push_back(std::move(c));
+  }
+  if (r.stop_reason == "SIGINT" || r.stop_reason == "SIGTERM") {
+    // A cut run: an error case, so a report of it never reads as a full pass.
+    ReportCase c;
+    c.name = "soak ran its duration";
+    c.status = ReportCase::Status::Error;
+    c.message = fmt::format("stopped by {} after {:.0f} s of {:.0f} s", r.stop_reason, r.totals.elapsed_s, o.duration_s);
     rep.cases.push_back(std::move(c));
   }
   return rep;

@@ -22,6 +22,7 @@
 #include <string>
 #include <vector>
 
+#include "harness/model/atomic_file.h"
 #include "harness/report/report.h"
 #include "harness/soak/plan.h"
 
@@ -71,8 +72,17 @@ struct SoakTotals {
 
 struct SoakResult {
   SoakTotals totals;
-  std::string stop_reason;  // "duration", "SIGINT", "SIGTERM", "world lost"
-  int exit_code() const { return totals.failed_units > 0 || stop_reason == "world lost" ? 1 : 0; }
+  std::string stop_reason;  // "duration", "SIGINT", "SIGTERM", "world lost", "results unwritable"
+  // 1 when a unit failed or the world was lost; else 128 + the signal for a
+  // soak cut short by SIGINT (130) or SIGTERM (143): a cut run is never a pass;
+  // else 0 (the duration ran out with no failure).
+  int exit_code() const {
+    if (totals.failed_units > 0 || stop_reason == "world lost") return 1;
+    if (stop_reason == "results unwritable") return kExitOutputLost;
+    if (stop_reason == "SIGINT") return 130;
+    if (stop_reason == "SIGTERM") return 143;
+    return 0;
+  }
 };
 
 // --resume: the seed and plan of the soak a results file records (its start
