@@ -74,7 +74,7 @@ TEST(Gate, TwiceAsSlowFailsEveryTime) {
 }
 
 TEST(Gate, CorrectnessGatePassesRingAndFailsAMutant) {
-  auto r = testutil::collcheck("gate --impl ring --budget 3 --markdown " + tmp("ring.md") + " --junit " + tmp("ring.xml"), 300);
+  auto r = testutil::collcheck("gate --impl ring --budget 40 --markdown " + tmp("ring.md") + " --junit " + tmp("ring.xml"), 300);
   EXPECT_EQ(r.code, 0) << r.out;
   EXPECT_NE(slurp(tmp("ring.md")).find("### collcheck gate ring — passed"), std::string::npos) << slurp(tmp("ring.md"));
   EXPECT_NE(slurp(tmp("ring.xml")).find("verify: agrees-with-oracle"), std::string::npos);

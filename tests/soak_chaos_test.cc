@@ -117,8 +117,9 @@ TEST(SoakChaos, SigtermAndSigkillWithResumeLoseAndRepeatNothing) {
     // The first run lives long enough to write its start line (the seed and
     // the plan a resume needs); the others are stopped anywhere.
     const auto after = std::chrono::milliseconds(std::uniform_int_distribution<int>(first ? 2500 : 200, 4000)(rng));
-    const std::string args = std::string("soak --duration 100000 --plan ") + plan + " --results " + results +
-                             (first ? std::string(" --seed ") + seed_text : std::string(" --resume"));
+    // --resume takes the seed and the plan from the file.
+    const std::string args = "soak --duration 100000 --results " + results +
+                             (first ? std::string(" --plan ") + plan + " --seed " + seed_text : std::string(" --resume"));
     const Stopped s = run_and_stop(args, dir + "/run-" + std::to_string(runs) + ".log", sig, after);
     ++runs;
     if (s.ended_alone) {

@@ -8,6 +8,7 @@
 #include <cctype>
 #include <charconv>
 #include <optional>
+#include <tuple>
 
 #include "harness/model/size.h"
 #include "impl/algorithm.h"
@@ -87,7 +88,7 @@ std::vector<std::string> parse_algo_list(std::string_view text, std::string_view
   return parse_list<std::string>(text, flag, "algorithm", find, all, algorithm_choices());
 }
 
-void check_distinct_paths(const std::vector<std::pair<std::string, std::string>>& paths) {
+void check_distinct_paths(const std::vector<std::tuple<std::string, std::string, bool>>& paths) {
   namespace fs = std::filesystem;
   // A file that exists is known by its device and inode; one that does not
   // yet, by its absolute path with the links of its folders followed.
@@ -98,17 +99,21 @@ void check_distinct_paths(const std::vector<std::pair<std::string, std::string>>
     const fs::path canon = fs::weakly_canonical(fs::absolute(p, ec), ec);
     return "path " + (ec ? p : canon.string());
   };
-  std::vector<std::pair<std::string, std::string>> seen;  // identity, flag
-  for (const auto& [flag, path] : paths) {
+  struct Seen {
+    std::string id, flag;
+    bool output;
+  };
+  std::vector<Seen> seen;
+  for (const auto& [flag, path, output] : paths) {
     if (path.empty()) continue;
     const std::string id = identity(path);
     // A character device (/dev/null, /dev/stdout) may take several outputs.
     struct stat st {};
     if (::stat(path.c_str(), &st) == 0 && S_ISCHR(st.st_mode)) continue;
-    for (const auto& [other_id, other_flag] : seen)
-      if (other_id == id)
-        throw UsageError(fmt::format("{} and {} name the same file ({}); give each its own path", other_flag, flag, path));
-    seen.emplace_back(id, flag);
+    for (const auto& o : seen)
+      if (o.id == id && (o.output || output))  // two inputs may be one file (a baseline against itself)
+        throw UsageError(fmt::format("{} and {} name the same file ({}); give each its own path", o.flag, flag, path));
+    seen.push_back({id, flag, output});
   }
 }
 

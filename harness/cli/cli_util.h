@@ -7,6 +7,7 @@
 #include <stdexcept>
 #include <string>
 #include <string_view>
+#include <tuple>
 #include <vector>
 
 #include "harness/model/data.h"
@@ -31,10 +32,11 @@ std::vector<RedOp> parse_op_list(std::string_view text, std::string_view flag);
 std::vector<DataClass> parse_data_class_list(std::string_view text, std::string_view flag);
 std::vector<std::string> parse_algo_list(std::string_view text, std::string_view flag);
 
-// The files one command writes (and the ones it reads that it must not
-// overwrite), as (flag, path): two that name one file (the same path, a
-// symlink to it, a hard link) throw UsageError naming both flags. The results
-// of a soak were overwritten by its --metrics-textfile with exit 0.
-void check_distinct_paths(const std::vector<std::pair<std::string, std::string>>& paths);
+// The files one command writes and the ones it reads, as (flag, path, is an
+// output): an output that names the same file as another output or an input
+// (the same path, a symlink to it, a hard link) throws UsageError naming both
+// flags. The results of a soak were overwritten by its --metrics-textfile
+// with exit 0.
+void check_distinct_paths(const std::vector<std::tuple<std::string, std::string, bool>>& paths);
 
 }  // namespace collcheck

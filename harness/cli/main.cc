@@ -79,15 +79,19 @@ int main(int argc, char** argv) {
   // Two outputs, or an output and an input, that name one file: refused
   // before anything runs (every MPI process finds the same).
   for (CLI::App* sub : app.get_subcommands()) {
-    std::vector<std::pair<std::string, std::string>> paths;
+    std::vector<std::tuple<std::string, std::string, bool>> paths;
     for (CLI::Option* opt : sub->get_options()) {
       const std::string name = opt->get_name();
-      static const char* const kFiles[] = {"--baseline", "--candidate", "--plan", "--results", "--json", "--junit",
-                                           "--markdown", "--emit-scenario", "--metrics-textfile", "--report"};
-      if (std::find(std::begin(kFiles), std::end(kFiles), name) == std::end(kFiles)) continue;
+      static const char* const kInputs[] = {"--baseline", "--candidate", "--plan"};
+      static const char* const kOutputs[] = {"--results", "--json", "--junit", "--markdown", "--emit-scenario",
+                                             "--metrics-textfile", "--report"};
+      const bool input = std::find(std::begin(kInputs), std::end(kInputs), name) != std::end(kInputs);
+      const bool output = std::find(std::begin(kOutputs), std::end(kOutputs), name) != std::end(kOutputs);
+      if (!input && !output) continue;
       for (const std::string& v : opt->results())
         paths.emplace_back(name == "--report" ? "--report " + v : name,
-                           name == "--report" && v.find('=') != std::string::npos ? v.substr(v.find('=') + 1) : v);
+                           name == "--report" && v.find('=') != std::string::npos ? v.substr(v.find('=') + 1) : v,
+                           output);
     }
     try {
       collcheck::check_distinct_paths(paths);
