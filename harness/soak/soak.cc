@@ -3,9 +3,6 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 #include <nlohmann/json.hpp>
-#include <fcntl.h>
-#include <sys/file.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -24,6 +21,7 @@
 #include "harness/peers/peer_registry.h"
 #include "harness/run/scenario_runner.h"
 #include "harness/run/sweep.h"
+#include "harness/soak/results_file.h"
 #include "harness/world/mpi_world.h"
 #include "properties/detection.h"
 #include "properties/executor.h"
@@ -94,9 +92,6 @@ std::string shape_of(const Case& c) {
 class Soak {
  public:
   Soak(const SoakOptions& o, std::FILE* out) : o_(o), out_(out), mpi_(MpiWorld::get()) {}
-  ~Soak() {
-    if (fd_ >= 0) ::close(fd_);  // and with it the lock
-  }
   Soak(const Soak&) = delete;
   Soak& operator=(const Soak&) = delete;
 
@@ -177,7 +172,7 @@ class Soak {
         res.stop_reason = "duration";
         break;
       }
-      if (!write_error_.empty()) {
+      if (!write_error().empty()) {
         res.stop_reason = "results unwritable";
         break;
       }
@@ -268,33 +263,11 @@ class Soak {
     sigaction(SIGTERM, &sa, nullptr);
   }
 
-  // ---- the results file
+  // ---- the results file (results_file.h: the lock, one world, checked writes)
   void open_results() {
     const std::string world = mpi_ ? fmt::format("mpi:{}", mpi_->size()) : "threads";
-    // One soak writes a results file at a time: a requeued job that resumed
-    // while the first still ran left duplicated units and three end lines.
-    // A new file is created exclusively; an old one is locked (flock) for
-    // the life of this soak, and held by one world and one run history.
-    fd_ = ::open(o_.results_path.c_str(), O_WRONLY | O_APPEND | O_CLOEXEC | (o_.resume ? 0 : O_CREAT | O_EXCL), 0644);
-    if (fd_ < 0 && errno == EEXIST)
-      throw PlanError(fmt::format("--results {}: the file exists; --resume continues that soak, or give another path",
-                                  o_.results_path));
-    if (fd_ < 0 && errno == ENOENT && o_.resume)
-      throw PlanError(fmt::format("--resume: no results file {} to continue", o_.results_path));
-    if (fd_ < 0) throw PlanError(fmt::format("--results {}: cannot write the file: {}", o_.results_path, std::strerror(errno)));
-    struct stat st {};
-    if (::fstat(fd_, &st) != 0 || !S_ISREG(st.st_mode))
-      throw PlanError(fmt::format("--results {}: not a regular file", o_.results_path));
-    // A job killed just now may still be dying (its lock goes with it): wait
-    // up to 5 s before calling the file taken.
-    bool locked = false;
-    for (int i = 0; i < 50 && !(locked = ::flock(fd_, LOCK_EX | LOCK_NB) == 0); ++i)
-      std::this_thread::sleep_for(std::chrono::milliseconds(100));
-    if (!locked)
-      throw PlanError(fmt::format("--results {}: another collcheck soak is writing this file (it holds the file's "
-                                  "lock); wait for it to end, or give another path",
-                                  o_.results_path));
-    if (o_.resume) restore(world);
+    results_ = std::make_unique<ResultsFile>(o_.results_path, o_.resume, world);
+    if (o_.resume) restore();
     if (!o_.resume)
       append({{"type", "start"},
               {"version", o_.version},
@@ -303,92 +276,37 @@ class Soak {
               {"world", world},
               {"plan", plan_to_yaml(o_.plan)},
               {"plan_file", o_.plan.file}});
-    if (!write_error_.empty()) throw PlanError(fmt::format("--results {}: {}", o_.results_path, write_error_));
+    if (!results_->error().empty()) throw PlanError(fmt::format("--results {}: {}", o_.results_path, results_->error()));
   }
 
-  void restore(const std::string& world) {
-    std::ifstream in(o_.results_path, std::ios::binary);
-    std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-    std::set<size_t> seen;
-    // A line cut short by a kill is dropped (the unit in flight).
-    const auto last_nl = text.rfind('\n');
-    const size_t keep = last_nl == std::string::npos ? 0 : last_nl + 1;
-    if (keep < text.size()) {
-      fmt::print(out_, "note: --resume: dropped an unfinished last line of {} bytes (the unit in flight when the soak "
-                       "was killed)\n", text.size() - keep);
-      std::filesystem::resize_file(o_.results_path, keep);
-      text.resize(keep);
-    }
-    size_t pos = 0, line = 0;
-    bool header = false;
-    while (pos < text.size()) {
-      const size_t nl = text.find('\n', pos);
-      const std::string l = text.substr(pos, nl - pos);
-      pos = nl + 1;
-      ++line;
-      json j;
-      try {
-        j = json::parse(l);
-      } catch (const json::exception& e) {
-        throw PlanError(fmt::format("--resume: {}:{}: not a line of JSON ({})", o_.results_path, line, e.what()));
-      }
-      const std::string type = j.value("type", "");
-      if (line == 1) {
-        if (type != "start")
-          throw PlanError(fmt::format("--resume: {}:1: not a collcheck soak results file (no start line)", o_.results_path));
-        if (j.value("world", "") != world)
-          throw PlanError(fmt::format("--resume: {} holds a soak of the {} world; this one runs in the {} world (one "
-                                      "world per results file: give another path)",
-                                      o_.results_path, j.value("world", "?"), world));
-        header = true;
-        continue;
-      }
-      if (type == "start")
-        throw PlanError(fmt::format("--resume: {}:{}: a second start line (two soaks wrote this file)", o_.results_path, line));
-      if (type == "unit") {
-        // A unit written twice (by two soaks before the lock) counts once.
-        if (j.contains("i") && j["i"].is_number_unsigned() && !seen.insert(j["i"].get<size_t>()).second) {
-          fmt::print(out_, "note: --resume: {}:{}: unit {} appears again; counted once\n", o_.results_path, line,
-                     j["i"].get<size_t>());
-          continue;
-        }
-        try {
-          count_unit(j);
-        } catch (const json::exception& e) {
-          throw PlanError(fmt::format("--resume: {}:{}: a unit line without its fields ({})", o_.results_path, line,
-                                      e.what()));
-        }
-        next_index_ = std::max(next_index_, j.at("i").get<size_t>() + 1);
-        elapsed_before_ = std::max(elapsed_before_, j.at("t").get<double>());
-      } else if (type == "end") {
-        elapsed_before_ = std::max(elapsed_before_, j.value("t", 0.0));
-      }
-    }
-    if (!header) throw PlanError(fmt::format("--resume: {} is empty", o_.results_path));
+  void restore() {
+    results_->read_back(
+        [&](const json& j, size_t line) {
+          const std::string type = j.value("type", "");
+          if (type == "unit") {
+            try {
+              count_unit(j);
+              next_index_ = std::max(next_index_, j.at("i").get<size_t>() + 1);
+              elapsed_before_ = std::max(elapsed_before_, j.at("t").get<double>());
+            } catch (const json::exception& e) {
+              throw PlanError(fmt::format("--resume: {}:{}: a unit line without its fields ({})", o_.results_path,
+                                          line, e.what()));
+            }
+          } else if (type == "end") {
+            elapsed_before_ = std::max(elapsed_before_, j.value("t", 0.0));
+          }
+        },
+        out_);
     totals_.elapsed_s = elapsed_before_;
     fmt::print(out_, "resuming {}: {} units done in {:.0f} s, {} failed; going on from unit {}\n", o_.results_path,
                totals_.units, elapsed_before_, totals_.failed_units, next_index_);
   }
 
-  // One line, written whole and checked: a full disk stops the soak (exit 5,
-  // kExitOutputLost), never a PASS over a results file cut mid-line.
+  // A full disk stops the soak (exit 5), never a PASS over a cut file.
   void append(const json& j) {
-    if (fd_ < 0 || !write_error_.empty()) return;
-    const std::string line = j.dump() + '\n';
-    size_t off = 0;
-    while (off < line.size()) {
-      const ssize_t n = ::write(fd_, line.data() + off, line.size() - off);
-      if (n < 0 && errno == EINTR) continue;
-      if (n <= 0) {
-        write_error_ = fmt::format("cannot write: {}", std::strerror(n < 0 ? errno : ENOSPC));
-        // Leave no partial line: --resume would drop it, a reader would choke on it.
-        struct stat st {};
-        if (off > 0 && ::fstat(fd_, &st) == 0) (void)!::ftruncate(fd_, st.st_size - static_cast<off_t>(off));
-        return;
-      }
-      off += static_cast<size_t>(n);
-    }
+    if (results_) results_->append(j);
   }
+  std::string write_error() const { return results_ ? results_->error() : std::string(); }
 
   // ---- totals and groups: one place, for live units and for --resume
   void count_unit(const json& j) {
@@ -720,9 +638,9 @@ class Soak {
       return n;
     }(), totals_.failed_units);
     fmt::print(out_, "  (cases: verify cases, fault scenarios, sweep rows)\n");
-    if (!write_error_.empty())
+    if (!write_error().empty())
       fmt::print(out_, "ERROR: --results {}: {}; the soak stopped, and the units above are not all in the file (exit {})\n",
-                 o_.results_path, write_error_, r.exit_code());
+                 o_.results_path, write_error(), r.exit_code());
     if (totals_.groups.empty() && r.exit_code() != 0) {
       fmt::print(out_, "STOPPED: {} units, no failure so far; the run was cut short by {} (exit {}), not a pass\n",
                  totals_.units, r.stop_reason, r.exit_code());
@@ -757,8 +675,7 @@ class Soak {
   std::FILE* out_;
   MpiWorld* mpi_;
   Clock::time_point t0_ = Clock::now();  // when this part of the soak began
-  int fd_ = -1;               // the results file, locked while this soak runs
-  std::string write_error_;  // why the last append failed, if it did
+  std::unique_ptr<ResultsFile> results_;  // locked while this soak runs
   SoakTotals totals_;
   size_t next_index_ = 0;
   double perf_s_per_byte_ = 0;  // the slowest sweep row so far
