@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdlib>
+#include <filesystem>
 
 #include "tests/run_command.h"
 
@@ -193,12 +194,17 @@ TEST(Plugin, APluginThatEndsTheProcessIsNeverAPass) {
       // exit(0) inside a call, with no isolation: the exit guard
       "verify --seed 1 --cases 20 --isolate off --impl plugin:" + plugin("exits_in_call"),
   };
+  std::filesystem::remove(junit);
   for (const auto& args : runs) {
     const auto r = testutil::collcheck(args, 120);
     EXPECT_EQ(r.code, 3) << args << "\n" << r.out;
     expect_has(r, "no verdict");
     EXPECT_EQ(r.out.find("PASS"), std::string::npos) << args << "\n" << r.out;
   }
+  // The report asked for is written, with the error, never left out.
+  const std::string xml = testutil::slurp(junit);
+  EXPECT_NE(xml.find("<error"), std::string::npos) << xml;
+  EXPECT_NE(xml.find("no verdict: collcheck gate exited with code 0 before a verdict"), std::string::npos) << xml;
   // Isolated (the default for a plugin), exit(0) in a call is that case's failure.
   const auto r = verify("--impl plugin:" + plugin("exits_in_call"), 20);
   EXPECT_EQ(r.code, 1) << r.out;

@@ -140,6 +140,35 @@ TEST(Pushgateway, BadAddressesAreBadInput) {
     EXPECT_EQ(r.code, 2) << b.flags << "\n" << r.out;
     expect_has(r, b.what);
   }
+  // A port in use: said in our words (it was civetweb's "null context when
+  // constructing CivetServer").
+  Blackhole taken;
+  const auto r = collcheck("soak --duration 1 --results " + fresh("bad.jsonl") + " --metrics-listen 127.0.0.1:" +
+                               std::to_string(taken.port),
+                           30);
+  EXPECT_EQ(r.code, 2) << r.out;
+  expect_has(r, "cannot listen on 127.0.0.1:" + std::to_string(taken.port) + ": the port is in use");
+  EXPECT_EQ(r.out.find("CivetServer"), std::string::npos) << r.out;
+}
+
+// A perf unit's replay line left out the plan's deadline (and its
+// iterations): a row that failed by its 1 ms deadline passed when replayed.
+TEST(Results, APerfFailuresReplayLineRunsUnderTheSameDeadline) {
+  const std::string plan = fresh("perf.yaml"), results = fresh("perf.jsonl");
+  std::ofstream(plan) << "timeout: 0.001\nworkloads: {verify: {weight: 0}, faults: {weight: 0}, "
+                         "perf: {weight: 1, min_bytes: 4M, max_bytes: 4M}}\n";
+  const auto r = collcheck("soak --duration 4 --plan " + plan + " --results " + results, 120);
+  EXPECT_EQ(r.code, 1) << r.out;
+  std::string replay;
+  std::ifstream in(results);
+  for (std::string l; std::getline(in, l) && replay.empty();) {
+    const auto at = l.find("\"replay\":\"collcheck sweep ");
+    if (at != std::string::npos) replay = l.substr(at + 10, l.find('"', at + 10) - at - 10);
+  }
+  ASSERT_FALSE(replay.empty()) << slurp(results);
+  EXPECT_NE(replay.find(" --timeout 0.001"), std::string::npos) << replay;
+  const auto again = collcheck(replay.substr(std::string("collcheck ").size()), 120);
+  EXPECT_EQ(again.code, 1) << replay << "\n" << again.out;
 }
 
 // Two idle connections held both of the endpoint's two workers for about

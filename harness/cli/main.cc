@@ -153,8 +153,39 @@ int main(int argc, char** argv) {
   // pass); under mpirun, mpirun is the supervisor: a rank that ends before
   // MPI_Finalize fails the job.
   if (!mpi_world) {
-    for (const char* name : {"verify", "sweep", "faults", "soak", "gate", "replay"})
-      if (app.got_subcommand(name)) supervise(fmt::format("collcheck {}", name));
+    // The reports asked for are written by the supervisor when the command
+    // ends with no verdict: a CI job reads one error there, never nothing.
+    const std::vector<std::pair<std::string, ReportFlags*>> reports{
+        {"verify", &verify.report}, {"sweep", &sweep.report},   {"faults", &faults.report},
+        {"soak", &soak.report},     {"replay", &replay.report}, {"gate", nullptr}};
+    for (const auto& [name, flags] : reports) {
+      if (!app.got_subcommand(name)) continue;
+      std::vector<collcheck::ReportRequest> requests;
+      if (flags)
+        for (const std::string& spec : flags->specs) {
+          try {
+            requests.push_back(collcheck::parse_report_request(spec));
+          } catch (const std::exception&) {  // the child says why, as bad input
+          }
+        }
+      const std::string* junit = name == "verify" ? &verify.junit
+                                 : name == "soak"   ? &soak.junit
+                                 : name == "gate"   ? &gate.junit
+                                                    : nullptr;
+      if (junit && !junit->empty()) requests.push_back({"junit", *junit});
+      if (name == "gate" && !gate.markdown.empty()) requests.push_back({"markdown", gate.markdown});
+      supervise(fmt::format("collcheck {}", name), [requests, name = name](const std::string& why) {
+        collcheck::Report rep;
+        rep.command = name;
+        rep.suite = "collcheck " + name;
+        rep.cases.push_back({"verdict", collcheck::ReportCase::Status::Error, "no verdict: " + why, "", 0});
+        try {
+          collcheck::write_reports(requests, rep);
+        } catch (const std::exception& e) {
+          std::fprintf(stderr, "collcheck: error: --report: %s\n", e.what());
+        }
+      });
+    }
   }
   install_exit_guard();
   collcheck::install_crash_handler();

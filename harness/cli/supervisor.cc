@@ -59,7 +59,7 @@ void verdict_reached(int code) {
   g_verdict_fd = -1;
 }
 
-void supervise(const std::string& what) {
+void supervise(const std::string& what, const std::function<void(const std::string& why)>& no_verdict) {
   int fds[2];
   if (::pipe(fds) != 0) return;  // run unsupervised; the exit guard still holds
   std::fflush(nullptr);
@@ -106,6 +106,8 @@ void supervise(const std::string& what) {
   while ((n = ::read(fds[0], &code, 1)) < 0 && errno == EINTR) {
   }
   if (n == 1 && WIFEXITED(status) && WEXITSTATUS(status) == code) ::_exit(code);
+  const std::string why = fmt::format("{} {} before a verdict", what, describe(status));
+  if (no_verdict) no_verdict(why);
   if (WIFSIGNALED(status)) {
     // The child said why (the crash handler, or the signal's own handling);
     // die of the same signal, as a shell expects.

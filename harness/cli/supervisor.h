@@ -15,6 +15,7 @@
 //   code the caller chose.
 #pragma once
 
+#include <functional>
 #include <string>
 
 namespace collcheck::cli {
@@ -22,8 +23,10 @@ namespace collcheck::cli {
 inline constexpr int kExitNoVerdict = 3;
 
 // Forks; returns in the child (the command's process), never in the parent.
-// `what` names the command in the parent's message.
-void supervise(const std::string& what);
+// `what` names the command in the parent's message; `no_verdict(why)` runs in
+// the parent when the child ended without one (it writes the reports that
+// were asked for, each with an error saying why).
+void supervise(const std::string& what, const std::function<void(const std::string& why)>& no_verdict);
 // Registers the exit guard (atexit).
 void install_exit_guard();
 // The verdict is in: exit() is allowed from now on, and the supervising
