@@ -8,6 +8,7 @@
 #include <gtest/gtest.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 
 #include <atomic>
 #include <filesystem>
@@ -245,6 +246,15 @@ TEST(Results, ResumeIsLockedAndKeepsOneWorld) {
   r = testutil::run_command(testutil::mpirun(2) + " soak --world mpi --duration 2 --resume --results " + results, 120);
   EXPECT_EQ(r.code, 2) << r.out;
   expect_has(r, "holds a soak of the threads world; this one runs in the mpi:2 world");
+}
+
+// A FIFO as the results file: refused at once, never a wait for a reader.
+TEST(Results, AFifoIsRefusedNotWaitedOn) {
+  const std::string fifo = fresh("results.fifo");
+  ASSERT_EQ(mkfifo(fifo.c_str(), 0644), 0);
+  const auto r = collcheck("soak --duration 1 --resume --results " + fifo, 30);
+  EXPECT_EQ(r.code, 2) << r.out;
+  expect_has(r, "--results " + fifo + ": not a regular file");
 }
 
 // On a full disk the soak printed PASS, exited 0 and left its results file

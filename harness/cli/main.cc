@@ -187,7 +187,7 @@ int main(int argc, char** argv) {
       });
     }
   }
-  install_exit_guard();
+  collcheck::install_exit_guard();
   collcheck::install_crash_handler();
   if (auto* w = collcheck::MpiWorld::get()) {
     collcheck::set_crash_identity(fmt::format("rank {} of {} (pid {} on {})", w->rank(), w->size(), ::getpid(), w->host()));

@@ -14,11 +14,12 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "harness/world/crash_handler.h"
+
 namespace collcheck::cli {
 
 namespace {
 
-std::atomic<bool> g_verdict{false};
 int g_verdict_fd = -1;  // the child's end of the pipe to the supervising parent
 volatile sig_atomic_t g_child = 0;
 
@@ -26,16 +27,6 @@ const int kForwarded[] = {SIGTERM, SIGINT, SIGHUP, SIGQUIT};
 
 extern "C" void forward_signal(int sig) {
   if (g_child > 0) ::kill(static_cast<pid_t>(g_child), sig);
-}
-
-extern "C" void exit_guard() {
-  if (g_verdict.load()) return;
-  // exit() before any verdict: whoever called it, the run judged nothing.
-  static const char msg[] =
-      "collcheck: error: the process was ended by a call to exit() before a verdict (a plugin or a library it "
-      "loads called exit?); no verdict (exit 3)\n";
-  (void)!::write(2, msg, sizeof msg - 1);
-  ::_exit(kExitNoVerdict);
 }
 
 std::string describe(int status) {
@@ -48,10 +39,8 @@ std::string describe(int status) {
 
 }  // namespace
 
-void install_exit_guard() { std::atexit(exit_guard); }
-
 void verdict_reached(int code) {
-  g_verdict = true;
+  exit_is_verdict();
   if (g_verdict_fd < 0) return;
   const unsigned char c = static_cast<unsigned char>(code);
   (void)!::write(g_verdict_fd, &c, 1);

@@ -10,9 +10,9 @@
 //   process group is its own (a signal sent to the group reaches it once), and
 //   dies of the signal that killed the child, if one did. When the parent is
 //   killed (SIGKILL), the child is killed too.
-// - the exit guard: exit() called anywhere before the verdict (in the
-//   supervised child, an isolated child, or an MPI rank) is exit 3, not the
-//   code the caller chose.
+// - the exit guard (harness/world/crash_handler.h): exit() called anywhere
+//   before the verdict (in the supervised child, an isolated child, or an
+//   MPI rank) is exit 3, not the code the caller chose.
 #pragma once
 
 #include <functional>
@@ -27,8 +27,6 @@ inline constexpr int kExitNoVerdict = 3;
 // the parent when the child ended without one (it writes the reports that
 // were asked for, each with an error saying why).
 void supervise(const std::string& what, const std::function<void(const std::string& why)>& no_verdict);
-// Registers the exit guard (atexit).
-void install_exit_guard();
 // The verdict is in: exit() is allowed from now on, and the supervising
 // parent, if any, learns that `code` is a verdict.
 void verdict_reached(int code);

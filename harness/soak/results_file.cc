@@ -21,7 +21,9 @@ namespace collcheck {
 using json = nlohmann::json;
 
 ResultsFile::ResultsFile(std::string path, bool resume, std::string world) : path_(std::move(path)), world_(std::move(world)) {
-  fd_ = ::open(path_.c_str(), O_WRONLY | O_APPEND | O_CLOEXEC | (resume ? 0 : O_CREAT | O_EXCL), 0644);
+  // O_NONBLOCK: a FIFO there is refused below, not waited on for a reader.
+  fd_ = ::open(path_.c_str(), O_WRONLY | O_APPEND | O_CLOEXEC | O_NONBLOCK | (resume ? 0 : O_CREAT | O_EXCL), 0644);
+  if (fd_ < 0 && errno == ENXIO) throw PlanError(fmt::format("--results {}: not a regular file", path_));
   if (fd_ < 0 && errno == EEXIST)
     throw PlanError(fmt::format("--results {}: the file exists; --resume continues that soak, or give another path", path_));
   if (fd_ < 0 && errno == ENOENT && resume)
@@ -32,6 +34,7 @@ ResultsFile::ResultsFile(std::string path, bool resume, std::string world) : pat
     ::close(fd_);
     throw PlanError(fmt::format("--results {}: not a regular file", path_));
   }
+  ::fcntl(fd_, F_SETFL, ::fcntl(fd_, F_GETFL) & ~O_NONBLOCK);
   // A job killed just now may still be dying (its lock goes with it).
   bool locked = false;
   for (int i = 0; i < 50 && !(locked = ::flock(fd_, LOCK_EX | LOCK_NB) == 0); ++i)

@@ -686,10 +686,16 @@ class Soak {
 }  // namespace
 
 SoakHeader read_soak_header(const std::string& path) {
+  // Only a regular file is read (a FIFO would block until a writer came),
+  // and only its first line, bounded: a start line is a few KiB.
+  std::error_code ec;
+  const auto st = std::filesystem::status(path, ec);
+  if (std::filesystem::exists(st) && !std::filesystem::is_regular_file(st))
+    throw PlanError(fmt::format("--results {}: not a regular file", path));
   std::ifstream in(path, std::ios::binary);
   if (!in) throw PlanError(fmt::format("--resume: no results file {} to continue", path));
   std::string first;
-  std::getline(in, first);
+  for (char c; first.size() < (size_t{16} << 20) && in.get(c) && c != '\n';) first += c;
   json j;
   try {
     j = json::parse(first);

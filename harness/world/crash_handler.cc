@@ -9,6 +9,7 @@
 #include <atomic>
 #include <ctime>
 #include <cstring>
+#include <cstdlib>
 #include <mutex>
 #include <string>
 #include <thread>
@@ -178,5 +179,22 @@ void set_crash_dump_dir(std::string_view dir) {
     });
   copy_into(g_dump_dir, sizeof g_dump_dir, dir);
 }
+
+namespace {
+std::atomic<bool> g_exit_is_verdict{false};
+
+extern "C" void exit_guard() {
+  if (g_exit_is_verdict.load()) return;
+  static const char msg[] =
+      "collcheck: error: the process was ended by a call to exit() before a verdict (a plugin or a library it "
+      "loads called exit?); no verdict (exit 3)\n";
+  (void)!::write(2, msg, sizeof msg - 1);
+  ::_exit(3);
+}
+}  // namespace
+
+void install_exit_guard() { std::atexit(exit_guard); }
+
+void exit_is_verdict() { g_exit_is_verdict = true; }
 
 }  // namespace collcheck

@@ -30,4 +30,12 @@ void set_crash_context(std::string_view what);
 // Where the flight recorders go on a crash ("" = not dumped).
 void set_crash_dump_dir(std::string_view dir);
 
+// The exit guard (issue 30): exit() called before the process has its
+// verdict (a plugin, or a library it loads, ending the run) is exit 3, no
+// verdict, whatever code the caller chose; the line on stderr says so.
+void install_exit_guard();
+// From now on exit() is this process's own: the verdict is in (main), or
+// MPI_Abort carries the verdict's code (Open MPI's abort calls exit()).
+void exit_is_verdict();
+
 }  // namespace collcheck

@@ -1,5 +1,7 @@
 #include "harness/world/mpi_world.h"
 
+#include "harness/world/crash_handler.h"
+
 #include "harness/check/guard.h"
 #include "harness/world/watched.h"
 
@@ -150,6 +152,7 @@ int MpiWorld::agree_exit_code(int code) {
 void MpiWorld::abort(int code) {
   std::fflush(stdout);
   std::fflush(stderr);
+  exit_is_verdict();  // the abort's code is the verdict, and Open MPI's abort ends in exit()
   MPI_Abort(MPI_COMM_WORLD, code);
   std::_Exit(code);  // MPI_Abort does not return; this is for the compiler
 }
