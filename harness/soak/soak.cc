@@ -13,8 +13,6 @@
 #include <fstream>
 #include <memory>
 #include <optional>
-#include <set>
-#include <thread>
 
 #include "harness/metrics/metrics.h"
 #include "harness/model/data.h"
@@ -155,8 +153,10 @@ class Soak {
   }
 
   SoakResult run() {
-    open_results();
+    // The stop signals first: a SIGTERM while --resume reads a long file back
+    // ends the soak with its summary, not by the default action.
     install_signals();
+    open_results();
     const auto t0 = t0_ = Clock::now();
     auto last_progress = t0, last_metrics = t0;
     print_header();
