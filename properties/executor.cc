@@ -153,8 +153,15 @@ CaseOutcome IsolatedExecutor::run(const Case& c) {
                               "running it was killed\n",
                               std::chrono::duration<double>(budget).count()));
     }
+    if (stop_asked()) {
+      stop(true);
+      o.ok = false;
+      o.interrupted = true;
+      o.failure = {"", "  cut short by the end of the run: the isolated child was killed\n"};
+      return o;
+    }
     pollfd pfd{from_child_, POLLIN, 0};
-    const int n = ::poll(&pfd, 1, static_cast<int>(std::min<long long>(left, 1000)));
+    const int n = ::poll(&pfd, 1, static_cast<int>(std::min<long long>(left, 200)));
     if (n < 0 && errno == EINTR) continue;
     if (n <= 0) continue;
     char block[4096];

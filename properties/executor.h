@@ -6,6 +6,7 @@
 
 #include <sys/types.h>
 
+#include <functional>
 #include <memory>
 #include <optional>
 #include <stdexcept>
@@ -19,6 +20,17 @@ class CaseExecutor {
  public:
   virtual ~CaseExecutor() = default;
   virtual CaseOutcome run(const Case& c) = 0;
+  // Asked while a case runs, where the executor can cut a case short (the
+  // isolated child is killed within 0.2 s): true ends the case with an
+  // `interrupted` outcome. In process and in the MPI world a case ends by its
+  // own deadlines. run_verify sets it to its should_stop for the run.
+  void set_should_stop(std::function<bool()> f) { should_stop_ = std::move(f); }
+
+ protected:
+  bool stop_asked() const { return should_stop_ && should_stop_(); }
+
+ private:
+  std::function<bool()> should_stop_;
 };
 
 class InProcessExecutor final : public CaseExecutor {

@@ -65,6 +65,9 @@ struct CaseOutcome {
   // machine's limits, not the implementation). Not a verdict: `failure`
   // says what ran out, and verify retries the case or stops with exit 3.
   bool harness_error = false;
+  // The run's end (a soak's duration, SIGTERM) came while the case ran and
+  // the executor cut it short: no verdict either way. Never a pass: ok is false.
+  bool interrupted = false;
 };
 
 struct RunConfig {

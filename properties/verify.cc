@@ -139,7 +139,7 @@ void print_failure(std::FILE* out, const VerifyOptions& o, const VerifyResult& r
 // times, after 1, 2 and 4 retry periods, before it is returned.
 CaseOutcome run_retrying(const VerifyOptions& opt, CaseExecutor& exec, const Case& c) {
   CaseOutcome o = exec.run(c);
-  for (int k = 0; o.harness_error && k < 3; ++k) {
+  for (int k = 0; o.harness_error && !o.interrupted && k < 3; ++k) {
     std::this_thread::sleep_for(std::chrono::duration<double>(opt.harness_retry_s * (1 << k)));
     o = exec.run(c);
   }
@@ -153,10 +153,17 @@ bool stopping(const VerifyOptions& o, VerifyResult& r) {
   return r.interrupted;
 }
 
+// A case the executor cut short: no verdict, and the run ends.
+bool cut(const CaseOutcome& oc, VerifyResult& r) {
+  if (oc.interrupted) r.interrupted = r.case_cut = true;
+  return oc.interrupted;
+}
+
 void confirm(const VerifyOptions& o, CaseExecutor& exec, VerifyResult& r, size_t n) {
   for (size_t k = 0; k < n; ++k) {
     if (stopping(o, r)) return;
     const CaseOutcome so = exec.run(r.minimal);
+    if (cut(so, r)) return;
     if (so.harness_error) continue;  // no verdict either way
     ++r.replays;
     // Any property: a race shows in whichever call it hits (the call, its
@@ -171,6 +178,12 @@ void confirm(const VerifyOptions& o, CaseExecutor& exec, VerifyResult& r, size_t
 VerifyResult run_verify(const VerifyOptions& o, CaseExecutor& exec, std::FILE* out) {
   VerifyResult r;
   const auto t0 = Clock::now();
+  // The executor asks cut_case while a case runs, for this run only.
+  exec.set_should_stop(o.cut_case);
+  struct Unset {
+    CaseExecutor& e;
+    ~Unset() { e.set_should_stop(nullptr); }
+  } unset{exec};
   Stats stats;
 
   if (o.replay) {
@@ -182,6 +195,7 @@ VerifyResult run_verify(const VerifyOptions& o, CaseExecutor& exec, std::FILE* o
     std::optional<CaseOutcome> first_failure;
     for (size_t k = 0; k < runs; ++k) {
       CaseOutcome one = run_retrying(o, exec, *o.replay);
+      if (cut(one, r)) break;
       ++r.cases_run;
       if (one.harness_error) {
         r.harness_error = true;
@@ -200,12 +214,18 @@ VerifyResult run_verify(const VerifyOptions& o, CaseExecutor& exec, std::FILE* o
       if (k == 0 || !one.ok) oc = std::move(one);
     }
     if (first_failure) oc = *first_failure;
-    r.replays = runs;
+    r.replays = r.cases_run;
     r.replay_failures = failures;
     r.seconds = Seconds(Clock::now() - t0).count();
+    if (r.case_cut && failures == 0) {
+      fmt::print(out, "NO VERDICT (exit {}): the end of the run cut the case short after {} of {} runs\n",
+                 kExitHarnessError, r.cases_run, runs);
+      return r;
+    }
     if (runs > 1)
-      fmt::print(out, "{} runs of the case: {} failed{}\n", runs, failures,
-                 failures > 0 && failures < runs ? " (flaky)" : "");
+      fmt::print(out, "{} runs of the case: {} failed{}{}\n", r.cases_run, failures,
+                 failures > 0 && failures < r.cases_run ? " (flaky)" : "",
+                 r.case_cut ? fmt::format(" (then the run's end cut run {} short)", r.cases_run + 1) : "");
     if (oc.ok) {
       if (oc.deviant_elements)
         fmt::print(out, "documented deviation {}: {} elements differ from NCCL semantics exactly as documented "
@@ -244,6 +264,7 @@ VerifyResult run_verify(const VerifyOptions& o, CaseExecutor& exec, std::FILE* o
     const rc::Shrinkable<Case> sh = gen(ri, size);
     const Case c = sh.value();
     const CaseOutcome oc = run_retrying(o, exec, c);
+    if (cut(oc, r)) break;
     ++r.cases_run;
     if (oc.harness_error) {
       r.harness_error = true;
@@ -285,6 +306,10 @@ VerifyResult run_verify(const VerifyOptions& o, CaseExecutor& exec, std::FILE* o
           break;
         }
         const CaseOutcome so = run_retrying(o, exec, m->value());
+        if (cut(so, r)) {
+          r.shrink_budget_reached = true;
+          break;
+        }
         ++r.shrink_runs;
         if (!so.harness_error && !so.ok && shrink_keeps(so.failure, curf)) {
           cur = *m;
@@ -352,6 +377,10 @@ VerifyResult run_verify(const VerifyOptions& o, CaseExecutor& exec, std::FILE* o
                                          : "",
                case_summary(r.original));
     print_failure(out, o, r);
+  } else if (r.case_cut) {
+    fmt::print(out, "\nNO VERDICT (exit {}): {} cases passed, then the end of the run cut case {} short (the isolated "
+                    "child running it was killed; its verdict is not known)\n",
+               kExitHarnessError, r.cases_run, r.cases_run + 1);
   } else {
     fmt::print(out, "\nPASS: {} cases in {:.1f} s ({:.0f} cases/s){}\n", r.cases_run, r.seconds,
                r.seconds > 0 ? static_cast<double>(r.cases_run) / r.seconds : 0.0,
@@ -384,6 +413,9 @@ Report verify_report(const VerifyOptions& o, const VerifyResult& r) {
     rep.cases.push_back({"harness", ReportCase::Status::Error,
                          fmt::format("the harness could not run case {} (no thread or memory): not a verdict", r.failing_case),
                          r.failure.detail, 0});
+  else if (r.case_cut && !r.failed)
+    rep.cases.push_back({"cut-short", ReportCase::Status::Error,
+                         fmt::format("the end of the run cut case {} short: not a verdict", r.cases_run + 1), "", 0});
   return rep;
 }
 

@@ -45,6 +45,11 @@ struct VerifyOptions {
   // duration or signal): no further case, shrink step or replay; the case in
   // flight ends by its deadline. What was found so far is reported.
   std::function<bool()> should_stop;
+  // When set and true, the case in flight is cut short too, where the
+  // executor can (the isolated child is killed): a soak's SIGTERM, which a
+  // scheduler follows with SIGKILL. Not for budgets: a case cut short has no
+  // verdict, and a hang would then never be found.
+  std::function<bool()> cut_case;
 };
 
 // Exit code of a run the harness could not complete for want of threads or
@@ -63,6 +68,7 @@ struct VerifyResult {
   size_t shrink_runs = 0;   // cases run while shrinking
   bool shrink_budget_reached = false;
   bool interrupted = false;  // should_stop ended the run (cases, shrinking or replays)
+  bool case_cut = false;     // ...and cut_case cut a case short (its verdict is not known)
   size_t replays = 0;        // runs of the minimal case after shrinking (or of --replay)
   size_t replay_failures = 0;  // ...that failed (any property)
   size_t stepped_back = 0;     // shrink steps undone because their case never failed again
@@ -72,7 +78,8 @@ struct VerifyResult {
   // to be had): no verdict, exit 3. `failure` says what ran out.
   bool harness_error = false;
   double seconds = 0;
-  int exit_code() const { return failed ? 1 : harness_error ? kExitHarnessError : 0; }
+  // A run whose case was cut short and that found nothing reached no verdict.
+  int exit_code() const { return failed ? 1 : harness_error || case_cut ? kExitHarnessError : 0; }
 };
 
 // Runs the verification and prints the report to `out`.

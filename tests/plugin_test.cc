@@ -9,6 +9,8 @@
 #include <cstdlib>
 #include <filesystem>
 
+#include "properties/executor.h"
+#include "properties/verify.h"
 #include "tests/run_command.h"
 
 namespace {
@@ -233,4 +235,49 @@ TEST(VerifyCli, MpiWorldWithoutMpirunIsRefused) {
   EXPECT_EQ(r.code, 2) << r.out;
   expect_has(r, "this process was not started by mpirun");
   EXPECT_EQ(r.out.find("PASS"), std::string::npos) << r.out;
+}
+
+// A soak's SIGTERM must not wait for the case in flight: one large case took
+// 30.6 s, and a scheduler's SIGKILL follows SIGTERM by about 30 s. The
+// isolated child is killed when cut_case turns true; the case has no verdict
+// (not a pass, not a failure) and the run says so with exit 3.
+TEST(Plugin, ACaseInFlightIsCutShortWhenAsked) {
+  collcheck::RunConfig cfg;
+  cfg.impl = collcheck::load_plugin(plugin("never_returns"));
+  cfg.timeout = std::chrono::milliseconds(20000);  // the hang would be found after 20 s
+  collcheck::IsolatedExecutor exec(cfg);
+  collcheck::VerifyOptions o;
+  o.impl_spec = "plugin:" + plugin("never_returns");
+  o.cases = 10;
+  o.seed = 1;
+  const auto t0 = std::chrono::steady_clock::now();
+  o.cut_case = [t0] { return std::chrono::steady_clock::now() - t0 > std::chrono::seconds(1); };
+  o.should_stop = o.cut_case;
+  char* buf = nullptr;
+  size_t len = 0;
+  std::FILE* out = open_memstream(&buf, &len);
+  const collcheck::VerifyResult r = collcheck::run_verify(o, exec, out);
+  std::fclose(out);
+  const std::string text(buf, len);
+  std::free(buf);
+  const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  EXPECT_LT(s, 3) << text;
+  EXPECT_TRUE(r.case_cut) << text;
+  EXPECT_TRUE(r.interrupted) << text;
+  EXPECT_FALSE(r.failed) << text;
+  EXPECT_LE(r.cases_run, 2u) << text;  // the first cases may be small enough to return (count <= 2)
+  EXPECT_EQ(r.exit_code(), 3) << text;
+  EXPECT_NE(text.find("NO VERDICT (exit 3)"), std::string::npos) << text;
+  EXPECT_EQ(text.find("PASS"), std::string::npos) << text;
+  // The executor is usable again afterwards: a fresh child takes the next case.
+  exec.set_should_stop(nullptr);
+  collcheck::RunConfig ok_cfg;
+  ok_cfg.impl = collcheck::load_plugin(EXAMPLE_PLUGIN);
+  collcheck::IsolatedExecutor ok_exec(ok_cfg);
+  ok_exec.set_should_stop([] { return false; });
+  collcheck::Case c;
+  c.p = 2;
+  c.count = 8;
+  EXPECT_TRUE(ok_exec.run(c).ok);
+  std::printf("[ cut     ] the case in flight was cut short after %.1f s\n", s);
 }

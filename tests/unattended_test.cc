@@ -336,6 +336,34 @@ TEST(Bounds, DurationAndSigtermEndASoakShrinkingAHang) {
   EXPECT_NE(text.find("\"reason\":\"SIGTERM\""), std::string::npos) << text;
 }
 
+// SIGTERM waited for the case in flight: one large case kept a stopped soak
+// running for 30.6 s, and a scheduler's SIGKILL follows by about 30 s. Now
+// the isolated child running the case is killed at once, and the unit is
+// written as interrupted, with no verdict on that case.
+TEST(Bounds, SigtermCutsTheCaseInFlightShort) {
+  const std::string plan = fresh("hang20.yaml");
+  std::ofstream(plan) << "implementations: [plugin:" << kPlugins << "/never_returns.so]\ntimeout: 20\n"
+                      << "workloads: {verify: {weight: 1, cases: 50}, faults: {weight: 0}, perf: {weight: 0}}\n";
+  const std::string log = fresh("hang20.log"), results = fresh("hang20.jsonl");
+  Process soak(kBin + " soak --duration 300 --plan " + plan + " --results " + results, log);
+  // The first unit's hang: every call of 3 or more elements never returns,
+  // found only after its 20 s deadline.
+  std::this_thread::sleep_for(std::chrono::seconds(5));
+  kill(soak.pid, SIGTERM);
+  const auto t0 = Clock::now();
+  int status = 0;
+  ASSERT_TRUE(wait_until(40, [&] { return waitpid(soak.pid, &status, WNOHANG) == soak.pid; })) << slurp(log);
+  soak.pid = -1;
+  const double took = seconds_since(t0);
+  std::printf("[ bound    ] SIGTERM ended the soak %.1f s after it was sent, a case in flight\n", took);
+  EXPECT_LT(took, 5) << slurp(log);
+  ASSERT_TRUE(WIFEXITED(status)) << slurp(log);
+  EXPECT_EQ(WEXITSTATUS(status), 143) << slurp(log);  // stopped, nothing found: never 0
+  const std::string text = slurp(results);
+  EXPECT_NE(text.find("\"interrupted\":true"), std::string::npos) << text;
+  EXPECT_NE(text.find("\"reason\":\"SIGTERM\""), std::string::npos) << text;
+}
+
 // gate --budget 10 on a deadlocking plugin ran for 596 s, silent.
 TEST(Bounds, GateBudgetIsATotalBudget) {
   const auto t0 = Clock::now();
