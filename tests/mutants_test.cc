@@ -154,7 +154,7 @@ TEST(Mutants, TheKitWithoutABugPasses) {
     cases = std::min<size_t>(cases, std::strtoull(env, nullptr, 10));
     std::printf("[ note    ] COLLCHECK_NO_FALSE_ALARM_CASES: %zu cases per control\n", cases);
   }
-  for (const char* control : {"control_ring", "control_tree"}) {
+  for (const char* control : {"control_ring", "control_tree", "control_gather"}) {
     const VerifyResult r = verify_plugin(mutant_path(control), 11, cases);
     EXPECT_FALSE(r.failed) << control << ": " << r.failure.property << "\n" << r.failure.detail;
     EXPECT_EQ(r.cases_run, cases);
@@ -205,5 +205,40 @@ TEST(Mutants, TruncatingStoreHidesInTheBoundAtP8AndTheDeclaredOrderCatchesIt) {
     const CaseOutcome good = ok_runner.run(c);
     EXPECT_TRUE(good.ok) << good.failure.property << "\n" << good.failure.detail;
     EXPECT_EQ(good.order_checked, c.count);
+  }
+}
+
+// Issue 31: two float16 bugs that hide inside the all-orders error bound. At
+// p = 6 (the bound) both pass every element; at p = 2 (ties away from zero)
+// and p = 3 (float32 accumulation), where the oracle checks the exact set of
+// every order's outcome, both fail agrees-with-oracle. The control passes both.
+TEST(Mutants, Float16BugsHideInTheBoundAndTheExactSetCatchesThem) {
+  struct Probe {
+    const char* mutant;
+    int p_caught;
+  };
+  for (const Probe& probe : {Probe{"f16_sum_ties_away", 2}, Probe{"f16_wide_accumulate", 3}}) {
+    for (int p : {probe.p_caught, 6}) {
+      Case c;
+      c.p = p;
+      c.dtype = DType::Float16;
+      c.op = RedOp::Sum;
+      c.count = 4096;
+      c.data = DataClass::Random;
+      c.seed = 7;
+      for (const std::string& m : {std::string(probe.mutant), std::string("control_gather")}) {
+        ImplPtr impl = load_plugin(mutant_path(m));
+        CaseRunner runner(RunConfig{impl, {}, 10000ms, {}});
+        const CaseOutcome o = runner.run(c);
+        const bool expect_fail = m != "control_gather" && p == probe.p_caught;
+        EXPECT_EQ(o.ok, !expect_fail) << m << " p=" << p << ": " << o.failure.property << "\n" << o.failure.detail;
+        if (expect_fail) {
+          EXPECT_EQ(o.failure.property, "agrees-with-oracle") << o.failure.detail;
+        }
+        if (p == 6) {
+          EXPECT_GT(o.by_kind[static_cast<size_t>(CheckKind::Bound)], c.count / 2) << m;
+        }
+      }
+    }
   }
 }

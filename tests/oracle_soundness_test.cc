@@ -62,7 +62,7 @@ std::vector<uint64_t> adversarial(DType t, RedOp op, int p, std::mt19937_64& rng
                emin_s = std::log2(lim.min_subnormal);
   std::vector<uint64_t> xs(static_cast<size_t>(p));
   std::uniform_real_distribution<double> unit(0.0, 1.0);
-  const unsigned mode = static_cast<unsigned>(rng() % 6);
+  const unsigned mode = static_cast<unsigned>(rng() % 7);
   if (op == RedOp::Prod) {
     // Log-magnitudes that sum to a target near a threshold, spread widely so
     // that partial products wander far above and below it.
@@ -83,6 +83,7 @@ std::vector<uint64_t> adversarial(DType t, RedOp op, int p, std::mt19937_64& rng
         case 0: e2 = emax - std::log2(1 + static_cast<double>(rng() % static_cast<unsigned>(p))); break;
         case 1: e2 = emin_n + (unit(rng) - 0.5) * 6; break;
         case 2: e2 = emin_s + unit(rng) * (emax - emin_s); break;
+        case 6: e2 = (unit(rng) - 0.5) * 4; break;  // ordinary data: where p <= 4 is checked exactly
         default: e2 = emax - unit(rng) * 3; break;
       }
       xs[static_cast<size_t>(r)] = near_power(t, std::clamp(e2, emin_s, emax), rng);

@@ -5,7 +5,9 @@
 #include <immintrin.h>
 
 #include <algorithm>
+#include <atomic>
 #include <bit>
+#include <stdexcept>
 #include <cmath>
 #include <cstring>
 #include <limits>
@@ -104,6 +106,21 @@ bool all_order_outcomes(const Reduction& red, std::span<const uint64_t> ys, std:
   });
 }
 
+// Where the set of every order's outcome is small, the oracle accepts exactly
+// that set (issue 31) instead of an error bound: at p = 2 the one right result
+// round(y0 op y1), Bitwise; at p = 3 and 4 the 3 and 15 reduction trees (up to
+// commutativity), OneOf. Above, up to one_of_ranks() (5 by default), the same
+// wherever the set has at most 256 outcomes within 200,000 combining steps.
+// Elsewhere nullopt: the Bound.
+std::atomic<int> g_one_of_ranks{kOneOfDefaultRanks};
+std::optional<std::vector<uint64_t>> small_outcome_set(const Reduction& red, std::span<const uint64_t> ys) {
+  const size_t p = ys.size();
+  if (p < 2 || p > static_cast<size_t>(std::max(kOneOfAlwaysRanks, one_of_ranks()))) return std::nullopt;
+  std::vector<uint64_t> out;
+  if (!all_order_outcomes(red, ys, out, 256, 200000)) return std::nullopt;
+  return out;
+}
+
 // Weight of the lowest set bit of v's significand (v finite, nonzero).
 double lowest_bit_weight(double v) {
   int e;
@@ -113,6 +130,13 @@ double lowest_bit_weight(double v) {
 }
 
 }  // namespace
+
+void set_one_of_ranks(int n) {
+  if (n < kOneOfAlwaysRanks || n > kOneOfMaxRanks)
+    throw std::invalid_argument(fmt::format("one-of ranks must be {} to {}, got {}", kOneOfAlwaysRanks, kOneOfMaxRanks, n));
+  g_one_of_ranks = n;
+}
+int one_of_ranks() { return g_one_of_ranks.load(std::memory_order_relaxed); }
 
 std::string_view check_kind_name(CheckKind k) {
   switch (k) {
@@ -418,6 +442,7 @@ Expectation expect_sum(const Reduction& red, std::span<const uint64_t> values, s
 
   if (!can_pos && !can_neg) {  // (s2): nothing overflows or saturates in any order
     if (sums_are_exact(lim, y, static_cast<double>(sum_abs))) return bitwise(fold(red, ys));
+    if (auto set = small_outcome_set(red, ys)) return interval(t, false, 0, 0, 0, std::move(*set));
     Expectation e;
     e.kind = CheckKind::Bound;
     if (!red.premul) {
@@ -582,6 +607,7 @@ Expectation expect_prod(const Reduction& red, std::span<const uint64_t> ys, std:
     bool pow2 = true;
     for (double v : y) pow2 = pow2 && lowest_bit_weight(v) == std::fabs(v);
     if (pow2) return bitwise(fold(red, ys));  // products of powers of two stay exact within the normal range
+    if (auto set = small_outcome_set(red, ys)) return interval(t, false, 0, 0, 0, std::move(*set));
     Expectation e;
     e.kind = CheckKind::Bound;
     e.exact = negative ? -x : x;
@@ -715,6 +741,27 @@ int lowest_bit_exponent(double v) {
 // element for element; only the reported error in bound units
 // (max_err_units) is computed in double, from the exact sum (the full way's
 // differs by up to its reference error: 2^-8 of a bound unit for float64).
+// Every binary tree's sum of x[0..p) for p <= 4, in T, with repeats (at p = 4
+// each balanced tree twice): 1, 3 or 18 values into out.
+template <typename T>
+size_t tree_sums(const T* x, int p, T* out) {
+  if (p == 1) {
+    out[0] = x[0];
+    return 1;
+  }
+  size_t n = 0;
+  for (int a = 0; a < p; ++a)
+    for (int b = a + 1; b < p; ++b) {
+      T rest[4];
+      int m = 0;
+      rest[m++] = static_cast<T>(x[a] + x[b]);
+      for (int k = 0; k < p; ++k)
+        if (k != a && k != b) rest[m++] = x[k];
+      n += tree_sums(rest, m, out + n);
+    }
+  return n;
+}
+
 struct FastSum {
   int p = 0;
   double M = 0, ref_err = 0, E = 0, g = 0;
@@ -741,6 +788,7 @@ struct FastSum {
   bool check(std::span<const void* const> inputs, const void* result, size_t i, CheckKind& kind, double& units) const {
     using Bits = std::conditional_t<sizeof(T) == 4, uint32_t, uint64_t>;
     constexpr Bits kExp = static_cast<Bits>(sizeof(T) == 4 ? 0x7f800000ull : 0x7ff0000000000000ull);
+    if (p > kOneOfAlwaysRanks && p <= one_of_ranks()) return false;  // enumerated the full way
     double hi = 0, lo = 0, pos = 0, neg = 0;
     int low = std::numeric_limits<int>::max();
     T fold{};
@@ -780,6 +828,22 @@ struct FastSum {
       kind = CheckKind::Bitwise;  // every order's sum is exact: the fold, bit for bit
       units = 0;
       return std::bit_cast<Bits>(got) == std::bit_cast<Bits>(fold);
+    }
+    if (p <= kOneOfAlwaysRanks) {
+      // The full way's small set (small_outcome_set): every tree's sum in T,
+      // which nothing overflows here. One outcome: Bitwise, else OneOf.
+      T x[kOneOfAlwaysRanks];
+      for (int r = 0; r < p; ++r) x[r] = static_cast<const T*>(inputs[static_cast<size_t>(r)])[i];
+      T sums[18];
+      const size_t n = tree_sums(x, p, sums);
+      bool found = false, one = true;
+      for (size_t k = 0; k < n; ++k) {
+        found = found || std::bit_cast<Bits>(sums[k]) == std::bit_cast<Bits>(got);
+        one = one && std::bit_cast<Bits>(sums[k]) == std::bit_cast<Bits>(sums[0]);
+      }
+      kind = one ? CheckKind::Bitwise : CheckKind::OneOf;
+      units = 0;
+      return found;  // not found: the full way says what was expected
     }
     kind = CheckKind::Bound;
     const double rv = static_cast<double>(got);
@@ -939,7 +1003,9 @@ CheckSummary check_all_reduce(const Reduction& red, std::span<const void* const>
 #if defined(__x86_64__)
     // float32 eight at a time where the CPU has AVX2; an element the vector
     // lanes do not decide goes on to check() and the full way, as below.
-    if (red.dtype == DType::Float32 && __builtin_cpu_supports("avx2")) {
+    // (p <= 4 takes the exact set of outcomes, which check() enumerates.)
+    if (red.dtype == DType::Float32 && inputs.size() > static_cast<size_t>(std::max(kOneOfAlwaysRanks, one_of_ranks())) &&
+        __builtin_cpu_supports("avx2")) {
       for (; i + 8 <= count; i += 8) {
         unsigned bound_lanes = 0;
         double units[8];

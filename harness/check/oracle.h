@@ -6,12 +6,15 @@
 //            sum or product in any order is exact): it must match bit for bit.
 //            A NaN matches any NaN (GPUs return a canonical NaN, CPUs propagate
 //            a payload).
-//   Bound    float sum/prod/avg/premulsum whose result depends on the order:
-//            |result - exact| <= bound, with the bound derived in oracle.cc.
-//   OneOf    the order can change *which* special value comes out (a partial
-//            sum that overflows in some orders only, +Inf and -Inf, ...): the
-//            oracle enumerates every binary reduction tree (p <= 8) and accepts
-//            exactly the set of outcomes some order gives.
+//   Bound    float sum/prod/avg/premulsum whose result depends on the order,
+//            above one_of_ranks(): |result - exact| <= bound, with the bound
+//            derived in oracle.cc.
+//   OneOf    the order can change *which* value comes out: the oracle
+//            enumerates every binary reduction tree and accepts exactly the set
+//            of outcomes some order gives. Always at p <= 4 (1, 3 and 15 trees:
+//            at p = 2 the one right result, so Bitwise), up to one_of_ranks() (5);
+//            and up to p = 8 where some order overflows or saturates (a special
+//            value, +Inf or -Inf, may come out of some orders only).
 //   Interval the same situation where enumeration is too costly (p > 8, or
 //            more than 64 outcomes): a rigorous superset of every order's
 //            outcome, a finite range [lo, hi] plus the special values (+-Inf,
@@ -35,6 +38,16 @@
 namespace collcheck {
 
 enum class CheckKind : uint8_t { Bitwise, Bound, OneOf, Interval };
+
+// Float sums and products of up to one_of_ranks() ranks are checked against
+// the exact set of every order's outcome (OneOf; Bitwise at p = 2) instead of
+// the Bound. Always at p <= 4 (1, 3 and 15 trees); above, where the set has at
+// most 256 outcomes within 200,000 combining steps: by default at p = 5 (105
+// trees, about 2.5 us an element), up to p = 8 with verify --one-of-ranks (about
+// 100 us an element). Process-wide: set once, before any check.
+inline constexpr int kOneOfAlwaysRanks = 4, kOneOfDefaultRanks = 5, kOneOfMaxRanks = 8;
+void set_one_of_ranks(int n);  // throws std::invalid_argument outside 4..8
+int one_of_ranks();
 inline constexpr size_t kCheckKinds = 4;
 std::string_view check_kind_name(CheckKind k);
 

@@ -101,6 +101,7 @@ struct VerifyFlags {
   std::string data = "all";
   double time_budget = 0;
   double timeout = 10;
+  int one_of_ranks = 5;  // kOneOfDefaultRanks (harness/check/oracle.h)
   std::string isolate = "auto";
   std::string replay;
   std::string progress = "auto";

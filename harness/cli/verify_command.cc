@@ -11,6 +11,7 @@
 #include <sstream>
 #include <tuple>
 
+#include "harness/check/oracle.h"
 #include "harness/cli/commands.h"
 #include "harness/model/atomic_file.h"
 #include "harness/model/yaml_input.h"
@@ -54,6 +55,11 @@ void add_verify(CLI::App& app, VerifyFlags& f) {
   v->add_option("--time-budget", f.time_budget, "stop drawing cases after this many seconds (0: no limit)")
       ->capture_default_str();
   v->add_option("--timeout", f.timeout, "deadline of each all-reduce call, in seconds")->capture_default_str();
+  v->add_option("--one-of-ranks", f.one_of_ranks,
+                 "float sums and products of up to N ranks are checked against the exact set of every reduction "
+                 "order's outcome (bitwise at p = 2), above N within the error bound: 4 to 8 (always 4; 5 where the "
+                 "set fits a cost budget; each rank more costs about 4x)")
+      ->capture_default_str();
   v->add_option("--isolate", f.isolate,
                 "run cases in a child process so a crash or hang is diagnosed: auto (plugins), on, off")
       ->capture_default_str();
@@ -128,6 +134,11 @@ int run_verify_command(VerifyFlags& f) {
     throw UsageError(fmt::format("--timeout must be in [0.001, 86400] seconds, got {}", f.timeout));
   // A failure's replay line runs under the same deadline.
   if (f.timeout != VerifyFlags{}.timeout) o.run_flags += fmt::format(" --timeout {}", f.timeout);
+  if (f.one_of_ranks < kOneOfAlwaysRanks || f.one_of_ranks > kOneOfMaxRanks)
+    throw UsageError(fmt::format("--one-of-ranks must be {} to {}, got {}", kOneOfAlwaysRanks, kOneOfMaxRanks,
+                                 f.one_of_ranks));
+  set_one_of_ranks(f.one_of_ranks);  // before any check, and before the isolated child is forked
+  if (f.one_of_ranks != kOneOfDefaultRanks) o.run_flags += fmt::format(" --one-of-ranks {}", f.one_of_ranks);
   if (f.isolate != "auto" && f.isolate != "on" && f.isolate != "off")
     throw UsageError(fmt::format("--isolate must be auto, on or off, got '{}'", f.isolate));
   if (f.progress != "auto" && f.progress != "on" && f.progress != "off")

@@ -169,6 +169,35 @@ inline void tree(const Ctx& x, void* buf, const TreeBugs& b = {}, const CombineF
   }
 }
 
+// Every rank sends its contribution to every other and folds all p of them
+// in rank order into `buf` with `fold` (which gets them as an array of p
+// pointers, rank order); then postdiv. The control folds with the harness's
+// combine, one step at a time; the mutants bring their own arithmetic.
+using FoldFn = std::function<void(const Ctx&, void* out, const std::vector<const void*>& all, size_t n)>;
+inline void fold_steps(const Ctx& x, void* out, const std::vector<const void*>& all, size_t n) {
+  std::memcpy(out, all[0], n * x.es());
+  for (size_t k = 1; k < all.size(); ++k) harness_combine(x, out, all[k], n);
+}
+inline void gather_fold(const Ctx& x, void* buf, const FoldFn& fold = fold_steps) {
+  const int p = x.p(), r = x.rank();
+  const size_t n = x.c->count, bytes = n * x.es();
+  std::vector<std::vector<std::byte>> from(static_cast<size_t>(p));
+  std::vector<collcheck_request*> reqs;
+  for (int k = 0; k < p; ++k) {
+    if (k == r) continue;
+    from[static_cast<size_t>(k)].resize(bytes + 1);
+    reqs.push_back(post(x, false, k, x.c->tag_base, from[static_cast<size_t>(k)].data(), n));
+  }
+  for (int k = 0; k < p; ++k)
+    if (k != r) reqs.push_back(post(x, true, k, x.c->tag_base, buf, n));
+  for (auto* q : reqs) wait(x, q);
+  std::vector<const void*> all(static_cast<size_t>(p));
+  std::vector<std::byte> mine(static_cast<std::byte*>(buf), static_cast<std::byte*>(buf) + bytes);
+  for (int k = 0; k < p; ++k) all[static_cast<size_t>(k)] = k == r ? mine.data() : from[static_cast<size_t>(k)].data();
+  fold(x, buf, all, n);
+  x.l->postdiv(x.l->ctx, buf, n);
+}
+
 // Runs `body` with the contribution already in c->recv; p == 1 and count == 0
 // handled. Turns LinkFailed into an error return.
 inline int run(const collcheck_call* c, const collcheck_links* l, const std::function<void(const Ctx&)>& body,
