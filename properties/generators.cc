@@ -125,14 +125,26 @@ std::vector<uint64_t> simpler_values(DType t, uint64_t v) {
 // values: one run per element or per small block would take hours.
 constexpr size_t kFineShrinkCount = 4096;
 
-// The shrinks of a sequence, simplest first: the first call alone, each
-// further call left out, each async call made sync.
+// The shrinks of a sequence, simplest first: the first call alone, the first
+// call left out (the second then opens the sequence, sync), each further call
+// left out, each async call made sync. Where only a later call fails, the
+// calls before it go (issue 31: a useless first call of count 0 was kept).
 std::vector<Case> sequence_shrinks(const Case& b) {
   std::vector<Case> out;
   if (b.then.empty()) return out;
-  if (!b.then.empty()) {
+  {
     Case c = b;
     c.then.clear();
+    out.push_back(std::move(c));
+  }
+  {
+    Case c = b.then.front();
+    c.p = b.p;
+    c.perturb = b.perturb;
+    c.ranks_per_node = b.ranks_per_node;
+    c.async = false;
+    c.defer = 0;
+    c.then.assign(b.then.begin() + 1, b.then.end());
     out.push_back(std::move(c));
   }
   for (size_t k = 0; b.then.size() > 1 && k < b.then.size(); ++k) {
@@ -211,6 +223,28 @@ class CaseShrinks {
               return c;
             }
             at += static_cast<size_t>(2 * b.p - 2);
+          }
+          // A partial last node kept whole while the full nodes before it
+          // shrink to one node of k ranks (partial < k < ranks per node): a
+          // bug in how the partial node counts (a node count of p / ranks per
+          // node) needs the partial node's ranks and values, and fewer ranks
+          // taken one at a time could stop above it (issue 31: p = 6 on nodes
+          // of 4 was kept where p = 5 on nodes of 3 fails too).
+          if (b.ranks_per_node > 2 && b.p > b.ranks_per_node && b.p % b.ranks_per_node != 0) {
+            const int rpn = b.ranks_per_node, partial = b.p % rpn;
+            const size_t options = static_cast<size_t>(std::max(0, rpn - 1 - partial));
+            const size_t j = i_ - at;
+            if (j < options) {
+              ++i_;
+              const int k = partial + 1 + static_cast<int>(j);
+              std::vector<int> keep;
+              for (int r = 0; r < k; ++r) keep.push_back(r);
+              for (int r = b.p - partial; r < b.p; ++r) keep.push_back(r);
+              Case c = ranks_kept(keep);
+              c.ranks_per_node = k;
+              return c;
+            }
+            at += options;
           }
           // On three nodes or more, a whole node left out: the other nodes,
           // and how full the last one is, stay as they were (a bug in the
