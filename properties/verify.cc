@@ -9,6 +9,7 @@
 #include <algorithm>
 
 #include <cerrno>
+#include <cstdlib>
 #include <cstring>
 #include <functional>
 #include <map>
@@ -21,7 +22,13 @@ std::string replay_command(const VerifyOptions& o, const Case& c, size_t repeat)
   if (token.size() > kMaxInlineToken) {
     // Too long for a shell line ("Argument list too long" near 128 KiB): the
     // token goes to a file named by its content, written atomically.
-    const std::string path = fmt::format("collcheck-replay-{:016x}.token", std::hash<std::string>{}(token));
+    std::string dir = o.token_dir;
+    if (dir.empty()) {
+      const char* tmp = std::getenv("TMPDIR");
+      dir = tmp && *tmp ? tmp : "/tmp";
+    }
+    if (dir.back() != '/') dir += '/';
+    const std::string path = fmt::format("{}collcheck-replay-{:016x}.token", dir, std::hash<std::string>{}(token));
     try {
       write_file_atomically(path, token + "\n");
       token = "@" + path;

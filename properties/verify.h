@@ -22,6 +22,8 @@ struct VerifyOptions {
   std::string launcher;   // what the replay line needs in front, as "mpirun -np 4 " ("" for threads)
   std::string run_flags;  // what the replay line needs after the impl, as " --world mpi" or " --timeout 0.5"
   std::string world_desc;   // "ranks as threads" or "MPI world of 4 processes on 1 host"
+  // Where a replay token too long for a command line is written (empty: $TMPDIR, else /tmp).
+  std::string token_dir;
   CaseSpace space;
   size_t cases = 1000;
   // Case i is drawn at RapidCheck size (first_size + i) mod 101: a run of few
@@ -91,8 +93,9 @@ Report verify_report(const VerifyOptions& o, const VerifyResult& r);
 
 // The command line that replays `c` with the implementation, peers and world of `o`.
 // A token longer than kMaxInlineToken characters is written to
-// collcheck-replay-<hash>.token in the working directory and passed as
-// `--replay @file`.
+// collcheck-replay-<hash>.token in o.token_dir (next to the run's reports, or
+// $TMPDIR, or /tmp: never the working directory, often a user's checkout) and
+// passed as `--replay @file` with the file's path.
 inline constexpr size_t kMaxInlineToken = 8192;
 // With `repeat` > 1 the command runs the case that many times (--repeat).
 std::string replay_command(const VerifyOptions& o, const Case& c, size_t repeat = 1);

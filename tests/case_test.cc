@@ -6,6 +6,9 @@
 #include <rapidcheck/gtest.h>
 
 #include <algorithm>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
 #include <cmath>
 #include <map>
 #include <set>
@@ -14,6 +17,7 @@
 #include "impl/float_formats.h"
 #include "properties/case.h"
 #include "properties/generators.h"
+#include "properties/verify.h"
 
 using namespace collcheck;
 
@@ -342,4 +346,42 @@ TEST(DataClasses, WrapIntegersOverflowWhenSummed) {
     }
     EXPECT_GT(overflowed, 300) << dtype_name(t);
   }
+}
+
+// Issue 31: a replay token too long for a command line was written into the
+// working directory (often a user's checkout). It goes next to the run's
+// reports (token_dir), else to $TMPDIR, and the replay line names its path.
+TEST(ReplayToken, ALongTokenIsWrittenNextToTheReportsOrInTmpdir) {
+  Case c;
+  c.p = 2;
+  c.count = 3000;
+  c.seed = 5;
+  c.data = DataClass::Random;
+  c.make_explicit();
+  ASSERT_GT(encode_case(c).size(), kMaxInlineToken);
+  const std::string dir = testing::TempDir() + "token-dir";
+  std::filesystem::remove_all(dir);
+  std::filesystem::create_directories(dir);
+  const auto cwd_before = std::distance(std::filesystem::directory_iterator("."), std::filesystem::directory_iterator{});
+  VerifyOptions o;
+  o.impl_spec = "ring";
+  o.token_dir = dir;
+  const std::string line = replay_command(o, c);
+  const std::string want = "--replay @" + dir + "/collcheck-replay-";
+  ASSERT_NE(line.find(want), std::string::npos) << line;
+  const std::string path = line.substr(line.find('@') + 1);
+  ASSERT_TRUE(std::filesystem::exists(path)) << path;
+  std::ifstream in(path);
+  std::string token;
+  std::getline(in, token);
+  EXPECT_EQ(decode_case(token), c);
+  // No token_dir: $TMPDIR.
+  setenv("TMPDIR", dir.c_str(), 1);
+  o.token_dir.clear();
+  c.seed = 6;
+  const std::string line2 = replay_command(o, c);
+  EXPECT_NE(line2.find(want), std::string::npos) << line2;
+  unsetenv("TMPDIR");
+  const auto cwd_after = std::distance(std::filesystem::directory_iterator("."), std::filesystem::directory_iterator{});
+  EXPECT_EQ(cwd_before, cwd_after) << "nothing is written into the working directory";
 }

@@ -7,6 +7,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdlib>
 #include <cstdio>
@@ -268,3 +269,28 @@ TEST(Soak, UnderMpirunFourProcesses) {
 }
 
 }  // namespace
+
+// Issue 31: the default --results was one fixed name, so a nightly job in one
+// directory failed on its second night (the file exists). Each run now gets
+// its own file (UTC date and time, seed); --resume needs the file named.
+TEST(Soak, EachRunGetsItsOwnDefaultResultsFile) {
+  const std::string dir = testing::TempDir() + "soak-default-names";
+  std::filesystem::remove_all(dir);
+  std::filesystem::create_directories(dir);
+  for (const char* seed : {"1", "2"}) {
+    const auto r = testutil::run_command("sh -c 'cd " + dir + " && " + std::string(COLLCHECK_BIN) +
+                                             " soak --duration 1 --seed " + seed + "'", 120);
+    EXPECT_EQ(r.code, 0) << r.out;
+    EXPECT_NE(r.out.find("results: collcheck-soak-"), std::string::npos) << r.out;
+  }
+  std::vector<std::string> files;
+  for (const auto& e : std::filesystem::directory_iterator(dir)) files.push_back(e.path().filename().string());
+  std::sort(files.begin(), files.end());
+  ASSERT_EQ(files.size(), 2u);
+  EXPECT_TRUE(files[0].starts_with("collcheck-soak-") && files[0].ends_with("-0000000000000001.jsonl")) << files[0];
+  EXPECT_TRUE(files[1].ends_with("-0000000000000002.jsonl")) << files[1];
+  const auto r = testutil::run_command("sh -c 'cd " + dir + " && " + std::string(COLLCHECK_BIN) + " soak --duration 1 --resume'", 60);
+  EXPECT_EQ(r.code, 2) << r.out;
+  EXPECT_NE(r.out.find("--resume continues the soak of a results file: name it with --results PATH"), std::string::npos)
+      << r.out;
+}

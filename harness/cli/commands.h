@@ -126,7 +126,7 @@ struct SoakFlags {
   std::string plan;  // "" = the default plan
   double duration = 600;
   std::string seed;
-  std::string results = "collcheck-soak.jsonl";
+  std::string results;  // default: collcheck-soak-<UTC date and time>-<seed>.jsonl, one file per run
   bool resume = false;
   std::string progress = "auto";
   double progress_interval = 60;

@@ -1,5 +1,7 @@
 // collcheck soak: the nightly run (issue 14). See harness/soak/soak.h.
 #include <fmt/format.h>
+
+#include <ctime>
 #include <unistd.h>
 
 #include <random>
@@ -21,8 +23,9 @@ void add_soak(CLI::App& app, SoakFlags& f) {
   s->add_option("--duration", f.duration, "seconds to run (a resumed soak counts the time already run)")
       ->capture_default_str();
   s->add_option("--seed", f.seed, "master seed, decimal or 0x hex (default: the plan's, else random; printed)");
-  s->add_option("--results", f.results, "the results file, one JSON line per unit, flushed as each ends")
-      ->capture_default_str();
+  s->add_option("--results", f.results,
+                "the results file, one JSON line per unit, flushed as each ends (default: "
+                "collcheck-soak-<UTC date>T<time>Z-<seed>.jsonl here, a new file each run; --resume needs it named)");
   s->add_flag("--resume", f.resume, "continue the soak of --results: its seed, its plan, its next unit");
   s->add_option("--world", f.world, "threads (the default) or mpi (one rank per process, under mpirun)")
       ->capture_default_str();
@@ -51,6 +54,8 @@ int run_soak_command(SoakFlags& f) {
   if (!(f.duration > 0) || f.duration > 31 * 86400.0)
     throw UsageError(fmt::format("--duration must be in (0, 2678400] seconds, got {}", f.duration));
   o.duration_s = f.duration;
+  if (f.resume && f.results.empty())
+    throw UsageError("--resume continues the soak of a results file: name it with --results PATH");
   if (f.resume) {
     // The soak goes on as it began: its seed and plan are in its results file.
     if (!f.seed.empty() || !f.plan.empty())
@@ -69,6 +74,16 @@ int run_soak_command(SoakFlags& f) {
     const auto s = mpi->broadcast(std::to_string(o.seed), Clock::now() + std::chrono::seconds(60));
     if (!s) throw UsageError("--world mpi: rank 0 sent no seed within 60 s");
     o.seed = std::stoull(*s);
+  }
+  if (f.results.empty()) {
+    // Each run its own file: a nightly job in one directory does not find
+    // yesterday's file in its way (issue 31).
+    const std::time_t now = std::time(nullptr);
+    std::tm utc{};
+    gmtime_r(&now, &utc);
+    char stamp[32];
+    std::strftime(stamp, sizeof stamp, "%Y%m%dT%H%M%SZ", &utc);
+    f.results = fmt::format("collcheck-soak-{}-{:016x}.jsonl", stamp, o.seed);
   }
   o.results_path = f.results;
   o.resume = f.resume;

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cctype>
+#include <filesystem>
 #include <fstream>
 #include <map>
 #include <random>
@@ -177,6 +178,9 @@ int run_verify_command(VerifyFlags& f) {
     }
     f.report.requests.push_back({"junit", f.junit});
   }
+  // A replay token too long for a command line goes next to the reports.
+  if (!f.report.requests.empty())
+    o.token_dir = std::filesystem::absolute(f.report.requests.front().path).parent_path().string();
   collcheck::ImplPtr impl;
   try {
     impl = collcheck::make_implementation(f.impl);

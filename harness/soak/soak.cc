@@ -364,6 +364,7 @@ class Soak {
     vo.space = l.space;
     vo.cases = o_.plan.verify.cases;
     vo.seed = u.seed;
+    vo.token_dir = std::filesystem::absolute(o_.results_path).parent_path().string();  // next to the results
     vo.first_size = static_cast<size_t>(splitmix64(u.seed ^ 0x85ebca6b) % (rc::kNominalSize + 1));
     vo.shrink_budget_s = 60;
     vo.repeat = 5;
