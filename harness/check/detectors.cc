@@ -5,8 +5,6 @@
 #include <algorithm>
 #include <map>
 
-#include <algorithm>
-
 namespace collcheck::detect {
 
 namespace {
@@ -21,13 +19,15 @@ const std::vector<Detector>& detectors() {
   using K = DiagnosisKind;
   // A mismatch is named first even when a rank then crashed (a mismatched
   // count can overrun a buffer); a crash explains ranks left waiting for it,
+  // a late rank (one that came after the others gave up) the waits behind it,
   // and a missing rank the cycle of waits that follows.
   static const std::vector<Detector> rows{
       {"mismatch", one<mismatch>, {}},
       {"crash", one<crash>, {}},
-      {"missing rank", one<missing_rank>, {K::ShapeMismatch, K::OrderMismatch, K::ExtraCall, K::SkippedCall, K::RankCrashed}},
-      {"deadlock", one<deadlock>, {K::ShapeMismatch, K::OrderMismatch, K::ExtraCall, K::SkippedCall, K::RankCrashed, K::MissingRank}},
-      {"hung call", hung_call, {K::ShapeMismatch, K::OrderMismatch, K::ExtraCall, K::SkippedCall, K::RankCrashed, K::MissingRank, K::Deadlock}},
+      {"late rank", one<late_rank>, {K::ShapeMismatch, K::OrderMismatch, K::ExtraCall, K::SkippedCall, K::RankCrashed}},
+      {"missing rank", one<missing_rank>, {K::ShapeMismatch, K::OrderMismatch, K::ExtraCall, K::SkippedCall, K::RankCrashed, K::LateRank}},
+      {"deadlock", one<deadlock>, {K::ShapeMismatch, K::OrderMismatch, K::ExtraCall, K::SkippedCall, K::RankCrashed, K::LateRank, K::MissingRank}},
+      {"hung call", hung_call, {K::ShapeMismatch, K::OrderMismatch, K::ExtraCall, K::SkippedCall, K::RankCrashed, K::LateRank, K::MissingRank, K::Deadlock}},
       {"corrupted payload", corrupted_payload, {}},
       {"slow link", slow_link, {}},
       {"async work", async_work, {}},

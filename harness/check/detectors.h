@@ -36,6 +36,7 @@ const std::vector<Detector>& detectors();
 // Detectors with at most one finding return it; the table adapts them.
 std::optional<Diagnosis> mismatch(const Dumps&);      // detect_mismatch.cc
 std::optional<Diagnosis> crash(const Dumps&);         // detect_crash.cc
+std::optional<Diagnosis> late_rank(const Dumps&);     // detect_late_rank.cc
 std::optional<Diagnosis> missing_rank(const Dumps&);  // detect_missing_rank.cc
 std::optional<Diagnosis> deadlock(const Dumps&);      // detect_deadlock.cc
 // Across process groups and point-to-point calls: every communicator's dumps.

@@ -25,7 +25,7 @@ constexpr std::pair<DiagnosisKind, std::string_view> kNames[] = {
     {DiagnosisKind::WrongResult, "wrong_result"},           {DiagnosisKind::CallFailed, "call_failed"},
     {DiagnosisKind::RankCrashed, "rank_crashed"},           {DiagnosisKind::HungCall, "hung_call"},
     {DiagnosisKind::ExtraCall, "extra_call"},               {DiagnosisKind::SkippedCall, "skipped_call"},
-    {DiagnosisKind::WriteBeforeWait, "write_before_wait"},
+    {DiagnosisKind::WriteBeforeWait, "write_before_wait"},     {DiagnosisKind::LateRank, "late_rank"},
 };
 }  // namespace
 
@@ -91,7 +91,7 @@ std::vector<Diagnosis> run_table(const std::vector<RankDump>& dumps, const Analy
 int precedence(DiagnosisKind k) {
   using K = DiagnosisKind;
   constexpr K order[] = {K::ShapeMismatch, K::OrderMismatch,  K::ExtraCall, K::SkippedCall, K::RankCrashed, K::Deadlock,
-                         K::MissingRank,   K::HungCall,       K::CorruptedPayload, K::SlowLink,
+                         K::LateRank,      K::MissingRank,   K::HungCall,       K::CorruptedPayload, K::SlowLink,
                          K::WriteBeforeWait, K::ReadBeforeWait, K::UnwaitedWork,  K::WrongResult,    K::CallFailed};
   for (size_t i = 0; i < std::size(order); ++i)
     if (order[i] == k) return static_cast<int>(i);
@@ -115,7 +115,8 @@ std::vector<Diagnosis> analyze(const std::vector<RankDump>& dumps, const Analysi
   // A cycle explains the ranks missing from the calls of its groups and the timeouts that follow.
   auto explained = [&](const Diagnosis& d) {
     using K = DiagnosisKind;
-    return cycle && (d.kind == K::MissingRank || d.kind == K::Deadlock || d.kind == K::HungCall || d.kind == K::CallFailed);
+    return cycle && (d.kind == K::MissingRank || d.kind == K::LateRank || d.kind == K::Deadlock || d.kind == K::HungCall ||
+                     d.kind == K::CallFailed);
   };
   std::set<std::vector<int>> crashes;
   for (const auto& [name, ds] : groups) {
@@ -141,7 +142,8 @@ std::vector<Diagnosis> analyze(const std::vector<RankDump>& dumps, const Analysi
   // nothing stopped.
   using K = DiagnosisKind;
   const bool hung = std::any_of(out.begin(), out.end(), [](const Diagnosis& d) {
-    return d.kind == K::MissingRank || d.kind == K::Deadlock || d.kind == K::HungCall || d.kind == K::RankCrashed;
+    return d.kind == K::MissingRank || d.kind == K::LateRank || d.kind == K::Deadlock || d.kind == K::HungCall ||
+           d.kind == K::RankCrashed;
   });
   if (hung) std::erase_if(out, [](const Diagnosis& d) { return d.kind == K::SlowLink; });
   // Findings of one kind in several groups: the one whose call some rank
@@ -185,7 +187,22 @@ std::vector<Diagnosis> analyze(const std::vector<RankDump>& dumps, const Analysi
     return a.entered < b.entered;
   });
   out.clear();
-  for (auto& k : keyed) out.push_back(std::move(k.d));
+  for (auto& k : keyed) {
+    // Say where a downstream rank was stuck: blame reads upstream.
+    if (k.downstream)
+      for (int r : k.d.ranks)
+        for (const auto& x : dumps)
+          if (x.rank == r && x.group != k.d.group && !x.p2p)
+            for (const auto& c : x.calls)
+              if (c.t_started >= 0 && !detect::finished(c)) {
+                k.d.text += fmt::format("; rank {} was itself stuck in {}call #{} ({}), which it could not finish: "
+                                        "the cause is upstream, in the finding above",
+                                        r, x.group.empty() ? "" : "process group " + x.group + "'s ", c.seq,
+                                        detect::fp_text(c));
+                break;
+              }
+    out.push_back(std::move(k.d));
+  }
   // A call failed is the last resort: only when nothing else explains the run.
   if (out.size() > 1)
     std::erase_if(out, [](const Diagnosis& d) { return d.kind == DiagnosisKind::CallFailed; });

@@ -21,6 +21,7 @@ enum class DiagnosisKind : uint8_t {
   ExtraCall,         // some ranks issued calls the others did not; the calls after them agree again
   SkippedCall,       // some ranks skipped calls a strict majority made; the calls after them agree again
   MissingRank,       // some ranks never joined a call the others are in
+  LateRank,          // some ranks joined a call after the others in it had given up (their deadline passed)
   Deadlock,          // ranks wait on each other in a cycle
   UnwaitedWork,      // an async call whose wait() was never made
   ReadBeforeWait,    // an async call's output was read before its wait()
