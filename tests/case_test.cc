@@ -208,10 +208,14 @@ RC_GTEST_PROP(Shrinks, AreStrictlySimpler, ()) {
     if (++n > 300) break;
     RC_ASSERT(!(*s == c));
     RC_ASSERT(s->p <= c.p);
-    RC_ASSERT(s->count <= c.count);
-    RC_ASSERT(s->dtype == c.dtype);
-    RC_ASSERT(s->op == c.op);
     RC_ASSERT(s->then.size() <= c.then.size());
+    // A sequence that lost its first call opens with its second (its own
+    // dtype, op and count): shorter, so simpler.
+    if (s->then.size() == c.then.size()) {
+      RC_ASSERT(s->count <= c.count);
+      RC_ASSERT(s->dtype == c.dtype);
+      RC_ASSERT(s->op == c.op);
+    }
     size_t async_before = 0, async_after = 0;
     for (const auto& t : c.then) async_before += t.async;
     for (const auto& t : s->then) async_after += t.async;
@@ -265,6 +269,7 @@ TEST(Shrinks, KeepSeededInputsSeededAndTheTokenShort) {
   while (auto s = seq.next()) {
     if (++seen > 40) break;
     if (s->explicit_values) continue;
+    if (s->seed != c.seed) continue;  // the last stage: a smaller world with fresh inputs
     const std::string token = encode_case(*s);
     EXPECT_LT(token.size(), 200u) << token;
     const Case back = decode_case(token);
