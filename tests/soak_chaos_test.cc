@@ -98,7 +98,9 @@ TEST(SoakChaos, SigtermAndSigkillWithResumeLoseAndRepeatNothing) {
   std::printf("[ seed     ] soak %#llx, chaos %llu, %.0f s\n", static_cast<unsigned long long>(seed),
               static_cast<unsigned long long>(chaos), chaos_seconds());
   std::mt19937_64 rng(chaos);
-  const std::string dir = testing::TempDir() + "/soak-chaos";
+  // Its own directory: a second chaos run at the same time (ctest and a long
+  // run by hand) must not remove this one's file.
+  const std::string dir = testing::TempDir() + "/soak-chaos-" + std::to_string(getpid());
   std::filesystem::remove_all(dir);
   std::filesystem::create_directories(dir);
   const std::string results = dir + "/results.jsonl", plan = dir + "/plan.yaml";
