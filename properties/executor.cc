@@ -191,6 +191,19 @@ CaseOutcome IsolatedExecutor::run(const Case& c) {
   }
 }
 
+// A child process of its own, started for this one case: forked from this
+// process (its rank threads idle between cases), it builds a fresh runner and
+// fresh rank threads, so nothing an earlier case left behind reaches it.
+std::optional<CaseOutcome> InProcessExecutor::run_fresh(const Case& c) {
+  IsolatedExecutor fresh(runner_.config());
+  return fresh.run(c);
+}
+
+std::optional<CaseOutcome> IsolatedExecutor::run_fresh(const Case& c) {
+  IsolatedExecutor fresh(cfg_);
+  return fresh.run(c);
+}
+
 std::unique_ptr<CaseExecutor> make_executor(RunConfig cfg, bool isolate) {
   if (isolate) return std::make_unique<IsolatedExecutor>(std::move(cfg));
   return std::make_unique<InProcessExecutor>(std::move(cfg));

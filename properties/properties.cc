@@ -9,6 +9,7 @@
 #include <new>
 #include <system_error>
 
+#include "harness/model/data.h"
 #include "harness/run/communicator.h"
 #include "harness/world/crash_handler.h"
 #include "impl/element_ops.h"
@@ -316,12 +317,24 @@ CaseOutcome run_case(World& world, const Case& c, const RunConfig& cfg, bool* ra
   return check_execution(c, *st, cfg);
 }
 
+bool shared_threads(const Case& c) {
+  if (c.p < 1 || c.p > kSharedThreadRanks) return false;
+  return (splitmix64(c.seed ^ (static_cast<uint64_t>(c.p) << 32) ^ c.count ^ 0x5a17ed) & 3) == 0;
+}
+
 CaseOutcome CaseRunner::run(const Case& c) {
   ThreadWorld* w = nullptr;
+  const bool shared = shared_threads(c);
   try {
-    w = &world(c.p);
+    if (shared) {
+      if (!shared_) shared_ = std::make_unique<ThreadWorld>(kSharedThreadRanks);
+      w = shared_.get();
+    } else {
+      w = &world(c.p);
+    }
   } catch (const std::exception& e) {
-    worlds_.erase(c.p);
+    if (shared) shared_.reset();
+    else worlds_.erase(c.p);
     CaseOutcome out;
     out.ok = false;
     out.harness_error = true;
@@ -337,7 +350,10 @@ CaseOutcome CaseRunner::run(const Case& c) {
     cfg_.impl->reset(c.p);
     for (const auto& peer : cfg_.peers) peer->reset(c.p);
   }
-  if (out.world_broken) worlds_.erase(c.p);  // its hung thread is abandoned
+  if (out.world_broken) {  // its hung thread is abandoned
+    if (shared) shared_.reset();
+    else worlds_.erase(c.p);
+  }
   return out;
 }
 

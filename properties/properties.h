@@ -190,7 +190,14 @@ inline constexpr int kMaxCachedWorldThreads = 128;
 // rank may still write to it. *ranks_ok: whether every rank's calls succeeded.
 CaseOutcome run_case(World& world, const Case& c, const RunConfig& cfg, bool* ranks_ok = nullptr);
 
-// Cases in process: a thread world of each size, kept for reuse.
+// Cases in process: a thread world of each size, kept for reuse; and one case
+// in four of p <= kSharedThreadRanks runs instead on a shared world whose rank
+// r is always the same OS thread, whatever p (shared_threads(c)): state an
+// implementation keeps per thread, keyed without the communicator or its
+// size, then meets a second world size, as it does in a long-lived MPI rank
+// or NCCL proxy thread (issue 31).
+inline constexpr int kSharedThreadRanks = 16;
+bool shared_threads(const Case& c);
 class CaseRunner {
  public:
   explicit CaseRunner(RunConfig cfg);
@@ -201,13 +208,14 @@ class CaseRunner {
   int cached_threads() const {
     int n = 0;
     for (const auto& [p, w] : worlds_) n += p;
-    return n;
+    return n + (shared_ ? kSharedThreadRanks : 0);
   }
 
  private:
   ThreadWorld& world(int p);
   RunConfig cfg_;
   std::map<int, std::unique_ptr<ThreadWorld>> worlds_;
+  std::unique_ptr<ThreadWorld> shared_;  // kSharedThreadRanks rank threads, for cases of any p up to that
   std::map<int, uint64_t> last_used_;  // world size -> when it last ran a case
   uint64_t clock_ = 0;
 };

@@ -75,6 +75,11 @@ struct VerifyResult {
   size_t replay_failures = 0;  // ...that failed (any property)
   size_t stepped_back = 0;     // shrink steps undone because their case never failed again
   size_t natural_replays = 0, natural_failures = 0;  // when a perturbed schedule was found to fail more often
+  // The minimal case run once more in a fresh process (CaseExecutor::run_fresh):
+  // a failure is steady only if it fails there too. Passing there, it depends
+  // on earlier cases (state the implementation kept across them).
+  bool fresh_checked = false, fresh_failed = false;
+  bool depends_on_earlier_cases() const { return failed && fresh_checked && !fresh_failed && replay_failures > 0; }
   bool flaky() const { return failed && replays > 0 && replay_failures < replays; }
   // The harness could not run a case, even after retries (no thread or memory
   // to be had): no verdict, exit 3. `failure` says what ran out.

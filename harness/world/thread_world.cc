@@ -20,6 +20,11 @@ struct ThreadWorld::State {
   InProcFabric fabric;
   std::vector<std::unique_ptr<Links>> links;
   std::vector<std::thread> threads;
+  // A run of the first `active` ranks only (World::run's `ranks`): they see
+  // a world of that size through sub_links; the others sit the run out.
+  int active = 0;
+  std::vector<std::unique_ptr<Links>> sub_links;
+  int sub_for = 0;
 
   std::mutex mu;
   std::condition_variable start_cv;
@@ -45,8 +50,11 @@ class ThreadRankContext final : public RankContext {
  public:
   ThreadRankContext(ThreadWorld::State& s, int rank) : s_(s), rank_(rank) {}
   int rank() const override { return rank_; }
-  int size() const override { return static_cast<int>(s_.links.size()); }
-  Links& links() override { return *s_.links[static_cast<size_t>(rank_)]; }
+  int size() const override { return s_.active; }
+  Links& links() override {
+    const auto r = static_cast<size_t>(rank_);
+    return s_.active == static_cast<int>(s_.links.size()) ? *s_.links[r] : *s_.sub_links[r];
+  }
 
   void barrier(Deadline deadline) override {
     std::unique_lock<std::mutex> lk(s_.bar_mu);
@@ -66,7 +74,7 @@ class ThreadRankContext final : public RankContext {
       if (s_.fabric.aborted())
         throw std::runtime_error(fmt::format("rank {}: barrier aborted: {}", rank_, s_.fabric.abort_reason()));
       std::string missing;
-      for (size_t r = 0; r < s_.bar_present.size(); ++r)
+      for (size_t r = 0; r < static_cast<size_t>(size()); ++r)
         if (!s_.bar_present[r]) missing += fmt::format("{}{}", missing.empty() ? "" : ", ", r);
       throw std::runtime_error(
           fmt::format("rank {}: barrier deadline expired; ranks not arrived: {}", rank_, missing));
@@ -106,8 +114,10 @@ void rank_main(std::shared_ptr<ThreadWorld::State> s, int rank) {
     }
     RankOutcome out;
     try {
-      ThreadRankContext ctx(*s, rank);
-      (*fn)(ctx);
+      if (rank < s->active) {
+        ThreadRankContext ctx(*s, rank);
+        (*fn)(ctx);
+      }
       out.ok = true;
     } catch (const LinkError& e) {
       // A transfer of call k failed: this rank took part in every earlier
@@ -171,12 +181,20 @@ int ThreadWorld::size() const { return static_cast<int>(state_->links.size()); }
 void ThreadWorld::set_sizes_as_nccl(bool on) { state_->fabric.set_sizes_as_nccl(on); }
 
 WorldRun ThreadWorld::run(const RankFn& fn, std::chrono::milliseconds limit, int ranks) {
-  if (ranks != 0 && ranks != size())
-    throw std::logic_error(fmt::format("ThreadWorld::run: {} of its {} ranks; a thread world runs all of them", ranks,
-                                       size()));
+  const int active = ranks == 0 ? size() : ranks;
+  if (active < 1 || active > size())
+    throw std::logic_error(fmt::format("ThreadWorld::run: {} ranks in a world of {}", active, size()));
   State& s = *state_;
   std::unique_lock<std::mutex> lk(s.mu);
   if (s.broken) throw std::logic_error("ThreadWorld::run: a previous run hung; this world cannot be reused");
+  s.active = active;
+  if (active != size() && s.sub_for != active) {
+    std::vector<int> members;
+    for (int r = 0; r < active; ++r) members.push_back(r);
+    s.sub_links.clear();
+    for (int r = 0; r < active; ++r) s.sub_links.push_back(subset_links(*s.links[static_cast<size_t>(r)], members));
+    s.sub_for = active;
+  }
   s.fn = &fn;
   s.done = 0;
   for (auto& o : s.outcomes) o = RankOutcome{};
@@ -198,8 +216,8 @@ WorldRun ThreadWorld::run(const RankFn& fn, std::chrono::milliseconds limit, int
       s.broken = true;
     }
   }
-  result.ranks = s.outcomes;
-  for (size_t r = 0; r < at_limit.size(); ++r) {
+  result.ranks.assign(s.outcomes.begin(), s.outcomes.begin() + active);
+  for (size_t r = 0; r < at_limit.size() && r < result.ranks.size(); ++r) {
     if (!at_limit[r].returned) result.ranks[r] = RankOutcome{};  // late ranks count as not returned
   }
   lk.unlock();

@@ -26,7 +26,10 @@ class ThreadWorld final : public World {
   bool holds(int) const override { return true; }
   bool root() const override { return true; }
   Clock::time_point start() override { return Clock::now(); }
-  // Runs `fn` on every rank at once and returns when all ranks have returned.
+  // Runs `fn` on every rank at once (or on the first `ranks`, which then see a
+  // world of that size, each on its own thread as ever: state a rank's thread
+  // keeps outlives one world size, as in a long-lived MPI rank) and returns
+  // when all ranks have returned.
   // When a rank throws, the others' pending transfers are aborted so they fail
   // fast instead of waiting out their deadlines. When ranks are still running
   // after `limit`, the run is reported as hung, naming them; such a world cannot

@@ -81,7 +81,8 @@ class World {
   // `ranks` (0: all) runs the first `ranks` ranks only, as a world of that
   // size (links, barrier); every process calls run all the same, and one that
   // holds none of them returns at once with no outcomes. A ThreadWorld runs
-  // all its ranks or none: make one of the size needed.
+  // the first `ranks` on the same OS threads as ever (rank r on thread r),
+  // the others sitting the run out.
   virtual WorldRun run(const RankFn& fn, std::chrono::milliseconds limit, int ranks = 0) = 0;
 
   // The root's `text` to every process, for a process that waits to be told
