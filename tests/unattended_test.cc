@@ -330,7 +330,10 @@ TEST(Bounds, DurationAndSigtermEndASoakShrinkingAHang) {
   soak.pid = -1;
   std::printf("[ bound    ] SIGTERM ended the soak after %.1f s\n", seconds_since(t0));
   ASSERT_TRUE(WIFEXITED(status)) << slurp(log);
-  EXPECT_EQ(WEXITSTATUS(status), 1) << slurp(log);
+  // 1: the hang was found before the signal (the unit stopped shrinking it);
+  // 143: the signal cut the first hanging case short. Never 0.
+  const int code = WEXITSTATUS(status);
+  EXPECT_TRUE(code == 1 || code == 143) << code << "\n" << slurp(log);
   const std::string text = slurp(results);
   EXPECT_NE(text.find("\"interrupted\":true"), std::string::npos) << text;
   EXPECT_NE(text.find("\"reason\":\"SIGTERM\""), std::string::npos) << text;

@@ -24,7 +24,7 @@ const std::vector<Detector>& detectors() {
   static const std::vector<Detector> rows{
       {"mismatch", one<mismatch>, {}},
       {"crash", one<crash>, {}},
-      {"late rank", one<late_rank>, {K::ShapeMismatch, K::OrderMismatch, K::ExtraCall, K::SkippedCall, K::RankCrashed}},
+      {"late rank", late_rank, {K::ShapeMismatch, K::OrderMismatch, K::ExtraCall, K::SkippedCall, K::RankCrashed}},
       {"missing rank", one<missing_rank>, {K::ShapeMismatch, K::OrderMismatch, K::ExtraCall, K::SkippedCall, K::RankCrashed, K::LateRank}},
       {"deadlock", one<deadlock>, {K::ShapeMismatch, K::OrderMismatch, K::ExtraCall, K::SkippedCall, K::RankCrashed, K::LateRank, K::MissingRank}},
       {"hung call", hung_call, {K::ShapeMismatch, K::OrderMismatch, K::ExtraCall, K::SkippedCall, K::RankCrashed, K::LateRank, K::MissingRank, K::Deadlock}},

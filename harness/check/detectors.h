@@ -36,7 +36,6 @@ const std::vector<Detector>& detectors();
 // Detectors with at most one finding return it; the table adapts them.
 std::optional<Diagnosis> mismatch(const Dumps&);      // detect_mismatch.cc
 std::optional<Diagnosis> crash(const Dumps&);         // detect_crash.cc
-std::optional<Diagnosis> late_rank(const Dumps&);     // detect_late_rank.cc
 std::optional<Diagnosis> missing_rank(const Dumps&);  // detect_missing_rank.cc
 std::optional<Diagnosis> deadlock(const Dumps&);      // detect_deadlock.cc
 // Across process groups and point-to-point calls: every communicator's dumps.
@@ -46,6 +45,7 @@ std::optional<Diagnosis> call_cycle(const Dumps&);    // detect_deadlock.cc
 // replay's cycle detector and the analysis of PyTorch dumps both use it.
 std::vector<int> find_wait_cycle(const std::map<int, std::vector<int>>& edges, const std::set<int>& stuck);
 void p2p(const Dumps&, const AnalysisOptions&, std::vector<Diagnosis>&);  // detect_p2p.cc: the p2p dumps
+void late_rank(const Dumps&, const AnalysisOptions&, std::vector<Diagnosis>&);  // detect_late_rank.cc
 void hung_call(const Dumps&, const AnalysisOptions&, std::vector<Diagnosis>&);          // detect_hung_call.cc
 void corrupted_payload(const Dumps&, const AnalysisOptions&, std::vector<Diagnosis>&);  // detect_corrupted_payload.cc
 void slow_link(const Dumps&, const AnalysisOptions&, std::vector<Diagnosis>&);          // detect_slow_link.cc

@@ -119,11 +119,13 @@ std::vector<Diagnosis> analyze(const std::vector<RankDump>& dumps, const Analysi
                      d.kind == K::CallFailed);
   };
   std::set<std::vector<int>> crashes;
+  AnalysisOptions per_group = o;
+  per_group.every_dump = &dumps;
   for (const auto& [name, ds] : groups) {
     if (std::all_of(ds.begin(), ds.end(), [](const RankDump& d) { return d.calls.empty(); }) &&
         std::none_of(ds.begin(), ds.end(), [](const RankDump& d) { return d.crash.has_value(); }))
       continue;  // a communicator nobody used
-    for (auto& f : run_table(ds, o)) {
+    for (auto& f : run_table(ds, per_group)) {
       if (explained(f)) continue;
       if (f.kind == DiagnosisKind::RankCrashed && !crashes.insert(f.ranks).second) continue;  // every group's dump says it
       f.group = name;

@@ -54,6 +54,11 @@ struct AnalysisOptions {
   // times the median of the other edges and this absolute excess.
   double slow_factor = 4.0;
   double slow_min_excess_s = 0.015;
+  // Every communicator's dumps (the world's, each group's, point-to-point),
+  // where analyze() runs the table on one communicator's: a detector that
+  // asks what a rank did elsewhere (late_rank: was it itself waiting?) looks
+  // here. Null: the dumps the detector was given are all there is.
+  const std::vector<RankDump>* every_dump = nullptr;
 };
 
 // Findings in order of precedence (the table of detectors, detectors.cc): a
