@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 #include <poll.h>
 #include <signal.h>
+#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -98,9 +99,16 @@ void IsolatedExecutor::start() {
   int down[2], up[2];
   if (::pipe(down) != 0 || ::pipe(up) != 0) throw std::runtime_error(fmt::format("pipe: {}", std::strerror(errno)));
   std::fflush(nullptr);
+  const pid_t parent = ::getpid();
   const pid_t pid = ::fork();
   if (pid < 0) throw std::runtime_error(fmt::format("fork: {}", std::strerror(errno)));
   if (pid == 0) {
+    // Dies with the process that forked it: a child left running a case
+    // after its parent was killed (SIGKILL from a scheduler) kept what it
+    // inherited, the soak's locked results file among it, and the requeued
+    // soak's --resume found the file locked.
+    ::prctl(PR_SET_PDEATHSIG, SIGKILL);
+    if (::getppid() != parent) _exit(0);  // it died before the line above
     ::close(down[1]);
     ::close(up[0]);
     child_main(cfg_, down[0], up[1]);

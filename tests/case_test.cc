@@ -212,7 +212,8 @@ RC_GTEST_PROP(Shrinks, AreStrictlySimpler, ()) {
     // A sequence that lost its first call opens with its second (its own
     // dtype, op and count): shorter, so simpler.
     if (s->then.size() == c.then.size()) {
-      RC_ASSERT(s->count <= c.count);
+      // (A smaller world with fresh inputs, the last stage, may have more elements.)
+      if (s->p == c.p) RC_ASSERT(s->count <= c.count);
       RC_ASSERT(s->dtype == c.dtype);
       RC_ASSERT(s->op == c.op);
     }

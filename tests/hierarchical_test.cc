@@ -274,6 +274,14 @@ struct MutantCase {
   const char* name;
   std::vector<std::string> properties;  // any of them may be the one that fails first
   bool needs_nodes;                     // the bug is reached only across two nodes or more
+  // The largest minimal world the shrink may stop at. 5 where the bug is in
+  // how nodes are counted or scaled (a partial node, a second scaling: a few
+  // ranks on two nodes show it). A swapped pair of children shows only where
+  // the two subtrees' products round differently: on fp8 inputs near 1
+  // (0.875 and 1) no tree of 5 ranks or fewer differs, and 1,000 fresh seeds
+  // stopped at 6 to 8 ranks 6 times (issue 31); no prefix, subset or fresh
+  // input of fewer ranks fails there.
+  int max_p = 5;
 };
 
 void PrintTo(const MutantCase& m, std::ostream* os) { *os << m.name; }
@@ -294,7 +302,7 @@ TEST_P(HierarchicalMutant, IsCaughtAndShrinksToAFewRanksOnTwoOrMoreNodes) {
     EXPECT_NE(std::find(m.properties.begin(), m.properties.end(), r.failure.property), m.properties.end())
         << r.failure.property << "\n" << r.failure.detail;
     const Case& c = r.minimal;
-    EXPECT_LE(c.p, 5) << r.failure.property << " on " << describe_case(c, 4) << "shrink steps " << r.shrink_steps << ", runs " << r.shrink_runs;
+    EXPECT_LE(c.p, m.max_p) << r.failure.property << " on " << describe_case(c, 4) << "shrink steps " << r.shrink_steps << ", runs " << r.shrink_runs;
     // The minimal case keeps two nodes or more where on one node the bug is not reached.
     if (m.needs_nodes) {
       EXPECT_TRUE(c.ranks_per_node > 0 && c.ranks_per_node < c.p) << case_summary(c);
@@ -308,7 +316,7 @@ INSTANTIATE_TEST_SUITE_P(
                                  {"agrees-with-oracle", "matches-declared-order", "peers-agree"}, true},
                       MutantCase{Bug::FloorNodeCount, "floor_node_count",
                                  {"agrees-with-oracle", "matches-declared-order", "ranks-identical", "peers-agree"}, true},
-                      MutantCase{Bug::ChildrenSwapped, "children_swapped", {"matches-declared-order"}, false}),
+                      MutantCase{Bug::ChildrenSwapped, "children_swapped", {"matches-declared-order"}, false, 8}),
     [](const auto& i) { return std::string(i.param.name); });
 
 // ---- the slow-link nemesis on the edges between nodes ----

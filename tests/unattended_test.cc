@@ -367,6 +367,40 @@ TEST(Bounds, SigtermCutsTheCaseInFlightShort) {
   EXPECT_NE(text.find("\"reason\":\"SIGTERM\""), std::string::npos) << text;
 }
 
+// A soak killed by SIGKILL while an isolated case ran left that case's child
+// process running; it had inherited the locked results file, and the
+// requeued soak's --resume was refused ("another collcheck soak is writing
+// this file"), found by the 30-minute chaos run. The child now dies with the
+// process that forked it.
+TEST(Bounds, AKilledSoakLeavesNoChildHoldingItsResultsFile) {
+  const std::string plan = fresh("hang-kill.yaml");
+  std::ofstream(plan) << "implementations: [plugin:" << kPlugins << "/never_returns.so]\ntimeout: 20\n"
+                      << "workloads: {verify: {weight: 1, cases: 50}, faults: {weight: 0}, perf: {weight: 0}}\n";
+  const std::string results = fresh("hang-kill.jsonl");
+  {
+    Process soak(kBin + " soak --duration 300 --plan " + plan + " --results " + results, fresh("hang-kill-1.log"));
+    std::this_thread::sleep_for(std::chrono::seconds(4));  // an isolated case of a never-returning call in flight
+    kill(soak.pid, SIGKILL);
+    int status = 0;
+    waitpid(soak.pid, &status, 0);
+    soak.pid = -1;
+  }
+  const std::string log = fresh("hang-kill-2.log");
+  Process resumed(kBin + " soak --duration 300 --resume --results " + results, log);
+  // The lock is free at once (a held one is waited for 5 s, then refused).
+  std::this_thread::sleep_for(std::chrono::seconds(7));
+  int status = 0;
+  const bool ended = waitpid(resumed.pid, &status, WNOHANG) == resumed.pid;
+  EXPECT_EQ(slurp(log).find("another collcheck soak is writing this file"), std::string::npos) << slurp(log);
+  EXPECT_FALSE(ended) << "the resumed soak ended early:\n" << slurp(log);
+  if (!ended) {
+    kill(resumed.pid, SIGTERM);
+    ASSERT_TRUE(wait_until(20, [&] { return waitpid(resumed.pid, &status, WNOHANG) == resumed.pid; })) << slurp(log);
+  }
+  resumed.pid = -1;
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 143) << status << "\n" << slurp(log);
+}
+
 // gate --budget 10 on a deadlocking plugin ran for 596 s, silent.
 TEST(Bounds, GateBudgetIsATotalBudget) {
   const auto t0 = Clock::now();
