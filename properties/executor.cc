@@ -203,7 +203,11 @@ CaseOutcome IsolatedExecutor::run(const Case& c) {
 // process (its rank threads idle between cases), it builds a fresh runner and
 // fresh rank threads, so nothing an earlier case left behind reaches it.
 std::optional<CaseOutcome> InProcessExecutor::run_fresh(const Case& c) {
-  IsolatedExecutor fresh(runner_.config());
+  const RunConfig& cfg = runner_.config();
+  if (!cfg.impl->forks_cleanly_after_use()) return std::nullopt;
+  for (const auto& peer : cfg.peers)
+    if (!peer->forks_cleanly_after_use()) return std::nullopt;
+  IsolatedExecutor fresh(cfg);
   return fresh.run(c);
 }
 

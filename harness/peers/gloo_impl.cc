@@ -325,6 +325,7 @@ class GlooImplementation final : public Implementation {
       : info_(info), name_(std::string("gloo:") + info.name), worlds_(std::make_shared<GlooWorlds>()) {}
   const std::string& name() const override { return name_; }
 
+  bool forks_cleanly_after_use() const override { return false; }  // its TCP loop's epoll set is shared with a child
   std::optional<std::string> unsupported(DType t, RedOp op) const override {
     switch (t) {
       case DType::BFloat16:

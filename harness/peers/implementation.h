@@ -73,6 +73,11 @@ class Implementation {
   virtual std::optional<std::string> unavailable() const { return std::nullopt; }
   // Why it cannot run in a forked child (--isolate on), or nullopt.
   virtual std::optional<std::string> no_fork() const { return std::nullopt; }
+  // Whether a process that has run it can fork a child that runs it afresh
+  // (verify's fresh-process replay). A library with process-wide state that
+  // a fork shares (Gloo's epoll loop, MPI, CUDA) cannot: the child's sockets
+  // land in the parent's epoll set.
+  virtual bool forks_cleanly_after_use() const { return !no_fork().has_value(); }
   // Before a run in a world of this kind, called on every process: lowers
   // `max_ranks` to what this machine can hold (saying why through `say`), or
   // throws ImplementationError for a placement it cannot run (a node with

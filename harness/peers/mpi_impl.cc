@@ -149,6 +149,7 @@ const Deviation kMpiSaturatingInt8{
 
 class MpiImplementation final : public Implementation {
  public:
+  bool forks_cleanly_after_use() const override { return false; }  // MPI does not survive fork()
   const std::string& name() const override { return name_; }
 
   std::optional<std::string> unsupported_world(WorldKind w) const override {
