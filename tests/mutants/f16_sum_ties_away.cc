@@ -1,6 +1,3 @@
-#include <bit>
-#include <cmath>
-
 #include "tests/mutants/mutant_kit.h"
 
 // Gather and fold (control_gather) whose float16 addition rounds ties away
@@ -12,31 +9,17 @@
 MK_PLUGIN("mutant: float16 sums round ties away from zero")
 
 namespace {
-// float -> half bits, ties away from zero (finite, normal range and below).
-uint16_t to_half_ties_away(float f) {
-  const _Float16 even = static_cast<_Float16>(f);  // round to nearest, ties to even
-  const float e = static_cast<float>(even);
-  if (e == f || !std::isfinite(e)) return std::bit_cast<uint16_t>(even);
-  // The neighbour of `even` on f's side; a tie picks the larger magnitude.
-  const uint16_t eb = std::bit_cast<uint16_t>(even);
-  const bool up_in_magnitude = std::fabs(f) > std::fabs(e);
-  const uint16_t ob = static_cast<uint16_t>(up_in_magnitude ? eb + 1 : eb - 1);
-  const float o = static_cast<float>(std::bit_cast<_Float16>(ob));
-  if (std::fabs(o - f) == std::fabs(e - f)) return std::fabs(o) > std::fabs(e) ? ob : eb;
-  return eb;
-}
-
 void fold(const mk::Ctx& x, void* out, const std::vector<const void*>& all, size_t n) {
   const int op = x.c->op;
   const bool sum = op == COLLCHECK_SUM || op == COLLCHECK_AVG || op == COLLCHECK_PREMULSUM;
   if (x.c->dtype != COLLCHECK_FLOAT16 || !sum) return mk::fold_steps(x, out, all, n);
-  auto* acc = static_cast<_Float16*>(out);
+  auto* acc = static_cast<uint16_t*>(out);
   std::memcpy(acc, all[0], n * 2);
   for (size_t k = 1; k < all.size(); ++k) {
-    const auto* in = static_cast<const _Float16*>(all[k]);
+    const auto* in = static_cast<const uint16_t*>(all[k]);
     for (size_t i = 0; i < n; ++i) {
-      const float s = static_cast<float>(acc[i]) + static_cast<float>(in[i]);  // exact in float
-      acc[i] = std::bit_cast<_Float16>(to_half_ties_away(s));
+      const float s = mk::half_to_float(acc[i]) + mk::half_to_float(in[i]);  // exact in float
+      acc[i] = mk::float_to_half(s, /*ties_away=*/true);
     }
   }
 }

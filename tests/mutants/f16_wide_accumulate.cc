@@ -14,14 +14,14 @@ void fold(const mk::Ctx& x, void* out, const std::vector<const void*>& all, size
   const int op = x.c->op;
   const bool sum = op == COLLCHECK_SUM || op == COLLCHECK_AVG || op == COLLCHECK_PREMULSUM;
   if (x.c->dtype != COLLCHECK_FLOAT16 || !(sum || op == COLLCHECK_PROD)) return mk::fold_steps(x, out, all, n);
-  auto* res = static_cast<_Float16*>(out);
+  auto* res = static_cast<uint16_t*>(out);
   for (size_t i = 0; i < n; ++i) {
-    float acc = static_cast<float>(static_cast<const _Float16*>(all[0])[i]);  // -0 stays -0
+    float acc = mk::half_to_float(static_cast<const uint16_t*>(all[0])[i]);  // -0 stays -0
     for (size_t k = 1; k < all.size(); ++k) {
-      const float v = static_cast<float>(static_cast<const _Float16*>(all[k])[i]);
+      const float v = mk::half_to_float(static_cast<const uint16_t*>(all[k])[i]);
       acc = sum ? acc + v : acc * v;
     }
-    res[i] = static_cast<_Float16>(acc);
+    res[i] = mk::float_to_half(acc);
   }
 }
 }  // namespace

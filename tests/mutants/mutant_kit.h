@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <cstring>
 #include <functional>
+#include <limits>
 #include <stdexcept>
 #include <vector>
 
@@ -240,6 +241,33 @@ inline float fp8_to_float(int dtype, uint8_t v) {
   const float mag = exp == 0 ? std::ldexp(static_cast<float>(man), 1 - bias - mbits)
                              : std::ldexp(1.0f + static_cast<float>(man) / static_cast<float>(1 << mbits), exp - bias);
   return (v & 0x80) ? -mag : mag;
+}
+
+// float16 bits to float (exact) and float to float16 bits, rounding to
+// nearest with ties to even, or ties away from zero. Written out: clang 14
+// has no _Float16 on x86, and the ASan stage builds with it.
+inline float half_to_float(uint16_t h) {
+  const float sign = (h & 0x8000) ? -1.0f : 1.0f;
+  const int exp = (h >> 10) & 0x1f, man = h & 0x3ff;
+  if (exp == 0) return sign * std::ldexp(static_cast<float>(man), -24);
+  if (exp == 31) return man ? std::numeric_limits<float>::quiet_NaN() : sign * std::numeric_limits<float>::infinity();
+  return sign * std::ldexp(static_cast<float>(1024 + man), exp - 25);
+}
+inline uint16_t float_to_half(float f, bool ties_away = false) {
+  const uint16_t sign = std::signbit(f) ? 0x8000 : 0;
+  if (std::isnan(f)) return 0x7e00;
+  const double a = std::fabs(static_cast<double>(f));
+  if (std::isinf(a)) return sign | 0x7c00;
+  int q = 0;
+  std::frexp(a, &q);  // a = m 2^q, m in [0.5, 1)
+  const int e = std::max(q - 1, -14);  // the binade, subnormals in the lowest
+  const double ulp = std::ldexp(1.0, e - 10);
+  const double r = (ties_away ? std::round(a / ulp) : std::nearbyint(a / ulp)) * ulp;
+  if (r > 65504.0) return sign | 0x7c00;
+  if (r < std::ldexp(1.0, -14)) return sign | static_cast<uint16_t>(r / std::ldexp(1.0, -24));
+  std::frexp(r, &q);
+  const int E = q - 1;
+  return sign | static_cast<uint16_t>((E + 15) << 10) | static_cast<uint16_t>(r / std::ldexp(1.0, E - 10) - 1024);
 }
 
 }  // namespace mk
