@@ -1,6 +1,5 @@
 #include "properties/verify.h"
 
-#include "harness/model/atomic_file.h"
 #include "harness/model/data.h"
 #include "harness/model/size.h"
 
@@ -16,40 +15,6 @@
 #include <thread>
 
 namespace collcheck {
-
-std::string replay_command(const VerifyOptions& o, const Case& c, size_t repeat) {
-  std::string token = encode_case(c);
-  if (token.size() > kMaxInlineToken) {
-    // Too long for a shell line ("Argument list too long" near 128 KiB): the
-    // token goes to a file named by its content, written atomically.
-    std::string dir = o.token_dir;
-    if (dir.empty()) {
-      const char* tmp = std::getenv("TMPDIR");
-      dir = tmp && *tmp ? tmp : "/tmp";
-    }
-    if (dir.back() != '/') dir += '/';
-    const std::string path = fmt::format("{}collcheck-replay-{:016x}.token", dir, std::hash<std::string>{}(token));
-    try {
-      write_file_atomically(path, token + "\n");
-      token = "@" + path;
-    } catch (const std::exception& e) {
-      token += fmt::format(" (could not write {}: {})", path, e.what());
-    }
-  }
-  return fmt::format("{}collcheck verify --impl {}{}{} --replay {}{}", o.launcher, o.impl_spec,
-                     o.against.empty() ? "" : " --against " + o.against, o.run_flags, token,
-                     repeat > 1 ? fmt::format(" --repeat {}", repeat) : "");
-}
-
-int report_unshrunk_failure(const VerifyOptions& o, const Case& c, const Failure& f, std::FILE* out) {
-  fmt::print(out, "\nFAIL: property {} does not hold, and the world was lost (a rank never returned or never "
-                  "answered): the case is not shrunk\n", f.property);
-  fmt::print(out, "  case: {}", describe_case(c, 16));
-  fmt::print(out, "{}", f.detail);
-  fmt::print(out, "  replay: {}\n", replay_command(o, c));
-  std::fflush(out);
-  return 1;
-}
 
 namespace {
 
@@ -413,38 +378,6 @@ VerifyResult run_verify(const VerifyOptions& o, CaseExecutor& exec, std::FILE* o
                                 : "");
   }
   return r;
-}
-
-Report verify_report(const VerifyOptions& o, const VerifyResult& r) {
-  Report rep;
-  rep.command = "verify";
-  rep.suite = "collcheck verify " + o.impl_spec;
-  rep.properties = {{"seed", fmt::format("{:#x}", o.seed)}, {"cases", std::to_string(r.cases_run)}};
-  rep.seconds = r.seconds;
-  for (const auto& name : property_names()) {
-    ReportCase c;
-    c.name = name;
-    if (r.failed && r.failure.property == name) {
-      c.status = ReportCase::Status::Failed;
-      c.message = fmt::format("{} does not hold (case {} of seed {:#x})", name, r.failing_case, o.seed);
-      c.detail = fmt::format("minimal case: {}{}{}replay: {}\n", describe_case(r.minimal, 16), r.failure.detail,
-                             r.flaky() ? fmt::format("flaky: fails {} of {} replays\n", r.replay_failures, r.replays)
-                             : r.depends_on_earlier_cases()
-                                 ? "depends on earlier cases: fails where the cases before it ran, passes in a fresh "
-                                   "process\n"
-                                 : "",
-                             replay_command(o, r.minimal, r.flaky() ? r.replays : 1));
-    }
-    rep.cases.push_back(std::move(c));
-  }
-  if (r.harness_error)
-    rep.cases.push_back({"harness", ReportCase::Status::Error,
-                         fmt::format("the harness could not run case {} (no thread or memory): not a verdict", r.failing_case),
-                         r.failure.detail, 0});
-  else if (r.case_cut && !r.failed)
-    rep.cases.push_back({"cut-short", ReportCase::Status::Error,
-                         fmt::format("the end of the run cut case {} short: not a verdict", r.cases_run + 1), "", 0});
-  return rep;
 }
 
 std::map<std::string, std::vector<std::string>> restrict_space(CaseSpace& space, const std::vector<ImplPtr>& impls) {

@@ -46,7 +46,7 @@ void late_rank(const Dumps& dumps, const AnalysisOptions& o, std::vector<Diagnos
     // names it): lateness is said only of a call every rank came to.
     if (std::any_of(dumps.begin(), dumps.end(), [&](const RankDump& d) { return call_of(d, k) == nullptr; })) continue;
     std::vector<int> late, waited;
-    double late_at = kNever, first_in = kNever, last_on_time = -1;
+    double first_in = kNever, last_on_time = -1;
     const CallRecord* call = nullptr;
     for (const auto& d : dumps) {
       const CallRecord* c = call_of(d, k);
@@ -54,7 +54,6 @@ void late_rank(const Dumps& dumps, const AnalysisOptions& o, std::vector<Diagnos
       call = call ? call : c;
       if (c->t_started > gave_up) {
         late.push_back(d.rank);
-        late_at = std::min(late_at, c->t_started);
       } else {
         waited.push_back(d.rank);
         first_in = std::min(first_in, c->t_started);
@@ -84,7 +83,7 @@ void late_rank(const Dumps& dumps, const AnalysisOptions& o, std::vector<Diagnos
       return waited_elsewhere(every, r, group, k, first_in, c ? c->t_started : kNever);
     });
     if (late.empty()) continue;
-    late_at = kNever;
+    double late_at = kNever;  // when the first of those left came
     for (const auto& d : dumps)
       if (const CallRecord* c = call_of(d, k); c && std::find(late.begin(), late.end(), d.rank) != late.end())
         late_at = std::min(late_at, c->t_started);
