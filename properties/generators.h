@@ -56,8 +56,14 @@ struct CaseSpace {
 
 rc::Gen<Case> gen_case(const CaseSpace& space);
 
-// The shrink candidates of `c`, lazily, in the order described above.
+// The shrink candidates of `c`, lazily, in the order described above
+// (shrink.cc).
 rc::Seq<Case> case_shrinks(const Case& c);
+// How complicated element bits are (0 for zero, 1 for one, then more
+// significant bits or a larger exponent, or a larger magnitude), and the
+// simpler values shrinking tries for them, simplest first.
+double simplicity_key(DType t, uint64_t v);
+std::vector<uint64_t> simpler_values(DType t, uint64_t v);
 
 // The counts generation favours for world size p, up to `max_count`.
 std::vector<size_t> edge_counts(int p, size_t max_count);

@@ -1,0 +1,432 @@
+// Shrinking a failing case (case_shrinks, properties/generators.h): the
+// candidates in order, simplest first; see README, Shrinking.
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <memory>
+
+#include "harness/check/oracle.h"
+#include "harness/model/data.h"
+#include "impl/float_formats.h"
+#include "properties/generators.h"
+
+namespace collcheck {
+
+namespace {
+
+// Above this many elements, shrinking only halves the buffer and keeps the
+// values: one run per element or per small block would take hours.
+constexpr size_t kFineShrinkCount = 4096;
+
+// The shrinks of a sequence, simplest first: the first call alone, the first
+// call left out (the second then opens the sequence, sync), each further call
+// left out, each async call made sync. Where only a later call fails, the
+// calls before it go (issue 31: a useless first call of count 0 was kept).
+std::vector<Case> sequence_shrinks(const Case& b) {
+  std::vector<Case> out;
+  if (b.then.empty()) return out;
+  {
+    Case c = b;
+    c.then.clear();
+    out.push_back(std::move(c));
+  }
+  {
+    Case c = b.then.front();
+    c.p = b.p;
+    c.perturb = b.perturb;
+    c.ranks_per_node = b.ranks_per_node;
+    c.async = false;
+    c.defer = 0;
+    c.then.assign(b.then.begin() + 1, b.then.end());
+    out.push_back(std::move(c));
+  }
+  for (size_t k = 0; b.then.size() > 1 && k < b.then.size(); ++k) {
+    Case c = b;
+    c.then.erase(c.then.begin() + static_cast<long>(k));
+    out.push_back(std::move(c));
+  }
+  for (size_t k = 0; k < b.then.size(); ++k) {
+    if (!b.then[k].async) continue;
+    Case c = b;
+    c.then[k].async = false;
+    c.then[k].defer = 0;
+    out.push_back(std::move(c));
+  }
+  return out;
+}
+
+// Lazily enumerates the shrinks of one case.
+class CaseShrinks {
+ public:
+  explicit CaseShrinks(Case c) : base_(std::make_shared<const Case>(std::move(c))) {}
+
+  rc::Maybe<Case> operator()() {
+    for (;;) {
+      switch (stage_) {
+        case -1: {  // a shorter sequence: no further calls, then without call k; sync for async
+          if (i_ == 0) seq_cands_ = sequence_shrinks(*base_);
+          if (i_ < seq_cands_.size()) return std::move(seq_cands_[i_++]);
+          seq_cands_.clear();
+          break;
+        }
+        case 0: {  // fewer ranks: 1, p/2, then without rank i
+          const Case& b = *base_;
+          if (b.p <= 1) break;
+          if (i_ == 0) {
+            ++i_;
+            return with_ranks(0, 1);
+          }
+          if (i_ == 1) {
+            ++i_;
+            if (b.p / 2 > 1) return with_ranks(0, b.p / 2);
+            continue;
+          }
+          // Then the first k ranks for every k from 2 up: a bug that needs a
+          // world size that is not a power of two (or at least 9) keeps the
+          // smallest such size, where removing one rank at a time could stop
+          // at a larger one (9 -> 8 passes, 9 -> 7 would still fail).
+          if (i_ < static_cast<size_t>(b.p)) {
+            const int k = static_cast<int>(i_);
+            ++i_;
+            if (k != b.p / 2) return with_ranks(0, k);
+            continue;
+          }
+          const size_t drop = i_ - static_cast<size_t>(b.p);
+          if (drop < static_cast<size_t>(b.p) && b.p > 2) {
+            ++i_;
+            return without_rank(static_cast<int>(drop));
+          }
+          // On two nodes whose second holds one rank, every rank fewer above
+          // leaves one node, and a bug that needs two would stop shrinking
+          // there. The same removals again, each keeping a one-rank second
+          // node: the first k ranks, then each rank left out.
+          size_t at = 2 * static_cast<size_t>(b.p);  // the candidates above, when p > 2
+          if (b.ranks_per_node > 0 && b.ranks_per_node == b.p - 1 && b.p > 2) {
+            const size_t two = i_ - at;
+            if (two < static_cast<size_t>(b.p - 2)) {  // k = 2 .. p-1
+              ++i_;
+              Case c = with_ranks(0, static_cast<int>(two) + 2);
+              c.ranks_per_node = c.p - 1;
+              return c;
+            }
+            if (two < static_cast<size_t>(2 * b.p - 2)) {
+              ++i_;
+              Case c = without_rank(static_cast<int>(two - static_cast<size_t>(b.p - 2)));
+              c.ranks_per_node = c.p - 1;
+              return c;
+            }
+            at += static_cast<size_t>(2 * b.p - 2);
+          }
+          // A partial last node kept whole while the full nodes before it
+          // shrink to one node of k ranks (partial < k < ranks per node): a
+          // bug in how the partial node counts (a node count of p / ranks per
+          // node) needs the partial node's ranks and values, and fewer ranks
+          // taken one at a time could stop above it (issue 31: p = 6 on nodes
+          // of 4 was kept where p = 5 on nodes of 3 fails too).
+          if (b.ranks_per_node > 2 && b.p > b.ranks_per_node && b.p % b.ranks_per_node != 0) {
+            const int rpn = b.ranks_per_node, partial = b.p % rpn;
+            const size_t options = static_cast<size_t>(std::max(0, rpn - 1 - partial));
+            const size_t j = i_ - at;
+            if (j < options) {
+              ++i_;
+              const int k = partial + 1 + static_cast<int>(j);
+              std::vector<int> keep;
+              for (int r = 0; r < k; ++r) keep.push_back(r);
+              for (int r = b.p - partial; r < b.p; ++r) keep.push_back(r);
+              Case c = ranks_kept(keep);
+              c.ranks_per_node = k;
+              return c;
+            }
+            at += options;
+          }
+          // On three nodes or more, a whole node left out: the other nodes,
+          // and how full the last one is, stay as they were (a bug in the
+          // partial last node, or in the leaders' ring, is still reached).
+          if (b.ranks_per_node > 0 && b.ranks_per_node < b.p && b.p > 2) {
+            const int rpn = b.ranks_per_node, nodes = (b.p + rpn - 1) / rpn;
+            const size_t j = i_ - at;
+            if (nodes >= 3 && j < static_cast<size_t>(nodes)) {
+              ++i_;
+              std::vector<int> keep;
+              for (int r = 0; r < b.p; ++r)
+                if (r / rpn != static_cast<int>(j)) keep.push_back(r);
+              return ranks_kept(keep);
+            }
+          }
+          // Smaller nodes: one rank per node, then one rank fewer per node.
+          // Where fewer ranks left a single node (and the bug with it), a
+          // smaller node lets the ranks go next time round.
+          if (b.ranks_per_node > 1 && nodes_tried_ < 2) {
+            const int to = nodes_tried_++ == 0 ? 1 : b.ranks_per_node - 1;
+            if (nodes_tried_ == 1 || to != 1) {
+              Case c = b;
+              c.ranks_per_node = to;
+              return c;
+            }
+            continue;
+          }
+          break;
+        }
+        case 1: {  // fewer elements: 0, then remove blocks of size n/2, n/4, ..., 1
+          const Case& b = *base_;
+          if (b.count == 0) break;
+          if (b.count > kFineShrinkCount) {
+            // Large buffers: drop the front or the back half, quarter, ...
+            // (a few dozen candidates, each a large run), down to the size
+            // where the fine-grained steps below take over.
+            for (; i_ < 64; ++i_) {
+              const size_t n = b.count >> (i_ / 2 + 1);
+              if (n == 0 || b.count - n < kFineShrinkCount / 2) break;
+              const bool front = i_ % 2 == 0;
+              ++i_;
+              return without_elements(front ? 0 : b.count - n, n);
+            }
+            break;
+          }
+          if (!blocks_started_) {
+            blocks_started_ = true;
+            block_ = b.count;  // the first candidate removes everything
+            i_ = 0;
+          }
+          // Short prefixes and suffixes first: a bug that needs an odd count
+          // (or sits in the tail) survives there, while removing any one block
+          // might make the count even.
+          const size_t shortest = std::min<size_t>(b.count - 1, 8);
+          if (prefix_ < shortest) {
+            ++prefix_;
+            return without_elements(prefix_, b.count - prefix_);
+          }
+          if (suffix_ < shortest) {
+            ++suffix_;
+            return without_elements(0, b.count - suffix_);
+          }
+          for (; block_ >= 1; block_ /= 2, i_ = 0) {
+            const size_t start = i_ * block_;
+            if (start < b.count) {
+              ++i_;
+              return without_elements(start, std::min(block_, b.count - start));
+            }
+          }
+          break;
+        }
+        case 2: {
+          if (i_++ == 0 && base_->inplace) {
+            Case c = *base_;
+            c.inplace = false;
+            return c;
+          }
+          break;
+        }
+        case 3: {
+          if (i_++ == 0 && base_->op == RedOp::PreMulSum && base_->scalar != 1.0) {
+            Case c = *base_;
+            c.scalar = 1.0;
+            return c;
+          }
+          break;
+        }
+        case 4: {  // the further calls' counts: 0, 1, half (a prefix of their inputs)
+          const Case& b = *base_;
+          while (i_ < 3 * b.then.size()) {
+            const size_t k = i_ / 3, which = i_ % 3;
+            ++i_;
+            const size_t n = b.then[k].count;
+            const size_t to = which == 0 ? 0 : which == 1 ? 1 : n / 2;
+            if (to >= n || (which == 2 && (to <= 1))) continue;
+            Case c = b;
+            Case& call = c.then[k];
+            if (call.explicit_values)
+              for (auto& v : call.values) v.resize(to);
+            call.count = to;  // seeded: the same prefix
+            return c;
+          }
+          break;
+        }
+        case 5: {  // simpler values, element by element, call by call
+          const Case& b = *base_;
+          for (; call_ < b.calls(); ++call_, elem_ = 0) {
+            const Case& call = call_ == 0 ? b : b.then[call_ - 1];
+            if (call.count > kFineShrinkCount) continue;  // a run per element would not end; the report names the element
+            while (elem_ < static_cast<size_t>(b.p) * call.count) {
+              const int r = static_cast<int>(elem_ / call.count);
+              const size_t i = elem_ % call.count;
+              if (cand_.empty() && k_ == 0) cand_ = simpler_values(call.dtype, call.input(r, i));
+              if (k_ < cand_.size()) {
+                Case c = explicit_base();
+                Case& into = call_ == 0 ? c : c.then[call_ - 1];
+                into.make_explicit();
+                into.values[static_cast<size_t>(r)][i] = cand_[k_++];
+                return c;
+              }
+              cand_.clear();
+              k_ = 0;
+              ++elem_;
+            }
+          }
+          break;
+        }
+        case 6: {  // last, the schedule unperturbed: a steady bug does not need it (a race that does
+                   // fails by chance only without it; verify then steps back to the perturbed case)
+          if (i_++ == 0 && base_->perturb) {
+            Case c = *base_;
+            c.perturb = 0;
+            return c;
+          }
+          break;
+        }
+        case 7: {  // at a local minimum: every subset of 2 to 4 ranks, inputs kept
+          // Fewer ranks taken as a prefix, or one rank left out, may all lose
+          // the failure while some small subset keeps it (the three ranks
+          // whose values round differently in a swapped pair of children).
+          const Case& b = *base_;
+          const int kmax = std::min(4, b.p - 1);
+          while (subset_k_ <= kmax && subsets_given_ < 600) {
+            if (subset_.empty()) {
+              if (subset_k_ < 2) subset_k_ = 2;
+              if (subset_k_ > kmax) break;
+              for (int r = 0; r < subset_k_; ++r) subset_.push_back(r);
+            } else {  // the next k-subset in lexicographic order
+              int j = subset_k_ - 1;
+              while (j >= 0 && subset_[static_cast<size_t>(j)] == b.p - subset_k_ + j) --j;
+              if (j < 0) {
+                subset_.clear();
+                ++subset_k_;
+                continue;
+              }
+              ++subset_[static_cast<size_t>(j)];
+              for (int q = j + 1; q < subset_k_; ++q) subset_[static_cast<size_t>(q)] = subset_[static_cast<size_t>(q - 1)] + 1;
+            }
+            // The prefix 0..k-1 is stage 0's; the rest are new.
+            if (subset_.back() == subset_k_ - 1) continue;
+            ++subsets_given_;
+            return ranks_kept(subset_);
+          }
+          break;
+        }
+        case 8: {  // at a local minimum: a smaller world with fresh inputs
+          // Fewer ranks fail no more with the inputs shrinking kept, but a
+          // bug of structure (a swapped pair of children in a tree) fails on
+          // most inputs at a smaller p. The first k ranks, k from 2 up, with
+          // fresh seeded inputs of the case's own class and of random data,
+          // (issue 31: children_swapped stopped at p = 6 and p = 8 on 2 of 500
+          // fresh seeds). Tried last: only where nothing above shrinks.
+          const Case& b = *base_;
+          // Per k: the case's class, then three random seeds (a structural
+          // bug on one element shows on a given input with some chance).
+          constexpr size_t kVariants = 4;
+          while (i_ < kVariants * static_cast<size_t>(std::max(0, b.p - 2))) {
+            const int k = 2 + static_cast<int>(i_ / kVariants);
+            const size_t variant = i_ % kVariants;
+            const bool random = variant > 0;
+            ++i_;
+            if (!random && (b.data == DataClass::Random || b.data == DataClass::Exact)) continue;
+            Case c = with_ranks(0, k);
+            const uint64_t seed = splitmix64(b.seed ^ (static_cast<uint64_t>(k) << 8) ^ (variant * 0x5eed));
+            auto fresh = [&](Case& call, uint64_t s) {
+              call.explicit_values = false;
+              call.values.clear();
+              call.seed_p = 0;
+              call.seed_ranks.clear();
+              call.seed_offset = 0;
+              call.seed = s;
+              if (random) call.data = DataClass::Random;
+            };
+            fresh(c, seed);
+            for (size_t t = 0; t < c.then.size(); ++t) fresh(c.then[t], splitmix64(seed + t + 1));
+            // Random inputs over 64 elements at least: one element shows a
+            // rounding-order bug with some chance, 64 almost surely (the
+            // element steps shrink the count again).
+            if (random) c.count = std::max<size_t>(c.count, 64);
+            return c;
+          }
+          return rc::Nothing;
+        }
+        default: return rc::Nothing;
+      }
+      ++stage_;
+      i_ = 0;
+    }
+  }
+
+ private:
+  Case explicit_base() const {
+    Case c = *base_;
+    c.make_explicit();
+    return c;
+  }
+  // Keeps ranks `keep` (in order) of one call: seeded inputs stay seeded,
+  // as a window on the original world.
+  static void keep_ranks(Case& x, const std::vector<int>& keep) {
+    if (x.explicit_values) {
+      std::vector<std::vector<uint64_t>> v;
+      for (int r : keep) v.push_back(x.values[static_cast<size_t>(r)]);
+      x.values = std::move(v);
+    } else {
+      std::vector<int> map;
+      for (int r : keep) map.push_back(x.seed_ranks.empty() ? r : x.seed_ranks[static_cast<size_t>(r)]);
+      if (!x.seed_p) x.seed_p = x.p;
+      x.seed_ranks = std::move(map);
+    }
+    x.p = static_cast<int>(keep.size());
+  }
+  Case ranks_kept(const std::vector<int>& keep) const {
+    Case c = *base_;
+    keep_ranks(c, keep);
+    for (auto& t : c.then) keep_ranks(t, keep);
+    return c;
+  }
+  Case with_ranks(int first, int n) const {
+    std::vector<int> keep;
+    for (int r = first; r < first + n; ++r) keep.push_back(r);
+    return ranks_kept(keep);
+  }
+  Case without_rank(int r) const {
+    std::vector<int> keep;
+    for (int k = 0; k < base_->p; ++k)
+      if (k != r) keep.push_back(k);
+    return ranks_kept(keep);
+  }
+  // Removes elements [start, start + n): a seeded prefix or suffix removal
+  // stays seeded (a window), anything else turns explicit.
+  Case without_elements(size_t start, size_t n) const {
+    Case c = *base_;
+    if (!c.explicit_values && start == 0) {
+      c.seed_p = c.seed_p ? c.seed_p : c.p;
+      c.seed_offset += n;
+      c.count -= n;
+      return c;
+    }
+    if (!c.explicit_values && start + n == c.count) {
+      c.count -= n;
+      return c;
+    }
+    c.make_explicit();
+    for (auto& v : c.values)
+      v.erase(v.begin() + static_cast<long>(start), v.begin() + static_cast<long>(start + n));
+    c.count -= n;
+    return c;
+  }
+
+  std::shared_ptr<const Case> base_;
+  int stage_ = -1;
+  size_t i_ = 0;
+  int subset_k_ = 2;             // stage 7: the size of the subsets given
+  std::vector<int> subset_;      // stage 7: the last subset given
+  size_t subsets_given_ = 0;
+  int nodes_tried_ = 0;  // the smaller-node candidates of stage 0 given so far
+  size_t block_ = 0;
+  bool blocks_started_ = false;
+  size_t prefix_ = 0;
+  size_t suffix_ = 0;
+  size_t elem_ = 0;
+  size_t call_ = 0;
+  std::vector<uint64_t> cand_;
+  size_t k_ = 0;
+  std::vector<Case> seq_cands_;
+};
+
+}  // namespace
+
+rc::Seq<Case> case_shrinks(const Case& c) { return rc::Seq<Case>(CaseShrinks(c)); }
+
+}  // namespace collcheck
