@@ -21,8 +21,7 @@ std::string outcome_to_json(const CaseOutcome& o) {
                       {"max_err_units", o.max_err_units},
                       {"max_peer_diff_units", o.max_peer_diff_units},
                       {"world_broken", o.world_broken},
-                      {"deviant_elements", o.deviant_elements},
-                      {"deviation", o.deviation},
+                      {"deviant", o.deviant},
                       {"order_checked", o.order_checked},
                       {"harness_error", o.harness_error}};
   return j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
@@ -43,8 +42,7 @@ CaseOutcome outcome_from_json(const std::string& line) {
   o.order_checked = j.value("order_checked", size_t{0});
   o.max_peer_diff_units = num("max_peer_diff_units");
   o.world_broken = j.at("world_broken").get<bool>();
-  o.deviant_elements = j.at("deviant_elements").get<size_t>();
-  o.deviation = j.at("deviation").get<std::string>();
+  o.deviant = j.at("deviant").get<std::map<std::string, size_t>>();
   o.harness_error = j.value("harness_error", false);
   return o;
 }

@@ -59,8 +59,9 @@ struct CaseOutcome {
   double max_err_units = 0;          // worst |result - exact| / bound over bound-checked elements
   double max_peer_diff_units = 0;    // worst |result - peer| / bound over bound-checked elements
   bool world_broken = false;         // a rank never returned: the runner cannot be reused
-  size_t deviant_elements = 0;       // accepted only under an implementation's documented deviation
-  std::string deviation;             // ...its name
+  // Elements accepted only under a documented deviation, by its name (the
+  // implementation's, a peer's, or the placement's order).
+  std::map<std::string, size_t> deviant;
   // The harness could not run the case (no thread or memory to be had: the
   // machine's limits, not the implementation). Not a verdict: `failure`
   // says what ran out, and verify retries the case or stops with exit 3.

@@ -82,6 +82,12 @@ std::vector<uint64_t> tree_outcomes(std::span<const uint64_t> values, uint64_t (
   return reach.back();
 }
 
+bool Deviation::allows(const Reduction& red, std::span<const uint64_t> values, uint64_t got) const {
+  if (admits) return admits(red, values, got);
+  const auto o = outcomes(red, values);
+  return std::find(o.begin(), o.end(), got) != o.end();
+}
+
 void add_nccl_result(const Reduction& red, std::span<const uint64_t> values, std::vector<uint64_t>& out) {
   const Expectation e = expect_element(red, values);
   if (e.kind == CheckKind::Bitwise) out.push_back(e.bits);

@@ -27,6 +27,11 @@ struct Deviation {
   std::string doc;   // one sentence: what differs and why
   // Every outcome the deviation allows for one element, given each rank's input.
   std::vector<uint64_t> (*outcomes)(const Reduction& red, std::span<const uint64_t> values);
+  // Optional: whether `got` is one of those outcomes, where that is much
+  // cheaper to answer than listing them (a large set, or a fast common case).
+  bool (*admits)(const Reduction& red, std::span<const uint64_t> values, uint64_t got) = nullptr;
+  // Whether `got` is an outcome this deviation allows for the element.
+  bool allows(const Reduction& red, std::span<const uint64_t> values, uint64_t got) const;
 };
 
 // The outcomes of a float max/min written with a comparison (std::max, a > b ?
@@ -93,6 +98,12 @@ class Implementation {
   // Whether it follows the links' nodes (Links::node_of): verify then runs its
   // cases on nodes of every size (Case::ranks_per_node).
   virtual bool follows_nodes() const { return false; }
+  // The name of a documented finding when the implementation may reduce in
+  // another order in place than out of place, or nullopt (the two placements
+  // must then give the same bits). With it, inplace-equals-out-of-place holds
+  // where the two differ only if each result is right (the oracle or the
+  // deviation), and the differing elements are counted under this name.
+  virtual std::optional<std::string> placement_reorders() const { return std::nullopt; }
   // The documented deviation from NCCL semantics for (dtype, op), if any.
   virtual const Deviation* deviation(DType, RedOp) const { return nullptr; }
   // After a failed or abandoned call in a world of p ranks: drop any per-world

@@ -16,7 +16,8 @@
 // - Open MPI's MPI_MAX/MPI_MIN on floats compare with > and <, so NaN and
 //   signed-zero handling depends on the order ("mpi-nan-order", the same
 //   outcome set as Gloo's);
-// - Open MPI 4.1's op/avx saturates int8/uint8 sums ("ompi-avx-saturating-int8").
+// - Open MPI 4.1's op/avx saturates int8/uint8 sums ("ompi-avx-saturating-int8",
+//   "-mixed" where the algorithm reduces an element on both paths).
 //
 // MPI_Allreduce cannot be given a deadline. The MPI world runs every case on a
 // watched thread: a call that never returns is reported by rank 0 when the
@@ -25,6 +26,7 @@
 #include <mpi.h>
 
 #include <algorithm>
+#include <bitset>
 #include <climits>
 #include <cmath>
 #include <cstring>
@@ -107,36 +109,113 @@ const Deviation kMpiNanOrder{
     &compare_select_outcomes};
 
 // Open MPI 4.1's vectorized op component (op/avx) adds int8 and uint8 with
-// saturating instructions on its vector path (16 elements or more), where NCCL
-// and C wrap. For uint8 every order saturates alike: min(255, sum). For int8 the
-// order matters; any order's result lies between the fold that adds every
-// positive term first and the one that adds every negative term first.
+// saturating instructions on its vector path (blocks of 16 elements or more),
+// where NCCL and its own scalar path wrap. Which path a step takes depends on
+// where the element falls in the block that step reduces, so the model depends
+// on the algorithm (mpi_int8_deviation):
+// - uniform: every step of an element takes the same path (algorithms 1 to 5
+//   reduce the same block of an element at every step): NCCL's wrapped sum, or
+//   a saturating sum in some order. For uint8 every order saturates alike:
+//   min(255, sum). For int8 any order lies between the fold that adds every
+//   positive term first and the one that adds every negative term first.
+// - mixed: each binary step may take either path (Rabenseifner's recursive
+//   halving reduces an element in blocks of a different length at each step;
+//   the default decision may pick it): every binary tree, each step wrapping or
+//   saturating, exact up to 8 ranks, any value above.
 int sat8(bool is_signed, int v) { return is_signed ? std::clamp(v, -128, 127) : std::clamp(v, 0, 255); }
 
-std::vector<uint64_t> saturating_sum_outcomes(const Reduction& red, std::span<const uint64_t> values) {
-  const bool sgn = red.dtype == DType::Int8;
-  std::vector<int> terms;
-  const int scalar = sgn ? static_cast<int8_t>(red.scalar_bits) : static_cast<uint8_t>(red.scalar_bits);
+struct Int8Terms {
+  bool sgn;
+  std::vector<int> terms;  // each rank's value after the pre-multiply, as an integer
+};
+
+Int8Terms int8_terms(const Reduction& red, std::span<const uint64_t> values) {
+  Int8Terms t{red.dtype == DType::Int8, {}};
+  const int scalar = t.sgn ? static_cast<int8_t>(red.scalar_bits) : static_cast<uint8_t>(red.scalar_bits);
   for (uint64_t v : values) {
-    int x = sgn ? static_cast<int8_t>(v) : static_cast<uint8_t>(v);
-    if (red.premul) x = sgn ? static_cast<int8_t>(static_cast<uint8_t>(x * scalar)) : static_cast<uint8_t>(x * scalar);
-    terms.push_back(x);
+    int x = t.sgn ? static_cast<int8_t>(v) : static_cast<uint8_t>(v);
+    if (red.premul) x = t.sgn ? static_cast<int8_t>(static_cast<uint8_t>(x * scalar)) : static_cast<uint8_t>(x * scalar);
+    t.terms.push_back(x);
   }
+  return t;
+}
+
+uint64_t int8_post(const Reduction& red, int v) {
+  if (red.postdiv) v /= static_cast<int>(red.divisor);  // truncates toward zero, as NCCL's integer avg
+  return static_cast<uint64_t>(static_cast<uint8_t>(v));
+}
+
+std::vector<uint64_t> saturating_sum_outcomes(const Reduction& red, std::span<const uint64_t> values) {
+  const Int8Terms t = int8_terms(red, values);
   auto fold = [&](bool positives_first) {
     int acc = 0;
     for (int pass = 0; pass < 2; ++pass)
-      for (int x : terms)
-        if ((x >= 0) == (pass == 0 ? positives_first : !positives_first)) acc = sat8(sgn, acc + x);
+      for (int x : t.terms)
+        if ((x >= 0) == (pass == 0 ? positives_first : !positives_first)) acc = sat8(t.sgn, acc + x);
     return acc;
   };
   const int lo = std::min(fold(true), fold(false)), hi = std::max(fold(true), fold(false));
   std::vector<uint64_t> out;
-  auto post = [&](int v) {
-    if (red.postdiv) v /= static_cast<int>(red.divisor);  // truncates toward zero, as NCCL's integer avg
-    return static_cast<uint64_t>(static_cast<uint8_t>(v));
-  };
-  for (int v = lo; v <= hi; ++v) out.push_back(post(v));
+  for (int v = lo; v <= hi; ++v) out.push_back(int8_post(red, v));
   add_nccl_result(red, values, out);
+  return out;
+}
+
+// The mixed model's sums before the post-divide, as a set over the 256 byte
+// values (bit v + 128 for int8, v for uint8), by dynamic programming over
+// subsets of the ranks: a subset's set is every split's pairwise wrap or
+// saturation. p > 8: every value.
+std::bitset<256> mixed_sums(const Int8Terms& t) {
+  const size_t p = t.terms.size();
+  if (p > 8) return std::bitset<256>().set();
+  const int base = t.sgn ? 128 : 0;
+  std::vector<std::bitset<256>> set(size_t{1} << p);
+  for (size_t r = 0; r < p; ++r) set[size_t{1} << r].set(static_cast<size_t>(t.terms[r] + base));
+  for (size_t s = 1; s < set.size(); ++s) {
+    if ((s & (s - 1)) == 0) continue;
+    // Each unordered split once: the part holding the lowest rank is `a`.
+    const size_t low = s & (~s + 1);
+    for (size_t a = (s - 1) & s; a > 0; a = (a - 1) & s) {
+      if (!(a & low)) continue;
+      const auto& A = set[a];
+      const auto& B = set[s ^ a];
+      for (size_t i = 0; i < 256; ++i) {
+        if (!A[i]) continue;
+        const int x = static_cast<int>(i) - base;  // the value added to each of B's
+        const size_t k = static_cast<size_t>(x & 255);
+        set[s] |= (B << k) | (B >> ((256 - k) & 255));  // wraps: a rotation by x mod 256
+        if (k == 0) continue;
+        if (x > 0) {
+          set[s] |= B << static_cast<size_t>(x);
+          if ((B >> static_cast<size_t>(256 - x)).any()) set[s].set(255);  // saturates at the top
+        } else {
+          set[s] |= B >> static_cast<size_t>(-x);
+          if ((B << static_cast<size_t>(256 + x)).any()) set[s].set(0);  // saturates at the bottom
+        }
+      }
+    }
+  }
+  return set.back();
+}
+
+bool mixed_admits(const Reduction& red, std::span<const uint64_t> values, uint64_t got) {
+  const auto uniform = saturating_sum_outcomes(red, values);  // the common case, cheaply
+  if (std::find(uniform.begin(), uniform.end(), got) != uniform.end()) return true;
+  const Int8Terms t = int8_terms(red, values);
+  const auto sums = mixed_sums(t);
+  for (size_t i = 0; i < 256; ++i)
+    if (sums[i] && int8_post(red, static_cast<int>(i) - (t.sgn ? 128 : 0)) == got) return true;
+  return false;
+}
+
+std::vector<uint64_t> mixed_sum_outcomes(const Reduction& red, std::span<const uint64_t> values) {
+  const Int8Terms t = int8_terms(red, values);
+  const auto sums = mixed_sums(t);
+  std::vector<uint64_t> out;
+  for (size_t i = 0; i < 256; ++i)
+    if (sums[i]) out.push_back(int8_post(red, static_cast<int>(i) - (t.sgn ? 128 : 0)));
+  std::sort(out.begin(), out.end());
+  out.erase(std::unique(out.begin(), out.end()), out.end());
   return out;
 }
 
@@ -146,6 +225,39 @@ const Deviation kMpiSaturatingInt8{
     "200+100 gives 255, not 44 (NCCL and the scalar path wrap); it also reaches avg and premulsum, which "
     "collcheck composes from MPI's sum",
     &saturating_sum_outcomes};
+
+const Deviation kMpiSaturatingInt8Mixed{
+    "ompi-avx-saturating-int8-mixed",
+    "Open MPI 4.1's op/avx adds int8 and uint8 with saturating vector instructions (16 or more elements), its "
+    "scalar path wraps, and this algorithm (Rabenseifner, or the default's choice) reduces an element in blocks of "
+    "different lengths, so each step may saturate or wrap: 0 + 1 + 73 + 127 can give -128; it also reaches avg "
+    "and premulsum, which collcheck composes from MPI's sum",
+    &mixed_sum_outcomes, &mixed_admits};
+
+// The coll/tuned allreduce algorithm in effect, read from Open MPI's control
+// variables (whoever set them: --mpi-algo, mpirun --mca, a parameter file):
+// 0 when the default decision picks it per call, -1 when they cannot be read.
+int tuned_allreduce_algorithm() {
+  int provided = 0;
+  if (MPI_T_init_thread(MPI_THREAD_SINGLE, &provided) != MPI_SUCCESS) return -1;
+  // A bool variable is read as one byte, an int as four: into a zeroed
+  // int64, either reads back as its value (x86 is little-endian).
+  auto read_int = [](const char* name) {
+    int index = -1, count = 0;
+    int64_t value = 0;
+    MPI_T_cvar_handle h;
+    if (MPI_T_cvar_get_index(name, &index) != MPI_SUCCESS) return -1;
+    if (MPI_T_cvar_handle_alloc(index, nullptr, &h, &count) != MPI_SUCCESS) return -1;
+    const bool ok = count == 1 && MPI_T_cvar_read(h, &value) == MPI_SUCCESS;
+    MPI_T_cvar_handle_free(&h);
+    return ok ? static_cast<int>(value & 0x7fffffff) : -1;
+  };
+  const int dynamic = read_int("coll_tuned_use_dynamic_rules");
+  const int algo = read_int("coll_tuned_allreduce_algorithm");
+  MPI_T_finalize();
+  if (dynamic < 0 || algo < 0) return -1;
+  return dynamic ? algo : 0;
+}
 
 class MpiImplementation final : public Implementation {
  public:
@@ -159,11 +271,22 @@ class MpiImplementation final : public Implementation {
   }
 
   const Deviation* deviation(DType t, RedOp op) const override {
-    if ((t == DType::Int8 || t == DType::Uint8) && (op == RedOp::Sum || op == RedOp::Avg || op == RedOp::PreMulSum))
-      return &kMpiSaturatingInt8;
+    if ((t == DType::Int8 || t == DType::Uint8) && (op == RedOp::Sum || op == RedOp::Avg || op == RedOp::PreMulSum)) {
+      return &mpi_int8_deviation(algorithm());
+    }
     return mpi_support(t, op) == MpiSupport::Native && dtype_is_float(t) && (op == RedOp::Max || op == RedOp::Min)
                ? &kMpiNanOrder
                : nullptr;
+  }
+
+  // Open MPI's nonoverlapping algorithm (a reduce to rank 0, then a
+  // broadcast) combines operands in another order when the root's buffer is
+  // MPI_IN_PLACE: max(0, NaN) gives 0 out of place and the NaN in place, and
+  // NaN payloads of a float sum differ. The default decision may pick it.
+  std::optional<std::string> placement_reorders() const override {
+    const int a = algorithm();
+    if (a == 2 || a <= 0) return std::string("ompi-inplace-order");
+    return std::nullopt;
   }
 
   void all_reduce(const AllReduceArgs& a) const override {
@@ -192,6 +315,13 @@ class MpiImplementation final : public Implementation {
 
  private:
   std::string name_ = "mpi";
+  // The coll/tuned algorithm in effect, read once (tuned_allreduce_algorithm).
+  int algorithm() const {
+    std::call_once(algo_once_, [this] { algo_ = MpiWorld::get() ? tuned_allreduce_algorithm() : -1; });
+    return algo_;
+  }
+  mutable std::once_flag algo_once_;
+  mutable int algo_ = -1;
 };
 
 }  // namespace
@@ -199,6 +329,10 @@ class MpiImplementation final : public Implementation {
 MpiSupport mpi_support(DType t, RedOp op) {
   if (op == RedOp::Avg || op == RedOp::PreMulSum) return MpiSupport::Composed;
   return native_type(t) != MPI_DATATYPE_NULL ? MpiSupport::Native : MpiSupport::UserDefined;
+}
+
+const Deviation& mpi_int8_deviation(int algorithm) {
+  return algorithm >= 1 && algorithm <= 5 ? kMpiSaturatingInt8 : kMpiSaturatingInt8Mixed;
 }
 
 ImplPtr make_mpi_implementation() { return std::make_shared<MpiImplementation>(); }

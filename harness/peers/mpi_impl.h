@@ -16,6 +16,12 @@ enum class MpiSupport : uint8_t {
 };
 MpiSupport mpi_support(DType t, RedOp op);
 
+struct Deviation;
+// The int8/uint8 sum deviation of Open MPI's op/avx under coll/tuned's
+// allreduce algorithm (0: the default decision, -1: unknown): the uniform
+// model for 1 to 5, the mixed one (each step saturates or wraps) otherwise.
+const Deviation& mpi_int8_deviation(int algorithm);
+
 // "Open MPI v4.1.4" (the first line of MPI_Get_library_version).
 std::string mpi_library_version();
 
