@@ -5,7 +5,14 @@
 // as functions first, then the findings replayed on real MPI processes.
 #include <gtest/gtest.h>
 
+#include <unistd.h>
+
+#include <nlohmann/json.hpp>
+
 #include <algorithm>
+#include <filesystem>
+#include <fstream>
+#include <set>
 #include <cstring>
 #include <map>
 #include <cstdint>
@@ -13,6 +20,8 @@
 
 #include "harness/peers/implementation.h"
 #include "harness/peers/mpi_impl.h"
+#include "harness/soak/algorithms.h"
+#include "harness/soak/plan.h"
 #include "properties/case.h"
 #include "properties/properties.h"
 #include "tests/run_command.h"
@@ -176,4 +185,65 @@ TEST(MpiAlgorithms, NonoverlappingInPlaceMaxWithNaNDiffersAsDocumented) {
   const auto four = testutil::run_command(testutil::mpirun(2) + " verify --world mpi --impl mpi --mpi-algo 4" + sum, 120);
   EXPECT_EQ(four.code, 0) << four.out;
   EXPECT_EQ(four.out.find("ompi-inplace-order"), std::string::npos) << four.out;
+}
+
+// ---- the soak's algorithms workload (harness/soak/algorithms.h) ----
+
+TEST(AlgorithmsWorkload, APlanNamesOnlyRealAlgorithms) {
+  const Plan ok = parse_plan("workloads: {algorithms: {weight: 1, cases: 50, peers: [mpi:6, gloo:allreduce]}}", "p.yaml");
+  EXPECT_EQ(ok.algorithms.peers, (std::vector<std::string>{"mpi:6", "gloo:allreduce"}));
+  try {
+    (void)parse_plan("workloads:\n  algorithms: {weight: 1, peers: [mpi:9]}\n", "p.yaml");
+    FAIL() << "mpi:9 accepted";
+  } catch (const PlanError& e) {
+    const std::string w = e.what();
+    EXPECT_NE(w.find("p.yaml:2"), std::string::npos) << w;
+    EXPECT_NE(w.find("workloads.algorithms.peers: 'mpi:9': allowed: mpi:N takes coll/tuned's allreduce algorithm N, 0 to 6"),
+              std::string::npos)
+        << w;
+  }
+  // The default: every Open MPI algorithm (mpirun is installed here) and every Gloo one.
+  const auto all = default_algorithm_peers();
+  EXPECT_EQ(all.front(), "mpi:0");
+  EXPECT_NE(std::find(all.begin(), all.end(), "mpi:6"), all.end());
+  EXPECT_NE(std::find(all.begin(), all.end(), "gloo:allreduce_bcube"), all.end());
+}
+
+TEST(AlgorithmsWorkload, EachUnitIsAChildVerifyOfOneAlgorithm) {
+  const std::string dir = ::testing::TempDir() + "/algorithms_workload_" + std::to_string(::getpid());
+  std::filesystem::create_directories(dir);
+  {
+    std::ofstream(dir + "/plan.yaml") << "implementations: [ring]\nranks: {min: 2, max: 3}\n"
+                                         "workloads:\n  verify: {weight: 0}\n  faults: {weight: 0}\n  perf: {weight: 0}\n"
+                                         "  algorithms: {weight: 1, cases: 100, peers: [mpi:6, gloo:allreduce]}\n";
+  }
+  const auto r = testutil::collcheck("soak --plan " + dir + "/plan.yaml --duration 20 --seed 3 --results " + dir +
+                                         "/r.jsonl",
+                                     300);
+  EXPECT_EQ(r.code, 0) << r.out;
+  EXPECT_NE(r.out.find("each a child collcheck verify of one of: mpi:6 gloo:allreduce"), std::string::npos) << r.out;
+  std::ifstream in(dir + "/r.jsonl");
+  std::set<std::string> seen;
+  size_t units = 0;
+  for (std::string line; std::getline(in, line);) {
+    const auto j = nlohmann::json::parse(line);
+    if (j.at("type") != "unit") continue;
+    ++units;
+    EXPECT_EQ(j.at("workload"), "algorithms") << line;
+    seen.insert(j.at("impl").get<std::string>());
+    if (!j.value("interrupted", false)) {
+      EXPECT_TRUE(j.at("ok").get<bool>()) << line;
+      EXPECT_GT(j.at("cases").get<size_t>(), 0u) << line;
+    }
+  }
+  EXPECT_GE(units, 2u) << r.out;
+  EXPECT_EQ(seen, (std::set<std::string>{"mpi:6", "gloo:allreduce"})) << r.out;
+  std::filesystem::remove_all(dir);
+}
+
+TEST(AlgorithmsWorkload, TheGlooOptionsFloat16MaxItFoundIsTheDocumentedFinding) {
+  const auto r = testutil::collcheck("verify --impl gloo:allreduce --against ring --replay v1:p2:float16:max:s1:n3:oop:x:0.0.7bca/0.0.f934", 120);
+  EXPECT_EQ(r.code, 0) << r.out;
+  EXPECT_NE(r.out.find("documented deviation gloo-f16-minmax: 1 elements"), std::string::npos)
+      << "Gloo's options API no longer keeps the aliased operand: update the README's Findings\n" << r.out;
 }

@@ -171,42 +171,52 @@ struct GlooWorlds {
   std::map<int, World> worlds;
 };
 
-// One step of Gloo's own max or min, as the legacy algorithms call it
-// (ReductionFunction<T>::max->call(acc, x, 1): acc = op(acc, x)).
-// The options API calls the three-pointer form (out, a, b) instead.
+// How Gloo calls its max or min for one step:
+// - Legacy: the legacy algorithms, ReductionFunction<T>::max->call(acc, x, 1): acc = op(acc, x);
+// - OutIsA, OutIsB: the options API's three-pointer form op(out, a, b), whose
+//   out aliases one of the operands (a float16 assignment then compares with
+//   that operand's old bits: float16::operator=, finding 9).
+enum class GlooCall { Legacy, OutIsA, OutIsB };
+
 template <typename T>
-uint64_t gloo_step(bool is_max, bool in_place, uint64_t acc_bits, uint64_t x_bits) {
-  T acc, x, out;
+uint64_t gloo_step(bool is_max, GlooCall how, uint64_t acc_bits, uint64_t x_bits) {
+  T acc, x;
   std::memcpy(static_cast<void*>(&acc), &acc_bits, sizeof(T));
   std::memcpy(static_cast<void*>(&x), &x_bits, sizeof(T));
-  if (in_place) {
-    (is_max ? gloo::ReductionFunction<T>::max : gloo::ReductionFunction<T>::min)->call(&acc, &x, 1);
-    out = acc;
-  } else if (is_max) {
-    gloo::max<T>(static_cast<void*>(&out), &acc, &x, 1);
-  } else {
-    gloo::min<T>(static_cast<void*>(&out), &acc, &x, 1);
-  }
+  T* out = how == GlooCall::OutIsB ? &x : &acc;
+  if (how == GlooCall::Legacy) (is_max ? gloo::ReductionFunction<T>::max : gloo::ReductionFunction<T>::min)->call(&acc, &x, 1);
+  else if (is_max) gloo::max<T>(static_cast<void*>(out), &acc, &x, 1);
+  else gloo::min<T>(static_cast<void*>(out), &acc, &x, 1);
   uint64_t bits = 0;
-  std::memcpy(&bits, &out, sizeof(T));
+  std::memcpy(&bits, out, sizeof(T));
   return bits;
 }
 
-template <bool IsMax, bool InPlace>
+template <bool IsMax, GlooCall How>
 uint64_t gloo_float_step(DType t, uint64_t a, uint64_t b) {
   switch (t) {
-    case DType::Float16: return gloo_step<gloo::float16>(IsMax, InPlace, a, b);
-    case DType::Float32: return gloo_step<float>(IsMax, InPlace, a, b);
-    default: return gloo_step<double>(IsMax, InPlace, a, b);
+    case DType::Float16: return gloo_step<gloo::float16>(IsMax, How, a, b);
+    case DType::Float32: return gloo_step<float>(IsMax, How, a, b);
+    default: return gloo_step<double>(IsMax, How, a, b);
   }
 }
 
-// NCCL's result, or whatever Gloo's own max/min gives in some reduction order.
-template <bool InPlace>
+// NCCL's result, or whatever Gloo's own max/min gives in some reduction order
+// (the options API: with out aliasing either operand).
+template <bool Legacy>
 std::vector<uint64_t> gloo_minmax_outcomes(const Reduction& red, std::span<const uint64_t> values) {
-  std::vector<uint64_t> out = tree_outcomes(
-      values, red.combine == Combine::Max ? &gloo_float_step<true, InPlace> : &gloo_float_step<false, InPlace>,
-      red.dtype);
+  const bool mx = red.combine == Combine::Max;
+  std::vector<uint64_t> out;
+  if (Legacy) {
+    out = tree_outcomes(values, mx ? &gloo_float_step<true, GlooCall::Legacy> : &gloo_float_step<false, GlooCall::Legacy>,
+                        red.dtype);
+  } else {
+    out = tree_outcomes(values, mx ? &gloo_float_step<true, GlooCall::OutIsA> : &gloo_float_step<false, GlooCall::OutIsA>,
+                        red.dtype);
+    const auto b = tree_outcomes(
+        values, mx ? &gloo_float_step<true, GlooCall::OutIsB> : &gloo_float_step<false, GlooCall::OutIsB>, red.dtype);
+    out.insert(out.end(), b.begin(), b.end());
+  }
   add_nccl_result(red, values, out);
   return out;
 }
@@ -263,6 +273,15 @@ const Deviation kF16MinMax{
     "assignment when the new bits equal float16(the integer value of the old bits) (as gloo-f16-assign); on top "
     "of the NaN-order behaviour of gloo-nan-order; checked against Gloo's own op over every reduction order",
     &gloo_minmax_outcomes<true>};
+
+const Deviation kF16MinMaxOptions{
+    "gloo-f16-minmax",
+    "float16 max/min as the options API calls them (gloo::max/min(out, a, b), out aliasing an operand) sometimes "
+    "keep the operand out aliases: max(63808, -42624) gives -42624, because float16::operator= skips the "
+    "assignment when the new bits equal float16(the integer value of the old bits) (as gloo-f16-assign); on top "
+    "of the NaN-order behaviour of gloo-nan-order; checked against Gloo's own op over every reduction order, out "
+    "aliasing either operand",
+    &gloo_minmax_outcomes<false>};
 
 template <typename T>
 const gloo::ReductionFunction<T>* legacy_fn(Combine c) {
@@ -345,7 +364,7 @@ class GlooImplementation final : public Implementation {
     // operator=, with out aliasing one operand: the same outcomes.
     if (t == DType::Float16 && (op == RedOp::Sum || op == RedOp::Prod)) return &kF16Assign;
     if (op != RedOp::Max && op != RedOp::Min) return nullptr;
-    if (t == DType::Float16) return legacy ? &kF16MinMax : &kNanOrderOptions;
+    if (t == DType::Float16) return legacy ? &kF16MinMax : &kF16MinMaxOptions;
     if (t != DType::Float32 && t != DType::Float64) return nullptr;
     return legacy ? &kNanOrder : &kNanOrderOptions;
   }
@@ -447,6 +466,12 @@ std::string gloo_algorithm_choices() {
   std::string s;
   for (const auto& a : kGlooAlgos) s += (s.empty() ? "" : ", ") + std::string(a.name);
   return s;
+}
+
+std::vector<std::string> gloo_algorithms() {
+  std::vector<std::string> v;
+  for (const auto& a : kGlooAlgos) v.emplace_back(a.name);
+  return v;
 }
 
 std::string gloo_version() {

@@ -8,6 +8,7 @@
 
 #include "harness/model/size.h"
 #include "harness/model/yaml_input.h"
+#include "harness/soak/algorithms.h"
 
 namespace collcheck {
 
@@ -82,7 +83,7 @@ class PlanParser : public YamlFields<PlanError> {
     }
     if (const auto n = root["timeout"]) p.timeout_s = number(n, "timeout", 0.001, 86400);
     if (const auto w = root["workloads"]) {
-      only_keys(w, "workloads", {"verify", "faults", "perf"});
+      only_keys(w, "workloads", {"verify", "faults", "perf", "algorithms"});
       if (const auto n = w["verify"]) {
         only_keys(n, "workloads.verify", {"weight", "cases", "max_count", "large_bytes"});
         if (n["weight"]) p.verify.weight = number(n["weight"], "workloads.verify.weight", 0, 1e6);
@@ -112,9 +113,24 @@ class PlanParser : public YamlFields<PlanError> {
         if (n["iters"]) p.perf.iters = integer(n["iters"], "workloads.perf.iters", 1, 100000);
         if (n["warmup"]) p.perf.warmup = integer(n["warmup"], "workloads.perf.warmup", 0, 100000);
       }
+      if (const auto n = w["algorithms"]) {
+        only_keys(n, "workloads.algorithms", {"weight", "cases", "peers", "deadline"});
+        if (n["weight"]) p.algorithms.weight = number(n["weight"], "workloads.algorithms.weight", 0, 1e6);
+        if (n["cases"])
+          p.algorithms.cases = static_cast<size_t>(integer(n["cases"], "workloads.algorithms.cases", 1, 1000000));
+        if (n["deadline"]) p.algorithms.deadline_s = number(n["deadline"], "workloads.algorithms.deadline", 1, 86400);
+        if (n["peers"]) {
+          for (const auto& [name, at] : names(n["peers"], "workloads.algorithms.peers")) {
+            if (const std::string why = check_algorithm_peer(name); !why.empty())
+              fail(at, "workloads.algorithms.peers", fmt::format("'{}': allowed: {}", name, why));
+            p.algorithms.peers.push_back(name);
+          }
+        }
+      }
     }
-    if (p.verify.weight + p.faults.weight + p.perf.weight <= 0)
-      fail(root["workloads"], "workloads", "every weight is 0: give at least one workload (verify, faults, perf) a weight");
+    if (p.verify.weight + p.faults.weight + p.perf.weight + p.algorithms.weight <= 0)
+      fail(root["workloads"], "workloads",
+           "every weight is 0: give at least one workload (verify, faults, perf, algorithms) a weight");
     return p;
   }
 
@@ -218,6 +234,15 @@ std::string plan_to_yaml(const Plan& p) {
   dts(p.perf.dtypes);
   y << YAML::Key << "iters" << YAML::Value << p.perf.iters << YAML::Key << "warmup" << YAML::Value << p.perf.warmup
     << YAML::EndMap;
+  y << YAML::Key << "algorithms" << YAML::Value << YAML::Flow << YAML::BeginMap << YAML::Key << "weight"
+    << YAML::Value << p.algorithms.weight << YAML::Key << "cases" << YAML::Value << p.algorithms.cases << YAML::Key
+    << "deadline" << YAML::Value << p.algorithms.deadline_s;
+  if (!p.algorithms.peers.empty()) {
+    y << YAML::Key << "peers" << YAML::Value << YAML::Flow << YAML::BeginSeq;
+    for (const auto& s : p.algorithms.peers) y << s;
+    y << YAML::EndSeq;
+  }
+  y << YAML::EndMap;
   y << YAML::EndMap << YAML::EndMap;
   return std::string(y.c_str()) + "\n";
 }

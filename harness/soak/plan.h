@@ -51,6 +51,14 @@ struct Plan {
     std::vector<DType> dtypes{DType::Float32, DType::BFloat16};
     int iters = 5, warmup = 1;
   } perf;
+  // Every algorithm of the peer libraries (harness/soak/algorithms.h), one
+  // per unit, each in a child `collcheck verify` (the thread world only).
+  struct Algorithms {
+    double weight = 0;
+    size_t cases = 300;              // cases per unit
+    std::vector<std::string> peers;  // "mpi:N", "gloo:<algorithm>"; empty = every one (default_algorithm_peers)
+    double deadline_s = 600;         // a unit's child past this is a hang
+  } algorithms;
 };
 
 struct PlanLimits {

@@ -19,6 +19,7 @@
 #include "harness/peers/peer_registry.h"
 #include "harness/run/scenario_runner.h"
 #include "harness/run/sweep.h"
+#include "harness/soak/algorithms.h"
 #include "harness/soak/results_file.h"
 #include "harness/world/mpi_world.h"
 #include "properties/detection.h"
@@ -42,7 +43,7 @@ extern "C" void on_stop_signal(int sig) {
 }
 
 // The workloads, in the order of their weights.
-const char* const kWorkloads[] = {"verify", "faults", "perf"};
+const char* const kWorkloads[] = {"verify", "faults", "perf", "algorithms"};
 
 // What one unit is, drawn by the root from the master seed and the unit's index.
 struct Unit {
@@ -56,12 +57,12 @@ Unit draw_unit(const Plan& p, uint64_t master, size_t index) {
   Unit u;
   u.index = index;
   u.seed = splitmix64(master ^ splitmix64(index + 1));
-  const double w[] = {p.verify.weight, p.faults.weight, p.perf.weight};
-  const double total = w[0] + w[1] + w[2];
+  const double w[] = {p.verify.weight, p.faults.weight, p.perf.weight, p.algorithms.weight};
+  const double total = w[0] + w[1] + w[2] + w[3];
   const double x = static_cast<double>(splitmix64(u.seed ^ 0x5bd1e995) >> 11) / 9007199254740992.0 * total;
   double acc = 0;
-  u.workload = kWorkloads[2];
-  for (int k = 0; k < 3; ++k) {
+  u.workload = kWorkloads[3];
+  for (int k = 0; k < 4; ++k) {
     acc += w[k];
     if (w[k] > 0 && x < acc) {
       u.workload = kWorkloads[k];
@@ -94,6 +95,9 @@ class Soak {
   Soak& operator=(const Soak&) = delete;
 
   void prepare_lanes(bool executors) {
+    algorithm_peers_ = o_.plan.algorithms.peers.empty() ? default_algorithm_peers() : o_.plan.algorithms.peers;
+    if (o_.plan.algorithms.weight > 0 && algorithm_peers_.empty())
+      throw PlanError(fmt::format("{}: workloads.algorithms: no peer algorithm to run", o_.plan.file));
     const WorldKind kind = mpi_ ? WorldKind::Mpi : WorldKind::Threads;
     const int max_ranks = mpi_ ? mpi_->size() : o_.plan.max_ranks;
     for (const auto& x : o_.plan.impls) {
@@ -178,8 +182,10 @@ class Soak {
       }
       const Unit u = draw_unit(o_.plan, o_.seed, index);
       remaining_s_ = o_.duration_s - elapsed;
-      if (!lanes_[u.impl].cfg.impl || (u.workload == "perf" && !is_reference(lanes_[u.impl].spec.impl))) {
-        // perf on a peer library: the unit goes to verify instead (said in the header)
+      if (!lanes_[u.impl].cfg.impl || (u.workload == "perf" && !is_reference(lanes_[u.impl].spec.impl)) ||
+          (u.workload == "algorithms" && mpi_)) {
+        // perf on a peer library, or algorithms in the MPI world: the unit goes
+        // to verify instead (said in the header)
         Unit v = u;
         v.workload = "verify";
         if (!run_unit(v, elapsed)) { res.stop_reason = "world lost"; break; }
@@ -344,6 +350,7 @@ class Soak {
     const auto t0 = Clock::now();
     if (u.workload == "verify") world_ok = verify_unit(l, u, j);
     else if (u.workload == "faults") faults_unit(u, j);
+    else if (u.workload == "algorithms") algorithms_unit(u, j);
     else perf_unit(l, u, j);
     // What a failed unit left in flight must not reach a later one.
     if (mpi_ && world_ok) mpi_->drain(Clock::now() + std::chrono::seconds(120));
@@ -580,6 +587,45 @@ class Soak {
     }
   }
 
+  void algorithms_unit(const Unit& u, json& j) {
+    const auto& peers = algorithm_peers_;
+    const uint64_t h = splitmix64(u.seed ^ 0x2545f491);
+    AlgorithmUnit a;
+    a.peer = peers[h % peers.size()];
+    const int lo = std::min(std::max(2, o_.plan.min_ranks), o_.plan.max_ranks);
+    a.ranks = lo + static_cast<int>((h >> 32) % static_cast<uint64_t>(o_.plan.max_ranks - lo + 1));
+    a.cases = o_.plan.algorithms.cases;
+    a.seed = u.seed;
+    a.call_timeout_s = o_.plan.timeout_s;
+    a.deadline_s = o_.plan.algorithms.deadline_s;
+    // Signals and the duration end the child: a unit can take a minute.
+    const AlgorithmOutcome r = run_algorithm_unit(self_exe(), a, [this] {
+      return g_signal != 0 || elapsed_before_ + seconds_since(t0_) >= o_.duration_s;
+    });
+    j["impl"] = a.peer;
+    j["p"] = a.ranks;
+    j["cases"] = r.cases;
+    // As a verify unit's: a unit cut short that found nothing is not a
+    // failure, and says it was interrupted.
+    j["ok"] = r.ok || r.interrupted;
+    for (const auto& [name, n] : r.deviations) j["deviations"][name] = n;
+    if (r.interrupted) j["interrupted"] = true;
+    if (o_.metrics) o_.metrics->unit(a.peer, "algorithms", r.ok || r.interrupted ? "" : r.property);
+    if (r.ok || r.interrupted) return;
+    j["property"] = r.harness_error ? "harness" : r.property;
+    j["signature"] = fmt::format("algorithms | {} | {} | {}", a.peer, r.property,
+                                 r.minimal.empty() ? fmt::format("np {}", a.ranks) : r.minimal);
+    j["replay"] = r.replay.empty() ? r.command : r.replay;
+    j["command"] = r.command;
+    j["detail"] = r.detail;
+  }
+
+  static std::string self_exe() {
+    std::error_code ec;
+    const auto p = std::filesystem::read_symlink("/proc/self/exe", ec);
+    return ec ? std::string("collcheck") : p.string();
+  }
+
   // ---- what the user sees
   void print_header() {
     fmt::print(out_, "collcheck soak: {} s, seed {:#x}, {}, plan {}\n", o_.duration_s, o_.seed,
@@ -590,6 +636,11 @@ class Soak {
                      "reference algorithms: collcheck's own diagnosis), perf {} (checked sweep rows, {} to {} B)\n",
                o_.plan.verify.weight, o_.plan.verify.cases, o_.plan.faults.weight, o_.plan.perf.weight,
                o_.plan.perf.min_bytes, o_.plan.perf.max_bytes);
+    if (o_.plan.algorithms.weight > 0)
+      fmt::print(out_, "  algorithms {} ({} cases a unit, each a child collcheck verify of one of: {}){}\n",
+                 o_.plan.algorithms.weight, o_.plan.algorithms.cases, fmt::join(algorithm_peers_, " "),
+                 mpi_ ? "; in the MPI world its units run verify instead (an algorithm is fixed for an MPI process's life)"
+                      : "");
     for (const auto& l : lanes_) {
       std::string peers;
       for (const auto& p : l.cfg.peers) peers += (peers.empty() ? "" : ",") + p->name();
@@ -684,6 +735,7 @@ class Soak {
   SoakTotals totals_;
   size_t next_index_ = 0;
   double perf_s_per_byte_ = 0;  // the slowest sweep row so far
+  std::vector<std::string> algorithm_peers_;  // what algorithms units draw from
   double remaining_s_ = 0;      // of the duration, when the unit started
   double elapsed_before_ = 0;
 };

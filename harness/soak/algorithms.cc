@@ -1,0 +1,185 @@
+// The soak's "algorithms" workload: one peer algorithm verified by a child
+// `collcheck verify` (algorithms.h).
+#include "harness/soak/algorithms.h"
+
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/prctl.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <fmt/format.h>
+
+#include <chrono>
+#include <cstdlib>
+#include <regex>
+#include <sstream>
+
+#include "harness/peers/gloo_impl.h"
+
+namespace collcheck {
+
+namespace {
+
+constexpr int kMpiAlgorithms = 7;  // coll/tuned's 0 (the default decision) to 6 (Rabenseifner)
+
+bool on_path(const std::string& exe) {
+  const char* path = std::getenv("PATH");
+  std::stringstream ss(path ? path : "");
+  for (std::string dir; std::getline(ss, dir, ':');)
+    if (!dir.empty() && ::access((dir + "/" + exe).c_str(), X_OK) == 0) return true;
+  return false;
+}
+
+std::vector<std::string> child_args(const std::string& self, const AlgorithmUnit& u) {
+  std::vector<std::string> a;
+  const std::string common = fmt::format("--cases {} --seed {:#x} --timeout {} --progress off", u.cases, u.seed,
+                                         u.call_timeout_s);
+  if (u.peer.rfind("mpi:", 0) == 0) {
+    a = {"mpirun", "--oversubscribe"};
+    if (::geteuid() == 0) a.push_back("--allow-run-as-root");
+    for (const std::string& s : {std::string("-np"), std::to_string(u.ranks), self, std::string("verify"),
+                                 std::string("--world"), std::string("mpi"), std::string("--impl"), std::string("mpi"),
+                                 std::string("--mpi-algo"), u.peer.substr(4)})
+      a.push_back(s);
+  } else {
+    a = {self, "verify", "--impl", u.peer, "--max-ranks", std::to_string(u.ranks)};
+  }
+  std::stringstream ss(common);
+  for (std::string w; ss >> w;) a.push_back(w);
+  return a;
+}
+
+std::string joined(const std::vector<std::string>& a) {
+  std::string s;
+  for (const auto& x : a) s += (s.empty() ? "" : " ") + x;
+  return s;
+}
+
+// What the child printed, and how it ended: its exit code, or -signal, or
+// -1000 when its deadline passed, -1001 when it was stopped.
+std::pair<std::string, int> run_child(const std::vector<std::string>& args, double deadline_s,
+                                      const std::function<bool()>& should_stop) {
+  int fds[2];
+  if (::pipe2(fds, O_CLOEXEC) != 0) return {"pipe failed", -2};
+  const pid_t pid = ::fork();
+  if (pid < 0) return {"fork failed", -2};
+  if (pid == 0) {
+    ::setpgid(0, 0);                     // its own group: mpirun and its ranks end together
+    ::prctl(PR_SET_PDEATHSIG, SIGKILL);  // and with the soak, if the soak is killed
+    ::dup2(fds[1], 1);
+    ::dup2(fds[1], 2);
+    std::vector<char*> argv;
+    for (const auto& s : args) argv.push_back(const_cast<char*>(s.c_str()));
+    argv.push_back(nullptr);
+    ::execvp(argv[0], argv.data());
+    ::_exit(127);
+  }
+  ::setpgid(pid, pid);
+  ::close(fds[1]);
+  std::string out;
+  const auto t0 = std::chrono::steady_clock::now();
+  int ended = 0;  // 0 running; -1000 deadline; -1001 stopped
+  char buf[65536];
+  for (bool open = true; open;) {
+    pollfd p{fds[0], POLLIN, 0};
+    if (::poll(&p, 1, 200) > 0) {
+      const ssize_t n = ::read(fds[0], buf, sizeof buf);
+      if (n <= 0) open = false;
+      else if (out.size() < (size_t{8} << 20)) out.append(buf, static_cast<size_t>(n));
+    }
+    if (ended == 0) {
+      const double t = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+      if (t > deadline_s) ended = -1000;
+      else if (should_stop && should_stop()) ended = -1001;
+      if (ended != 0) {
+        ::kill(-pid, SIGTERM);
+        for (int i = 0; i < 50 && ::waitpid(pid, nullptr, WNOHANG) == 0; ++i) ::usleep(100000);
+        ::kill(-pid, SIGKILL);
+        break;
+      }
+    }
+  }
+  ::close(fds[0]);
+  int status = 0;
+  ::waitpid(pid, &status, 0);
+  if (ended != 0) return {out, ended};
+  return {out, WIFEXITED(status) ? WEXITSTATUS(status) : -WTERMSIG(status)};
+}
+
+std::string last_lines(const std::string& s, size_t n) {
+  size_t pos = s.size();
+  for (size_t k = 0; k <= n && pos > 0; ++k) pos = s.rfind('\n', pos - 1);
+  return pos == std::string::npos ? s : s.substr(pos + 1);
+}
+
+}  // namespace
+
+std::vector<std::string> default_algorithm_peers() {
+  std::vector<std::string> v;
+  if (on_path("mpirun"))
+    for (int a = 0; a < kMpiAlgorithms; ++a) v.push_back(fmt::format("mpi:{}", a));
+  for (const auto& g : gloo_algorithms()) v.push_back("gloo:" + g);
+  return v;
+}
+
+std::string check_algorithm_peer(const std::string& spec) {
+  if (spec.rfind("mpi:", 0) == 0) {
+    const std::string n = spec.substr(4);
+    if (n.size() == 1 && n[0] >= '0' && n[0] < '0' + kMpiAlgorithms) return "";
+    return fmt::format("mpi:N takes coll/tuned's allreduce algorithm N, 0 to {}", kMpiAlgorithms - 1);
+  }
+  if (spec.rfind("gloo:", 0) == 0) {
+    for (const auto& g : gloo_algorithms())
+      if (spec.substr(5) == g) return "";
+    return "gloo:<algorithm> takes one of " + gloo_algorithm_choices();
+  }
+  return fmt::format("mpi:0 to mpi:{} or gloo:<algorithm> ({})", kMpiAlgorithms - 1, gloo_algorithm_choices());
+}
+
+AlgorithmOutcome run_algorithm_unit(const std::string& self, const AlgorithmUnit& u,
+                                    const std::function<bool()>& should_stop) {
+  AlgorithmOutcome o;
+  const auto args = child_args(self, u);
+  o.command = joined(args);
+  const auto [out, code] = run_child(args, u.deadline_s, should_stop);
+  o.exit_code = code;
+  std::smatch m;
+  static const std::regex pass(R"(\nPASS: (\d+) cases)"), fail(R"((\d+) cases passed, then case \d+ failed)"),
+      property(R"(FAIL: property (\S+) does not hold)"), minimal(R"(\n  minimal case: ([^\n]*))"),
+      replay(R"(\n  replay: ([^\n]*))"), deviation(R"(documented deviation (\S+): (\d+) elements)");
+  if (std::regex_search(out, m, pass)) o.cases = std::stoul(m[1]);
+  if (std::regex_search(out, m, fail)) o.cases = std::stoul(m[1]) + 1;
+  for (auto it = std::sregex_iterator(out.begin(), out.end(), deviation); it != std::sregex_iterator(); ++it)
+    o.deviations.emplace_back((*it)[1], std::stoul((*it)[2]));
+  if (code == -1001) {
+    o.interrupted = true;
+    o.property = "interrupted";
+    return o;
+  }
+  if (code == 0 && o.cases > 0) {
+    o.ok = true;
+    return o;
+  }
+  if (code == 1 && std::regex_search(out, m, property)) {
+    o.property = m[1];
+    if (std::regex_search(out, m, minimal)) o.minimal = m[1];
+    if (std::regex_search(out, m, replay)) o.replay = m[1];
+    const auto at = out.find("FAIL: property");
+    o.detail = out.substr(at, std::min<size_t>(out.size() - at, 16384));
+    return o;
+  }
+  // A hang past the deadline (a finding: the unit fails), or no verdict (a
+  // crash, a usage error: the harness's error, not the peer's).
+  o.harness_error = code != -1000;
+  o.property = code == -1000 ? "hang" : "no verdict";
+  o.replay = o.command;
+  o.detail = fmt::format("{} (exit {}); its last lines:\n{}",
+                         code == -1000 ? fmt::format("the child ran past the unit's deadline of {} s", u.deadline_s)
+                                       : "the child gave no verdict",
+                         code, last_lines(out, 20));
+  return o;
+}
+
+}  // namespace collcheck
