@@ -203,15 +203,33 @@ CaseOutcome IsolatedExecutor::run(const Case& c) {
 // In process, only where nothing this process ran holds state a fork would
 // share (forks_cleanly_after_use: not Gloo, MPI or NCCL); the isolated
 // executor's own process never ran a case, so its fork is always clean.
-std::optional<CaseOutcome> InProcessExecutor::run_fresh(const Case& c) {
+namespace {
+
+// `before`, then `c`, in one new child process; c's outcome.
+CaseOutcome run_in_new_child(const RunConfig& cfg, const Case& c, std::span<const Case> before,
+                             std::function<bool()> stop) {
+  IsolatedExecutor fresh(cfg);
+  fresh.set_should_stop(std::move(stop));
+  for (const Case& b : before) {
+    const CaseOutcome o = fresh.run(b);
+    if (o.interrupted) return o;
+  }
+  return fresh.run(c);
+}
+
+}  // namespace
+
+std::optional<CaseOutcome> InProcessExecutor::run_fresh(const Case& c, std::span<const Case> before) {
   const RunConfig& cfg = runner_.config();
   if (!cfg.impl->forks_cleanly_after_use()) return std::nullopt;
   for (const auto& peer : cfg.peers)
     if (!peer->forks_cleanly_after_use()) return std::nullopt;
-  return IsolatedExecutor(cfg).run(c);
+  return run_in_new_child(cfg, c, before, [this] { return stop_asked(); });
 }
 
-std::optional<CaseOutcome> IsolatedExecutor::run_fresh(const Case& c) { return IsolatedExecutor(cfg_).run(c); }
+std::optional<CaseOutcome> IsolatedExecutor::run_fresh(const Case& c, std::span<const Case> before) {
+  return run_in_new_child(cfg_, c, before, [this] { return stop_asked(); });
+}
 
 std::unique_ptr<CaseExecutor> make_executor(RunConfig cfg, bool isolate) {
   if (isolate) return std::make_unique<IsolatedExecutor>(std::move(cfg));

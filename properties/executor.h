@@ -9,6 +9,7 @@
 #include <functional>
 #include <memory>
 #include <optional>
+#include <span>
 #include <stdexcept>
 #include <string>
 
@@ -21,9 +22,13 @@ class CaseExecutor {
   virtual ~CaseExecutor() = default;
   virtual CaseOutcome run(const Case& c) = 0;
   // Runs `c` once in a fresh process (no earlier case's state: no thread, no
-  // thread_local, no cache the implementation kept), or nullopt where that
-  // cannot be done (the MPI world). verify's test of a steady failure.
-  virtual std::optional<CaseOutcome> run_fresh(const Case&) { return std::nullopt; }
+  // thread_local, no cache the implementation kept), after the cases `before`
+  // in that process (their outcomes are not kept), or nullopt where that
+  // cannot be done (the MPI world). verify's test of a steady failure, and its
+  // search for the earlier cases a failure needs.
+  virtual std::optional<CaseOutcome> run_fresh(const Case&, std::span<const Case> /*before*/ = {}) {
+    return std::nullopt;
+  }
   // Asked while a case runs, where the executor can cut a case short (the
   // isolated child is killed within 0.2 s): true ends the case with an
   // `interrupted` outcome. In process and in the MPI world a case ends by its
@@ -41,7 +46,7 @@ class InProcessExecutor final : public CaseExecutor {
  public:
   explicit InProcessExecutor(RunConfig cfg) : runner_(std::move(cfg)) {}
   CaseOutcome run(const Case& c) override { return runner_.run(c); }
-  std::optional<CaseOutcome> run_fresh(const Case& c) override;
+  std::optional<CaseOutcome> run_fresh(const Case& c, std::span<const Case> before = {}) override;
 
  private:
   CaseRunner runner_;
@@ -54,7 +59,7 @@ class IsolatedExecutor final : public CaseExecutor {
   explicit IsolatedExecutor(RunConfig cfg);
   ~IsolatedExecutor() override;
   CaseOutcome run(const Case& c) override;
-  std::optional<CaseOutcome> run_fresh(const Case& c) override;
+  std::optional<CaseOutcome> run_fresh(const Case& c, std::span<const Case> before = {}) override;
 
  private:
   void start();

@@ -1,4 +1,5 @@
 #include "properties/verify.h"
+#include "properties/earlier_cases.h"
 
 #include "harness/model/data.h"
 #include "harness/model/size.h"
@@ -104,13 +105,27 @@ void print_failure(std::FILE* out, const VerifyOptions& o, const VerifyResult& r
     else if (r.depends_on_earlier_cases())
       fmt::print(out, "  depends on earlier cases: the minimal case failed {} of {} replays in this process, whose rank "
                       "threads had run the cases before it, but passed in a fresh process: state the implementation "
-                      "keeps across cases (per thread, per world size, per communicator) is wrong; the replay line "
-                      "below runs the case alone and may pass\n",
+                      "keeps across cases (per thread, per world size, per communicator) is wrong\n",
                  r.replay_failures, r.replays);
+    else if (r.fresh_impossible)
+      fmt::print(out, "  steady here: the minimal case failed {} of {} replays in this process; a fresh process "
+                      "cannot be started from it (the MPI world), so if the first replay line passes, the failure "
+                      "depends on the cases before it: the second runs the last {} of them first\n",
+                 r.replay_failures, r.replays, r.history_tail.size());
     else
       fmt::print(out, "  steady: the minimal case failed {} of {} replays{}\n", r.replay_failures, r.replays,
                  r.fresh_checked ? ", and in a fresh process" : "");
     fmt::print(out, "  replay: {}\n", replay_command(o, r.minimal));
+    if (!r.earlier.empty())
+      fmt::print(out, "  replay with the {} earlier case(s) it needs ({}; found in {} fresh processes): {}\n",
+                 r.earlier.size(), r.earlier_minimal ? "none of them can be left out" : "the search ran out of runs",
+                 r.earlier_fresh_runs, replay_command(o, r.minimal, 1, r.earlier));
+    else if (r.depends_on_earlier_cases())
+      fmt::print(out, "  (the cases before it, run first in a fresh process, did not make it fail: the state depends on "
+                      "timing too, or on cases before the last 4096)\n");
+    if (!r.history_tail.empty())
+      fmt::print(out, "  replay after the {} cases before it: {}\n", r.history_tail.size(),
+                 replay_command(o, r.minimal, 1, r.history_tail));
   }
 }
 
@@ -154,20 +169,35 @@ void confirm(const VerifyOptions& o, CaseExecutor& exec, VerifyResult& r, size_t
 
 }  // namespace
 
-VerifyResult run_verify(const VerifyOptions& o, CaseExecutor& exec, std::FILE* out) {
+VerifyResult run_verify(const VerifyOptions& o, CaseExecutor& real, std::FILE* out) {
   VerifyResult r;
   const auto t0 = Clock::now();
   // The executor asks cut_case while a case runs, for this run only.
-  exec.set_should_stop(o.cut_case);
+  real.set_should_stop(o.cut_case);
   struct Unset {
     CaseExecutor& e;
     ~Unset() { e.set_should_stop(nullptr); }
-  } unset{exec};
+  } unset{real};
+  // Every case run goes through the recorder: a failure that depends on
+  // earlier cases is replayed with the ones it needs.
+  RecordingExecutor exec(real, 4096);
   Stats stats;
 
   if (o.replay) {
     fmt::print(out, "collcheck verify: replaying one case on {}{}\n  case: {}", o.impl_spec,
                o.against.empty() ? "" : " against " + o.against, describe_case(*o.replay, 16));
+    if (!o.replay_before.empty()) {
+      // A failure's earlier cases, once each: their outcomes are not this
+      // replay's verdict (they passed where they were recorded).
+      size_t failed_before = 0;
+      for (const Case& b : o.replay_before) {
+        const CaseOutcome ob = run_retrying(o, exec, b);
+        if (cut(ob, r)) break;
+        failed_before += !ob.ok;
+      }
+      fmt::print(out, "  ran the {} earlier case(s) of the file first, in this process ({} of them failed)\n",
+                 o.replay_before.size(), failed_before);
+    }
     const size_t runs = o.repeat == 0 ? 1 : o.repeat;
     CaseOutcome oc;
     size_t failures = 0;
@@ -317,13 +347,7 @@ VerifyResult run_verify(const VerifyOptions& o, CaseExecutor& exec, std::FILE* o
     // Steady only if a fresh process fails too: the replays above ran where
     // the earlier cases had run (issue 31: "steady: 3 of 3" was printed for a
     // failure whose printed replay passes in a fresh mpirun).
-    // Up to three fresh runs, for a failure steady here (a flaky one stays flaky).
-    for (int k = 0; k < 3 && r.replay_failures > 0 && !r.flaky() && !r.fresh_failed && !stopping(o, r); ++k) {
-      const auto fresh = exec.run_fresh(r.minimal);
-      if (!fresh || cut(*fresh, r) || fresh->harness_error) break;
-      r.fresh_checked = true;
-      r.fresh_failed = !fresh->ok;
-    }
+    check_in_fresh_process(o, exec, r);
     // Flaky on a natural schedule: a perturbed one may show it far more often
     // (a race). The best of three perturbation seeds is reported when it fails
     // more often.

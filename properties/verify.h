@@ -34,6 +34,7 @@ struct VerifyOptions {
   double shrink_budget_s = 120;  // shrinking stops here and reports the smallest case so far
   size_t shrink_max_runs = 5000;
   std::optional<Case> replay;    // run exactly this case
+  std::vector<Case> replay_before;  // ...after these, once each, in this order (a failure's earlier cases)
   bool progress = false;         // a one-line progress indicator on stderr
   // A minimal failing case is replayed up to this many times: three failures
   // in the first three runs call it steady, else it is reported as flaky,
@@ -79,6 +80,15 @@ struct VerifyResult {
   // a failure is steady only if it fails there too. Passing there, it depends
   // on earlier cases (state the implementation kept across them).
   bool fresh_checked = false, fresh_failed = false;
+  bool fresh_impossible = false;  // the executor cannot start a fresh process (the MPI world)
+  // Depending on earlier cases: the ones found to make it fail in a fresh
+  // process too (earlier_cases.h), and whether none of them can be left out.
+  std::vector<Case> earlier;
+  bool earlier_minimal = false;
+  size_t earlier_fresh_runs = 0;
+  // Where no fresh process could be tried: the cases run before the minimal
+  // one (the last of them), for a replay that runs them first.
+  std::vector<Case> history_tail;
   bool depends_on_earlier_cases() const { return failed && fresh_checked && !fresh_failed && replay_failures > 0; }
   bool flaky() const { return failed && replays > 0 && replay_failures < replays; }
   // The harness could not run a case, even after retries (no thread or memory
@@ -92,18 +102,25 @@ struct VerifyResult {
 // Runs the verification and prints the report to `out`.
 VerifyResult run_verify(const VerifyOptions& o, CaseExecutor& exec, std::FILE* out);
 
+// After the replays of a steady failure: up to three runs in a fresh process;
+// passing there, the search for the earlier cases it needs (earlier_cases.cc).
+class RecordingExecutor;
+void check_in_fresh_process(const VerifyOptions& o, RecordingExecutor& exec, VerifyResult& r);
+
 // The run as a report (harness/report): one verdict per property; a failed
 // property carries the minimal case and the replay line.
 Report verify_report(const VerifyOptions& o, const VerifyResult& r);
 
-// The command line that replays `c` with the implementation, peers and world of `o`.
+// The command line that replays `c` with the implementation, peers and world of
+// `o`; with `before`, a file of tokens that runs those cases first.
 // A token longer than kMaxInlineToken characters is written to
 // collcheck-replay-<hash>.token in o.token_dir (next to the run's reports, or
 // $TMPDIR, or /tmp: never the working directory, often a user's checkout) and
 // passed as `--replay @file` with the file's path.
 inline constexpr size_t kMaxInlineToken = 8192;
 // With `repeat` > 1 the command runs the case that many times (--repeat).
-std::string replay_command(const VerifyOptions& o, const Case& c, size_t repeat = 1);
+std::string replay_command(const VerifyOptions& o, const Case& c, size_t repeat = 1,
+                           const std::vector<Case>& before = {});
 
 // Leaves out of `space` every dtype/op pair some implementation of `impls`
 // cannot reduce (and the dtypes and ops left with none); returns the pairs

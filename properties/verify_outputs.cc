@@ -11,9 +11,11 @@
 
 namespace collcheck {
 
-std::string replay_command(const VerifyOptions& o, const Case& c, size_t repeat) {
-  std::string token = encode_case(c);
-  if (token.size() > kMaxInlineToken) {
+std::string replay_command(const VerifyOptions& o, const Case& c, size_t repeat, const std::vector<Case>& before) {
+  std::string token;
+  for (const Case& b : before) token += encode_case(b) + "\n";  // run first, one per line
+  token += encode_case(c);
+  if (token.size() > kMaxInlineToken || !before.empty()) {
     // Too long for a shell line ("Argument list too long" near 128 KiB): the
     // token goes to a file named by its content, written atomically.
     std::string dir = o.token_dir;

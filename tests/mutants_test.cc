@@ -4,6 +4,8 @@
 // (the same kit without a bug) pass.
 #include <gtest/gtest.h>
 
+#include <random>
+
 #include <algorithm>
 #include <cstdlib>
 #include <vector>
@@ -27,9 +29,11 @@ std::vector<std::string> mutants() {
 
 std::string mutant_path(const std::string& m) { return std::string(MUTANT_DIR) + "/" + m + ".so"; }
 
-VerifyResult verify_plugin(const std::string& path, uint64_t seed, size_t cases = VerifyOptions{}.cases) {
+VerifyResult verify_plugin(const std::string& path, uint64_t seed, size_t cases = VerifyOptions{}.cases,
+                           bool isolate = false) {
   ImplPtr impl = load_plugin(path);
-  InProcessExecutor exec(RunConfig{impl, default_peers(*impl), 10000ms, {}});
+  auto exec_ptr = make_executor(RunConfig{impl, default_peers(*impl), 10000ms, {}}, isolate);
+  CaseExecutor& exec = *exec_ptr;
   VerifyOptions o;  // the defaults of `collcheck verify`
   o.impl_spec = "plugin:" + path;
   o.seed = seed;
@@ -76,8 +80,19 @@ TEST_P(Mutant, IsCaughtWithinTheDefaultBudgetAndShrinksToASmallReplayableCase) {
     std::printf("[ note    ] COLLCHECK_MUTANT_SEEDS=%zu: seed(s) 1..%zu (the default build runs 3)\n", seeds.size(),
                 seeds.size());
   }
+  // COLLCHECK_SEED=N adds seed N (0x... too), COLLCHECK_SEED=fresh a random
+  // one, printed: the claim "caught" must hold beyond the seeds above.
+  if (const char* env = std::getenv("COLLCHECK_SEED")) {
+    const uint64_t fresh = std::string(env) == "fresh" ? (uint64_t{std::random_device{}()} << 32) | std::random_device{}()
+                                                       : std::strtoull(env, nullptr, 0);
+    std::printf("[ note    ] COLLCHECK_SEED: also seed %#llx (replay: COLLCHECK_SEED=%#llx)\n",
+                static_cast<unsigned long long>(fresh), static_cast<unsigned long long>(fresh));
+    seeds.push_back(fresh);
+  }
   for (uint64_t seed : seeds) {
-    const VerifyResult r = verify_plugin(mutant_path(m), seed);
+    // State across cases is searched for as `collcheck verify` does for a
+    // plugin: isolated (a fresh process for each search step).
+    const VerifyResult r = verify_plugin(mutant_path(m), seed, VerifyOptions{}.cases, m == "thread_plan_cache");
     ASSERT_TRUE(r.failed) << m << " survived " << r.cases_run << " cases with seed " << seed;
     EXPECT_LE(r.failing_case, defaults.cases);
     std::printf("[ mutant  ] %-26s seed %llu: caught at case %4zu by %-28s shrunk in %3zu steps to %s\n", m.c_str(),
@@ -102,9 +117,32 @@ TEST_P(Mutant, IsCaughtWithinTheDefaultBudgetAndShrinksToASmallReplayableCase) {
     // 200 runs.
     // State across cases: the minimal case fails only where earlier cases
     // ran, and verify says so instead of "steady" (a fresh process passes).
+    // The earlier cases it needs are found, and kept in the replay: they,
+    // then the minimal case, fail on fresh rank threads; the case alone passes.
     if (m == "thread_plan_cache") {
       EXPECT_TRUE(r.depends_on_earlier_cases())
           << "fresh checked " << r.fresh_checked << ", fresh failed " << r.fresh_failed << ": " << case_summary(r.minimal);
+      // Kept in the replay either way: the list found, or (where the cases
+      // alone did not reproduce it in a fresh process: a perturbed schedule's
+      // timing) the last cases before it.
+      ASSERT_TRUE(!r.earlier.empty() || !r.history_tail.empty());
+      if (r.earlier.empty()) {
+        std::printf("[ mutant  ] %-26s seed %llu: no list of earlier cases reproduced it in a fresh process; the "
+                    "replay keeps the last %zu cases\n",
+                    m.c_str(), static_cast<unsigned long long>(seed), r.history_tail.size());
+        continue;
+      }
+      std::printf("[ mutant  ] %-26s seed %llu: needs %zu earlier case(s) (%s), found in %zu fresh processes\n",
+                  m.c_str(), static_cast<unsigned long long>(seed), r.earlier.size(),
+                  r.earlier_minimal ? "none can go" : "not minimal", r.earlier_fresh_runs);
+      ImplPtr impl = load_plugin(mutant_path(m));
+      {
+        CaseRunner fresh(RunConfig{impl, default_peers(*impl), 10000ms, {}});
+        for (const Case& e : r.earlier) (void)fresh.run(decode_case(encode_case(e)));
+        EXPECT_FALSE(fresh.run(decode_case(encode_case(r.minimal))).ok) << "the earlier cases no longer reproduce it";
+      }
+      CaseRunner alone(RunConfig{impl, default_peers(*impl), 10000ms, {}});
+      EXPECT_TRUE(alone.run(decode_case(encode_case(r.minimal))).ok) << "the case fails alone: steady, not dependent";
       continue;
     }
     if (!r.flaky() && m != "late_arrival_race") {

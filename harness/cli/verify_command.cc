@@ -162,10 +162,28 @@ int run_verify_command(VerifyFlags& f) {
                                                      "no flag");
       while (!token.empty() && std::isspace(static_cast<unsigned char>(token.back()))) token.pop_back();
     }
-    try {
-      o.replay = collcheck::decode_case(token);
-    } catch (const std::invalid_argument& e) {
-      throw UsageError(fmt::format("--replay: {}", e.what()));
+    // A file may hold several tokens, one per line (a failure that depends on
+    // earlier cases): those run first, once each, and the last is the case.
+    std::vector<std::string> tokens;
+    for (size_t at = 0; at <= token.size();) {
+      const size_t nl = std::min(token.find('\n', at), token.size());
+      std::string t = token.substr(at, nl - at);
+      while (!t.empty() && std::isspace(static_cast<unsigned char>(t.back()))) t.pop_back();
+      if (!t.empty()) tokens.push_back(std::move(t));
+      at = nl + 1;
+    }
+    if (tokens.empty()) throw UsageError("--replay: no token given");
+    if (tokens.size() > 1 && f.replay[0] != '@')
+      throw UsageError("--replay: one token on the command line; several (one per line) only in a file, @FILE");
+    for (size_t k = 0; k < tokens.size(); ++k) {
+      try {
+        Case c = collcheck::decode_case(tokens[k]);
+        if (k + 1 < tokens.size()) o.replay_before.push_back(std::move(c));
+        else o.replay = std::move(c);
+      } catch (const std::invalid_argument& e) {
+        throw UsageError(tokens.size() > 1 ? fmt::format("--replay: line {} of {}: {}", k + 1, f.replay.substr(1), e.what())
+                                           : fmt::format("--replay: {}", e.what()));
+      }
     }
   }
 
@@ -255,12 +273,16 @@ int run_verify_command(VerifyFlags& f) {
   if (o.space.dtypes.empty() || o.space.ops.empty())
     throw UsageError("nothing left to verify: every dtype/op pair asked for is unsupported (see the lines above)");
   if (o.replay) {
-    for (const auto& [flag, x] : all)
-      if (auto why = x->unsupported(o.replay->dtype, o.replay->op))
-        throw UsageError(fmt::format("--replay: {} cannot run this case: {}", x->name(), *why));
-    if (o.replay->p > (mpi ? mpi->size() : kMaxThreadRanks))
-      throw UsageError(fmt::format("--replay: the case has {} ranks and this world has {}", o.replay->p,
-                                   mpi ? mpi->size() : kMaxThreadRanks));
+    std::vector<const collcheck::Case*> every{&*o.replay};
+    for (const auto& b : o.replay_before) every.push_back(&b);
+    for (const collcheck::Case* c : every) {
+      for (const auto& [flag, x] : all)
+        if (auto why = x->unsupported(c->dtype, c->op))
+          throw UsageError(fmt::format("--replay: {} cannot run this case: {}", x->name(), *why));
+      if (c->p > (mpi ? mpi->size() : kMaxThreadRanks))
+        throw UsageError(fmt::format("--replay: the case has {} ranks and this world has {}", c->p,
+                                     mpi ? mpi->size() : kMaxThreadRanks));
+    }
   }
 
   // Refuse up front what the largest case drawn could not fit (issue 13).
