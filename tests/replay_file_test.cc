@@ -54,3 +54,26 @@ TEST(ReplayFile, ABadLineIsNamedAndSeveralTokensNeedAFile) {
   EXPECT_NE(r.out.find("--replay: line 2 of " + file), std::string::npos) << r.out;
   std::filesystem::remove(file);
 }
+
+// In the MPI world no fresh process can be started: "steady here", and a
+// second replay line that runs the case after the cases before it.
+TEST(ReplayFile, TheMpiWorldSaysSteadyHereAndKeepsTheCasesBeforeIt) {
+  const auto r = testutil::run_command(testutil::mpirun(3) + " verify --world mpi --impl plugin:" MUTANT_DIR
+                                                               "/double_contribution.so --cases 200 --seed 1",
+                                       600);
+  ASSERT_EQ(r.code, 1) << r.out;
+  EXPECT_NE(r.out.find("  steady here: the minimal case failed 3 of 3 replays in this process; a fresh process "
+                       "cannot be started from it (the MPI world)"),
+            std::string::npos)
+      << r.out;
+  const auto at = r.out.find("  replay after the ");
+  ASSERT_NE(at, std::string::npos) << r.out;
+  const auto file = r.out.find("--replay @", at);
+  ASSERT_NE(file, std::string::npos) << r.out;
+  const std::string path = r.out.substr(file + 10, r.out.find('\n', file) - file - 10);
+  const auto again = testutil::run_command(testutil::mpirun(3) + " verify --world mpi --impl plugin:" MUTANT_DIR
+                                                                   "/double_contribution.so --replay @" + path,
+                                           300);
+  EXPECT_EQ(again.code, 1) << again.out;
+  EXPECT_NE(again.out.find("earlier case(s) of the file first"), std::string::npos) << again.out;
+}
