@@ -82,52 +82,6 @@ void print_table(std::FILE* out, const VerifyOptions& o, const Stats& s) {
                     "(README, Findings)\n", name, n);
 }
 
-void print_failure(std::FILE* out, const VerifyOptions& o, const VerifyResult& r) {
-  fmt::print(out, "\nFAIL: property {} does not hold\n", r.failure.property);
-  fmt::print(out, "  minimal case: {}", describe_case(r.minimal, 16).insert(0, ""));
-  fmt::print(out, "{}", r.failure.detail);
-  if (r.stepped_back > 0)
-    fmt::print(out, "  note: the {} smaller case(s) at the end of the shrink path did not fail again in {} replays; "
-                    "this is the smallest that did\n",
-               r.stepped_back, r.replays);
-  if (r.natural_replays > 0)
-    fmt::print(out, "  on the natural schedule the minimal case failed {} of {} replays; with the schedule perturbed "
-                    "(seed {:#x}) {} of {}\n",
-               r.natural_failures, r.natural_replays, r.minimal.perturb, r.replay_failures, r.replays);
-  if (r.flaky()) {
-    fmt::print(out, "  flaky: the minimal case fails {} of {} replays (a race or a timing dependence); each replay "
-                    "below runs it {} times and fails if any run fails\n",
-               r.replay_failures, r.replays, r.replays);
-    fmt::print(out, "  replay: {}\n", replay_command(o, r.minimal, r.replays));
-  } else {
-    if (r.replays == 0 && r.interrupted)
-      fmt::print(out, "  not replayed: the run's end came first (steady or flaky is not known)\n");
-    else if (r.depends_on_earlier_cases())
-      fmt::print(out, "  depends on earlier cases: the minimal case failed {} of {} replays in this process, whose rank "
-                      "threads had run the cases before it, but passed in a fresh process: state the implementation "
-                      "keeps across cases (per thread, per world size, per communicator) is wrong\n",
-                 r.replay_failures, r.replays);
-    else if (r.fresh_impossible)
-      fmt::print(out, "  steady here: the minimal case failed {} of {} replays in this process; a fresh process "
-                      "cannot be started from it (the MPI world), so if the first replay line passes, the failure "
-                      "depends on the cases before it: the second runs the last {} of them first\n",
-                 r.replay_failures, r.replays, r.history_tail.size());
-    else
-      fmt::print(out, "  steady: the minimal case failed {} of {} replays{}\n", r.replay_failures, r.replays,
-                 r.fresh_checked ? ", and in a fresh process" : "");
-    fmt::print(out, "  replay: {}\n", replay_command(o, r.minimal));
-    if (!r.earlier.empty())
-      fmt::print(out, "  replay with the {} earlier case(s) it needs ({}; found in {} fresh processes): {}\n",
-                 r.earlier.size(), r.earlier_minimal ? "none of them can be left out" : "the search ran out of runs",
-                 r.earlier_fresh_runs, replay_command(o, r.minimal, 1, r.earlier));
-    else if (r.depends_on_earlier_cases())
-      fmt::print(out, "  (the cases before it, run first in a fresh process, did not make it fail: the state depends on "
-                      "timing too, or on cases before the last 4096)\n");
-    if (!r.history_tail.empty())
-      fmt::print(out, "  replay after the {} cases before it: {}\n", r.history_tail.size(),
-                 replay_command(o, r.minimal, 1, r.history_tail));
-  }
-}
 
 // Runs `c`; a harness error (no thread or memory to be had) is retried three
 // times, after 1, 2 and 4 retry periods, before it is returned.
@@ -389,7 +343,7 @@ VerifyResult run_verify(const VerifyOptions& o, CaseExecutor& real, std::FILE* o
                : r.shrink_budget_reached ? ", stopped by the shrink budget"
                                          : "",
                case_summary(r.original));
-    print_failure(out, o, r);
+    print_verify_failure(out, o, r);
   } else if (r.case_cut) {
     fmt::print(out, "\nNO VERDICT (exit {}): {} cases passed, then the end of the run cut case {} short (the isolated "
                     "child running it was killed; its verdict is not known)\n",

@@ -111,6 +111,10 @@ void check_in_fresh_process(const VerifyOptions& o, RecordingExecutor& exec, Ver
 // property carries the minimal case and the replay line.
 Report verify_report(const VerifyOptions& o, const VerifyResult& r);
 
+// The failure's report: the minimal case, what failed, steady or flaky or
+// depending on earlier cases, and the replay lines.
+void print_verify_failure(std::FILE* out, const VerifyOptions& o, const VerifyResult& r);
+
 // The command line that replays `c` with the implementation, peers and world of
 // `o`; with `before`, a file of tokens that runs those cases first.
 // A token longer than kMaxInlineToken characters is written to
