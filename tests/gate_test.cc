@@ -74,8 +74,12 @@ TEST(Gate, TwiceAsSlowFailsEveryTime) {
 }
 
 TEST(Gate, CorrectnessGatePassesRingAndFailsAMutant) {
-  auto r = testutil::collcheck("gate --impl ring --budget 40 --markdown " + tmp("ring.md") + " --junit " + tmp("ring.xml"), 300);
+  // --report FORMAT=PATH, as on every command (issue 32), beside --junit.
+  auto r = testutil::collcheck("gate --impl ring --budget 40 --markdown " + tmp("ring.md") + " --junit " + tmp("ring.xml") +
+                                   " --report text=" + tmp("ring.txt"),
+                               300);
   EXPECT_EQ(r.code, 0) << r.out;
+  EXPECT_NE(slurp(tmp("ring.txt")).find("PASS  verify: agrees-with-oracle"), std::string::npos) << slurp(tmp("ring.txt"));
   EXPECT_NE(slurp(tmp("ring.md")).find("### collcheck gate ring — passed"), std::string::npos) << slurp(tmp("ring.md"));
   EXPECT_NE(slurp(tmp("ring.xml")).find("verify: agrees-with-oracle"), std::string::npos);
   EXPECT_NE(slurp(tmp("ring.xml")).find("faults: "), std::string::npos);
@@ -104,6 +108,7 @@ TEST(Gate, BadInputIsExit2) {
       {"gate --baseline " + tmp("few.json") + " --candidate " + tmp("few.json") + " --min-samples 3 --max-regression 5x",
        "--max-regression must be a fraction"},
       {"gate --impl ring --baseline a --candidate b", "not both"},
+      {"gate --impl ring --report bogus=" + tmp("x"), "--report: unknown format 'bogus'; formats: junit, text, markdown"},
   };
   for (const auto& b : bad) {
     const auto r = testutil::collcheck(b.args, 60);

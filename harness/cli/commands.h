@@ -151,7 +151,8 @@ struct GateFlags {
   double alpha = 0.05;
   size_t min_samples = 9;
   std::string markdown;  // also appended to $GITHUB_STEP_SUMMARY when that is set and this is not
-  std::string junit;
+  std::string junit;     // --report junit=PATH
+  ReportFlags report;    // --report FORMAT=PATH, as every command
 };
 void add_gate(CLI::App& app, GateFlags& f);
 int run_gate_command(GateFlags& f);

@@ -35,7 +35,8 @@ void add_gate(CLI::App& app, GateFlags& f) {
       ->capture_default_str();
   g->add_option("--markdown", f.markdown,
                 "write the Markdown summary here (default: appended to $GITHUB_STEP_SUMMARY when it is set)");
-  g->add_option("--junit", f.junit, "write JUnit XML here");
+  g->add_option("--junit", f.junit, "write JUnit XML here (the same as --report junit=PATH)");
+  add_report_flag(g, f.report);
 }
 
 namespace {
@@ -107,7 +108,7 @@ int perf_gate(GateFlags& f) {
                          "", 0});
   const int code = r.failed() ? 1 : 0;
   const int md_code = write_markdown(f, gate_markdown(r, limit), code);
-  ReportFlags out;
+  ReportFlags out = f.report;
   if (!f.junit.empty()) out.requests.push_back({"junit", f.junit});
   return finish_reports(out, rep, md_code);
 }
@@ -169,7 +170,7 @@ int correctness_gate(GateFlags& f) {
   else if (vcode != 0 || fcode != 0) code = std::max(vcode, fcode);
   fmt::print("\ncollcheck gate: {}\n", code == 0 ? "PASS" : fmt::format("FAIL (exit {})", code));
   const int md_code = write_markdown(f, render_report("markdown", rep), code);
-  ReportFlags out;
+  ReportFlags out = f.report;
   if (!f.junit.empty()) out.requests.push_back({"junit", f.junit});
   return finish_reports(out, rep, md_code);
 }

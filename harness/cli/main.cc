@@ -198,7 +198,8 @@ int main(int argc, char** argv) {
   const int code = [&]() -> int {
 
   try {
-    for (ReportFlags* r : {&sweep.report, &verify.report, &replay.report, &faults.report, &analyze.report, &soak.report})
+    for (ReportFlags* r :
+         {&sweep.report, &verify.report, &replay.report, &faults.report, &analyze.report, &soak.report, &gate.report})
       parse_reports(*r);  // before the run: a report that cannot be written is bad input
     if (app.got_subcommand("sweep")) return run_sweep_command(sweep, sweep_ranks_given);
     if (app.got_subcommand("verify")) return run_verify_command(verify);
