@@ -10,9 +10,9 @@ namespace collcheck {
 
 namespace {
 // The registry: one line per nemesis.
-const std::array<const NemesisInfo*, 8> kNemeses = {&kMismatchedShape, &kMisordered,       &kMissingWait,
+const std::array<const NemesisInfo*, 9> kNemeses = {&kMismatchedShape, &kMisordered,       &kMissingWait,
                                                     &kSlowLink,        &kStalledRank,      &kCorruptedPayload,
-                                                    &kExtraCall,       &kSkippedCall};
+                                                    &kExtraCall,       &kSkippedCall,      &kLateRank};
 std::vector<NemesisInfo> registry() {
   std::vector<NemesisInfo> v;
   for (const auto* n : kNemeses) v.push_back(*n);

@@ -113,5 +113,6 @@ extern const NemesisInfo kStalledRank;
 extern const NemesisInfo kCorruptedPayload;
 extern const NemesisInfo kExtraCall;
 extern const NemesisInfo kSkippedCall;
+extern const NemesisInfo kLateRank;
 
 }  // namespace collcheck

@@ -14,6 +14,7 @@
 #include <string>
 
 #include "harness/run/scenario_runner.h"
+#include "tests/run_command.h"
 
 using namespace collcheck;
 
@@ -77,4 +78,21 @@ TEST(LateRank, ARankThatNeverArrivesIsMissingNotLate) {
 
 TEST(LateRank, ALittleLateWithinTheDeadlineIsNoFinding) {
   expect_in_both_modes(variant("{sleep: 100}", "{diagnosis: none}"), "100 ms late, deadline 500 ms");
+}
+
+// In the MPI world's guarded mode the ranks on time wait for the late one in
+// the fingerprint exchange. They must be recorded as in the call and blocked
+// on it: before, their records began after the exchange, and under dbtree
+// (whose first read is from another peer) the diagnosis named call_failed on
+// the late rank instead of late_rank. Every reference algorithm, 4 processes.
+TEST(LateRankMpi, GuardedModeNamesTheLateRankUnderEveryAlgorithm) {
+  for (const std::string impl : {"ring", "tree", "dbtree", "hierarchical"}) {
+    const auto r = testutil::run_command(testutil::mpirun(4) + " faults --world mpi --mode guarded --impl " + impl, 300);
+    EXPECT_EQ(r.code, 0) << impl << ":\n" << r.out;
+    const size_t row = r.out.find("\nlate_rank ");
+    ASSERT_NE(row, std::string::npos) << impl << ":\n" << r.out;
+    const std::string line = r.out.substr(row + 1, r.out.find('\n', row + 1) - row - 1);
+    EXPECT_NE(line.find(" guarded    yes "), std::string::npos) << impl << ": " << line;
+    EXPECT_NE(line.find("late_rank [rank 0] [call #3]"), std::string::npos) << impl << ": " << line;
+  }
 }

@@ -83,19 +83,6 @@ void late_rank(const Dumps& dumps, const AnalysisOptions& o, std::vector<Diagnos
       return waited_elsewhere(every, r, group, k, first_in, c ? c->t_started : kNever);
     });
     if (late.empty()) continue;
-    // Of several that came after the others gave up, the ones that came last:
-    // a rank released just after the deadline (in the MPI world's guarded
-    // mode, from the fingerprint exchange it waited in for the late rank,
-    // 3 ms after the deadline) is a consequence, not a second late rank.
-    auto started = [&](int r) {
-      for (const auto& d : dumps)
-        if (d.rank == r)
-          if (const CallRecord* c = call_of(d, k)) return c->t_started;
-      return kNever;
-    };
-    double latest = 0;
-    for (int r : late) latest = std::max(latest, started(r));
-    std::erase_if(late, [&](int r) { return latest - started(r) > 0.5 * (latest - gave_up); });
     double late_at = kNever;  // when the first of those left came
     for (const auto& d : dumps)
       if (const CallRecord* c = call_of(d, k); c && std::find(late.begin(), late.end(), d.rank) != late.end())

@@ -10,6 +10,7 @@
 #include <mutex>
 #include <optional>
 #include <stdexcept>
+#include <string>
 #include <vector>
 
 #include "harness/history/fingerprint.h"
@@ -20,6 +21,16 @@ namespace collcheck {
 class GuardViolation : public std::runtime_error {
  public:
   using std::runtime_error::runtime_error;
+};
+
+// A guard that waits for every rank's fingerprint (the MPI world's exchange)
+// gave up at the call's deadline: `missing` never entered the call. The rank
+// that throws it was waiting in the call for them.
+class GuardTimeout : public std::runtime_error {
+ public:
+  GuardTimeout(const std::string& what, std::vector<int> missing_ranks)
+      : std::runtime_error(what), missing(std::move(missing_ranks)) {}
+  std::vector<int> missing;
 };
 
 // The guard as the scenario runner uses it; each world makes its own

@@ -1,6 +1,9 @@
 // collcheck faults: every nemesis injected into a small training step (the
 // fault table), or the detection property over random scenarios (--random).
 #include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include <map>
 
 #include <unistd.h>
 
@@ -54,6 +57,7 @@ int run_detection_command(FaultsFlags& f, int p, uint64_t seed) {
   const auto gen = collcheck::gen_detection_case(p, p);
   size_t missed = 0;
   double worst_over = 0;
+  std::map<std::string, std::pair<size_t, size_t>> by_fault;  // fault -> (diagnosed as injected, drawn)
   for (size_t i = 0; i < f.random; ++i) {
     const rc::Random ri = base.split();
     const collcheck::DetectionCase c = gen(ri, static_cast<int>(i % (rc::kNominalSize + 1))).value();
@@ -64,6 +68,9 @@ int run_detection_command(FaultsFlags& f, int p, uint64_t seed) {
     if (!root) continue;
     worst_over = std::max(worst_over, o.seconds - o.limit_s);
     const std::string fault = c.fault ? c.fault->kind : "none (clean)";
+    auto& tally = by_fault[fault];
+    tally.first += o.ok ? 1 : 0;
+    ++tally.second;
     ReportCase rc_case{fmt::format("case {}: {} ({})", i + 1, fault, c.guarded ? "guarded" : "unguarded"),
                        o.ok ? ReportCase::Status::Passed : ReportCase::Status::Failed, o.ok ? "" : o.why, "", o.seconds};
     if (!o.ok) {
@@ -90,6 +97,9 @@ int run_detection_command(FaultsFlags& f, int p, uint64_t seed) {
     fmt::print("{} of {} cases diagnosed as injected (no miss, no false alarm: {}); worst time beyond the limit: "
                "{:.3f} s\n",
                f.random - missed, f.random, missed ? "NO" : "yes", worst_over);
+    std::vector<std::string> tallies;
+    for (const auto& [fault, t] : by_fault) tallies.push_back(fmt::format("{} {}/{}", fault, t.first, t.second));
+    fmt::print("by fault (diagnosed as injected/drawn): {}\n", fmt::join(tallies, ", "));
     std::fflush(stdout);
     rep.seconds = std::chrono::duration<double>(Clock::now() - start).count();
     code = finish_reports(f.report, rep, code);

@@ -9,6 +9,7 @@
 #include <stdexcept>
 #include <thread>
 
+#include "harness/check/guard.h"
 #include "harness/world/crash_handler.h"
 
 namespace collcheck {
@@ -316,8 +317,17 @@ void Communicator::call(const CallSpec& c, const void* send, void* recv) {
     throw std::runtime_error(err);
   }
   try {
-    if (options_.before_call && !is_p2p(c.coll)) options_.before_call(fp);
+    // A rank in guarded mode's fingerprint exchange has entered the call: a
+    // peer that keeps it waiting there is late for it, not this rank.
     if (rec) rec->started(fp.seq);
+    try {
+      if (options_.before_call && !is_p2p(c.coll)) options_.before_call(fp);
+    } catch (const GuardTimeout& e) {
+      // It waited in the call for them, as a transfer would have: the dump
+      // shows it blocked on the first that never came.
+      if (rec && !e.missing.empty()) rec->blocked(e.missing.front(), false, tag);
+      throw;
+    }
     const Reduction red = resolve_reduction(c.dtype, c.op, size(), c.scalar);
     execute_call(c, send, recv, red, links_, *impl_, tag, deadline);
   } catch (const std::exception& e) {
