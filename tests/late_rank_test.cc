@@ -10,6 +10,7 @@
 #include <gtest/gtest.h>
 
 #include <fstream>
+#include <regex>
 #include <sstream>
 #include <string>
 
@@ -94,5 +95,23 @@ TEST(LateRankMpi, GuardedModeNamesTheLateRankUnderEveryAlgorithm) {
     const std::string line = r.out.substr(row + 1, r.out.find('\n', row + 1) - row - 1);
     EXPECT_NE(line.find(" guarded    yes "), std::string::npos) << impl << ": " << line;
     EXPECT_NE(line.find("late_rank [rank 0] [call #3]"), std::string::npos) << impl << ": " << line;
+  }
+}
+
+// The late_rank nemesis as the detection property draws it, with default
+// flags on seeds 1, 2 and 3 (issue 31: each item's mutant caught on those
+// seeds): drawn at least once, every draw diagnosed as injected, and the
+// clean cases (the controls) clean.
+TEST(LateRank, TheNemesisIsCaughtByTheDetectionPropertyOnSeeds1To3) {
+  for (const int seed : {1, 2, 3}) {
+    const auto r = testutil::collcheck("faults --random 100 --seed " + std::to_string(seed), 600);
+    EXPECT_EQ(r.code, 0) << "seed " << seed << ":\n" << r.out;
+    std::smatch m;
+    ASSERT_TRUE(std::regex_search(r.out, m, std::regex(R"(late_rank (\d+)/(\d+))"))) << r.out;
+    EXPECT_GE(std::stoi(m[2]), 1) << "seed " << seed;
+    EXPECT_EQ(m[1], m[2]) << "seed " << seed << ": " << m[0];
+    std::smatch clean;
+    ASSERT_TRUE(std::regex_search(r.out, clean, std::regex(R"(none \(clean\) (\d+)/(\d+))"))) << r.out;
+    EXPECT_EQ(clean[1], clean[2]) << "seed " << seed << ": " << clean[0];
   }
 }
