@@ -137,8 +137,7 @@ struct PeerJudgement {
   std::optional<size_t> first_rejected;  // the first element the oracle rejects
   std::string expected_there;            // the oracle's expectation at that element, described
   double max_diff_units = 0;             // worst |impl - peer| / bound before it, over bound-checked elements
-  size_t deviant_elements = 0;           // accepted only under the peer's documented deviation, before it
-  std::string deviation;
+  std::map<std::string, size_t> deviant;  // elements accepted only under the peer's documented deviations, before it
 };
 
 // The properties as a table: a new property is one check function and one

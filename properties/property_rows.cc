@@ -188,9 +188,7 @@ std::optional<Failure> check_peers(CheckContext& x) {
                                                             "rank 0", fmt::format("rank {}", r))};
     }
     const PeerJudgement& j = x.peers[pi];
-    if (j.deviant_elements) {
-      x.out.deviant[j.deviation] += j.deviant_elements;
-    }
+    for (const auto& [name, n] : j.deviant) x.out.deviant[name] += n;
     if (j.first_rejected) {
       const size_t i = *j.first_rejected;
       return Failure{"peers-agree", fmt::format("  peer {} disagrees at element [{}]: {} has {}, {} has {}; oracle: {}\n",

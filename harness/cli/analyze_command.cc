@@ -12,6 +12,7 @@
 #include "harness/model/atomic_file.h"
 #include "harness/model/size.h"
 #include "harness/report/diagnosis_text.h"
+#include "harness/report/timeline.h"
 
 namespace collcheck::cli {
 
@@ -226,6 +227,7 @@ int run_analyze_command(AnalyzeFlags& f) {
                found.empty() ? "" : std::string(collcheck::diagnosis_name(found.front().kind)), "", 0};
   for (const auto& d : found) c.detail += collcheck::format_diagnosis(d) + "\n";
   rep.cases.push_back(std::move(c));
+  rep.runs.push_back(collcheck::timeline_of(fmt::format("analyze {}", dir), dumps, found, -1));
   return finish_reports(f.report, rep, found.empty() ? 0 : 1);
 }
 

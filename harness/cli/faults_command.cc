@@ -12,6 +12,7 @@
 #include "faults/nemesis.h"
 #include "harness/cli/commands.h"
 #include "harness/report/diagnosis_text.h"
+#include "harness/report/timeline.h"
 #include "harness/peers/peer_registry.h"
 #include "harness/world/mpi_world.h"
 #include "impl/algorithm.h"
@@ -197,6 +198,8 @@ int run_faults_command(FaultsFlags& f) {
                      ok ? ReportCase::Status::Passed : ReportCase::Status::Failed, ok ? "" : why, what, r.seconds};
       if (s.deadline_s != base.deadline_s) row.detail += fmt::format("\n(deadline {:.2g} s per call for this fault)", s.deadline_s);
       rep.cases.push_back(std::move(row));
+      rep.runs.push_back(collcheck::timeline_of(fmt::format("{} {}", n.name, guarded ? "guarded" : "unguarded"), r.dumps,
+                                                r.diagnoses, r.time_to_diagnosis));
       if (s.deadline_s != base.deadline_s)
         fmt::print("{:<18} {:<10} (deadline {:.2g} s per call for this fault: its own delays need it)\n", "", "",
                    s.deadline_s);

@@ -11,6 +11,7 @@
 #include "harness/model/atomic_file.h"
 #include "harness/model/size.h"
 #include "harness/report/diagnosis_text.h"
+#include "harness/report/timeline.h"
 #include "harness/run/scenario_runner.h"
 #include "harness/world/mpi_world.h"
 #include "properties/verify.h"
@@ -213,6 +214,8 @@ int run_replay_command(ReplayFlags& f) {
   if (r.diagnoses.empty()) c.detail = "diagnosis: none\n";
   for (const auto& u : r.unfired) c.detail += "note: " + u + "\n";
   rep.cases.push_back(std::move(c));
+  rep.runs.push_back(collcheck::timeline_of(fmt::format("replay {} ({})", s.name, r.guarded ? "guarded" : "unguarded"),
+                                            r.dumps, r.diagnoses, r.time_to_diagnosis));
   // The verdict holds, but the dumps asked for did not land: not a pass.
   const int code = finish_reports(f.report, rep, !ok ? 1 : !r.dump_error.empty() && !f.dump_dir.empty() ? collcheck::kExitOutputLost : 0);
   return mpi ? mpi->agree_exit_code(code) : code;

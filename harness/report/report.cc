@@ -25,6 +25,7 @@ std::vector<ReportFormat>& formats() {
       {"junit", "JUnit XML: one testsuite, one testcase per verdict (CI test reports)", render_junit},
       {"text", "plain text: one line per verdict, then each failure's body", render_text},
       {"markdown", "Markdown: a verdict table and each failure's body (a CI step summary)", render_markdown},
+      {"trace", "Chrome/Perfetto trace (Trace Event Format JSON): a track per rank with calls, transfers, waits and stalls, each diagnosis a mark (open in ui.perfetto.dev or chrome://tracing)", render_trace},
   };
   return f;
 }

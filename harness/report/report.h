@@ -10,6 +10,7 @@
 #pragma once
 
 #include <functional>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -26,11 +27,38 @@ struct ReportCase {
   double seconds = 0;
 };
 
+// What a run did over time, to look at (the trace format draws it; the
+// others leave it out): one track per rank and communicator, the calls,
+// transfers, waits, blocked waits and stalls as slices, each diagnosis a mark.
+// Commands that ran scenarios (replay, the fault table) fill it from the
+// flight recorders' dumps (timeline.h).
+struct TimelineSlice {
+  size_t track = 0;      // index into TimelineRun::tracks
+  std::string name;      // "#3 all_reduce bucket_2", "recv from rank 2", ...
+  std::string category;  // call, transfer, wait, blocked, stall, queued
+  double start_s = 0, end_s = 0;  // seconds from the run's start
+  bool overlaps = false;  // may overlap other slices of its track (a transfer, a wait): drawn apart
+  std::vector<std::pair<std::string, std::string>> args;
+};
+struct TimelineMark {
+  std::optional<size_t> track;  // none: the whole run
+  std::string name;
+  double t_s = 0;
+  std::string text;
+};
+struct TimelineRun {
+  std::string name;  // "replay swapped_buckets (guarded)", "late_rank guarded"
+  std::vector<std::string> tracks;  // "rank 0", "rank 0 · group stage0", ...
+  std::vector<TimelineSlice> slices;
+  std::vector<TimelineMark> marks;
+};
+
 struct Report {
   std::string command;  // "verify", "faults", ...
   std::string suite;    // "collcheck verify ring": what ran
   std::vector<std::pair<std::string, std::string>> properties;  // seed, cases, world, ...
   std::vector<ReportCase> cases;
+  std::vector<TimelineRun> runs;  // empty unless the command ran scenarios
   double seconds = 0;
   size_t count(ReportCase::Status s) const;
 };
@@ -41,7 +69,7 @@ struct ReportFormat {
   std::function<std::string(const Report&)> render;
 };
 
-// The formats, in registration order: junit, text, markdown.
+// The formats, in registration order: junit, text, markdown, trace.
 const std::vector<ReportFormat>& report_formats();
 // Adds a format (a name already taken throws std::invalid_argument); the other
 // removes one, for tests that add a throwaway format.
