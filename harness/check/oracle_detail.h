@@ -3,7 +3,13 @@
 // arithmetic's type and its error constants. Not for use outside the oracle.
 #pragma once
 
+#include <cstdint>
 #include <limits>
+#include <optional>
+#include <span>
+#include <vector>
+
+#include "harness/check/oracle.h"
 
 namespace collcheck::oracle_detail {
 
@@ -11,5 +17,31 @@ using LD = long double;
 static_assert(std::numeric_limits<LD>::digits >= 64, "the oracle's reference values need a 64-bit significand");
 constexpr LD kLdEps = 0x1p-63L;  // at least the relative error of one long double operation
 constexpr LD kWiden = 0x1p-40L;  // widening of every bound for the double arithmetic that derived it
+
+// oracle.cc: element helpers.
+uint64_t canonical_nan(DType t);  // any NaN of t, canonicalised
+bool is_nan_bits(DType t, uint64_t b);
+uint64_t fold(const Reduction& red, std::span<const uint64_t> ys);  // rank order, with the element semantics
+// Every result some reduction order can give, when there are few (else none).
+std::optional<std::vector<uint64_t>> small_outcome_set(const Reduction& red, std::span<const uint64_t> ys);
+double lowest_bit_weight(double v);
+
+// oracle.cc: every outcome of combining ys in any binary-tree order (false
+// when a set grows past cap or the work past budget combining steps).
+bool all_order_outcomes(const Reduction& red, std::span<const uint64_t> ys, std::vector<uint64_t>& out,
+                        size_t cap = 64, size_t budget = 60000);
+
+// oracle_model.cc: the arithmetic of the bounds, and the model of a sum.
+LD pow_up(LD d, int n);    // (1 + d)^n rounded up
+LD pow_down(LD d, int n);  // (1 - d)^n rounded down
+double round_down(LD v);
+double round_up(LD v);
+uint64_t signed_bits(DType t, bool negative, double magnitude);
+Expectation interval(DType t, bool has_range, LD lo, LD hi, LD slack, std::vector<uint64_t> specials);
+Expectation bitwise(uint64_t bits);
+Expectation expect_sum(const Reduction& red, std::span<const uint64_t> values, std::span<const uint64_t> ys,
+                       std::span<const double> y);
+// oracle_prod.cc: the model of a product.
+Expectation expect_prod(const Reduction& red, std::span<const uint64_t> ys, std::span<const double> y);
 
 }  // namespace collcheck::oracle_detail

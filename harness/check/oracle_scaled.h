@@ -1,0 +1,66 @@
+// The oracle's positive magnitudes with their exponent kept apart (the model
+// of a product, and of a sum's bounds). Not for use outside the oracle.
+#pragma once
+
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <limits>
+
+#include "harness/check/oracle_detail.h"
+
+namespace collcheck::oracle_detail {
+
+// A positive magnitude m * 2^e with its exponent kept apart.
+struct Scaled {
+  LD m = 0.5L;  // in [0.5, 1)
+  int64_t e = 1;
+  // x87's 80-bit long double: a 64-bit significand with its leading bit
+  // explicit, then the sign and a 15-bit exponent (bias 16383) at byte 8.
+  // frexp and ldexp of a positive normal value are then a swap of that
+  // exponent field: exact, and without the libm calls, which were a tenth
+  // of verify's time. Anything else takes the libm way.
+  static constexpr bool kX87 = std::numeric_limits<LD>::digits == 64 && std::numeric_limits<LD>::max_exponent == 16384;
+  static constexpr int kHalfExp = 16382;  // the field of a value in [0.5, 1)
+  static uint16_t exp_field(const LD& v) {
+    uint16_t se;
+    std::memcpy(&se, reinterpret_cast<const char*>(&v) + 8, 2);
+    return se;
+  }
+  static LD with_exp_field(LD v, uint16_t se) {
+    std::memcpy(reinterpret_cast<char*>(&v) + 8, &se, 2);
+    return v;
+  }
+  static Scaled of(LD v) {
+    if constexpr (kX87) {
+      const uint16_t se = exp_field(v);
+      if (se != 0 && se < 0x7fff) return {with_exp_field(v, kHalfExp), static_cast<int64_t>(se) - kHalfExp};
+    }
+    int ex = 0;
+    const LD f = std::frexp(v, &ex);
+    return {f, ex};
+  }
+  friend Scaled operator*(Scaled a, Scaled b) {
+    // a.m * b.m is in [0.25, 1) (its rounding cannot reach 1: the largest
+    // m squared rounds to 1 - 2^-63), so frexp's normalization is at most
+    // one doubling, which is exact: the same result without the libm call.
+    LD f = a.m * b.m;
+    int64_t e = a.e + b.e;
+    if (f < 0.5L) {
+      f *= 2;
+      e -= 1;
+    }
+    return {f, e};
+  }
+  friend bool operator<(Scaled a, Scaled b) { return a.e != b.e ? a.e < b.e : a.m < b.m; }
+  LD value() const {  // saturating at long double's range (far beyond every dtype's)
+    if (e > 16000) return std::numeric_limits<LD>::infinity();
+    if (e < -16000) return 0;
+    if constexpr (kX87) {
+      if (exp_field(m) == kHalfExp) return with_exp_field(m, static_cast<uint16_t>(kHalfExp + e));
+    }
+    return std::ldexp(m, static_cast<int>(e));
+  }
+};
+
+}  // namespace collcheck::oracle_detail
