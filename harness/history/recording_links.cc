@@ -1,0 +1,77 @@
+// Links that record every transfer and every blocking wait into a flight
+// recorder (recording_links).
+#include "harness/history/flight_recorder.h"
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include <algorithm>
+#include <limits>
+#include <optional>
+#include <stdexcept>
+
+namespace collcheck {
+
+namespace {
+
+class RecordingRequest final : public LinkRequest {
+ public:
+  RecordingRequest(RequestPtr inner, FlightRecorder& rec, TransferRecord t, std::span<const std::byte> data)
+      : inner_(std::move(inner)), rec_(rec), t_(t), data_(data) {}
+  bool test() override {
+    if (done_) return true;
+    if (!inner_->test()) return false;
+    finish();
+    return true;
+  }
+  void wait(Deadline deadline) override {
+    if (done_) return;
+    rec_.blocked(t_.send ? t_.dst : t_.src, t_.send, t_.tag);
+    try {
+      inner_->wait(deadline);
+    } catch (...) {
+      // Stay "blocked" in the record: the dump shows what this rank was waiting for.
+      throw;
+    }
+    rec_.unblocked();
+    finish();
+  }
+
+ private:
+  void finish() {
+    done_ = true;
+    t_.t_completed = rec_.now();
+    t_.checksum = fnv1a(data_.data(), data_.size());
+    rec_.transfer(t_);
+  }
+  RequestPtr inner_;
+  FlightRecorder& rec_;
+  TransferRecord t_;
+  std::span<const std::byte> data_;
+  bool done_ = false;
+};
+
+class RecordingLinks final : public LinksDecorator {
+ public:
+  RecordingLinks(Links& inner, FlightRecorder& rec) : LinksDecorator(inner), rec_(rec) {}
+  RequestPtr isend(int peer, Tag tag, std::span<const std::byte> data) override {
+    TransferRecord t{rank(), peer, tag, ordinal_[{peer, tag, true}]++, data.size(), rec_.now(), -1, 0, true};
+    return std::make_unique<RecordingRequest>(inner_.isend(peer, tag, data), rec_, t, data);
+  }
+  RequestPtr irecv(int peer, Tag tag, std::span<std::byte> data) override {
+    TransferRecord t{peer, rank(), tag, ordinal_[{peer, tag, false}]++, data.size(), rec_.now(), -1, 0, false};
+    return std::make_unique<RecordingRequest>(inner_.irecv(peer, tag, data), rec_, t, data);
+  }
+
+ private:
+  FlightRecorder& rec_;
+  std::map<std::tuple<int, Tag, bool>, uint64_t> ordinal_;
+};
+
+}  // namespace
+
+std::unique_ptr<Links> recording_links(Links& inner, FlightRecorder& rec) {
+  return std::make_unique<RecordingLinks>(inner, rec);
+}
+
+}  // namespace collcheck
