@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Every #include "room/..." of the project must point at the same room or at a
 # room its row in harness/README.md allows (directly or through the rooms that
-# one allows). Prints each violation with file and line; exit 1 if any.
+# one allows), and no source file is over 450 lines. Prints each violation
+# with file and line; exit 1 if any.
 set -euo pipefail
 root=${1:-$(cd "$(dirname "$0")/.." && pwd)}
 table="$root/harness/README.md"
@@ -54,4 +55,17 @@ while IFS= read -r file; do
   done < <(grep -n '^#include "' "$file" | sed -E 's/^([0-9]+):#include "([^"]+)".*/\1:\2/')
 done < <(git ls-files '*.cc' '*.h' 2>/dev/null || find . -name '*.cc' -o -name '*.h' | sed 's#^\./##')
 echo "arrows: $checked includes between rooms checked, $bad against the table"
-[ $bad -eq 0 ]
+
+# No source file over 450 lines (tests, tools and plugins included): a file
+# that grows past it is split along what it does.
+long=0 files=0
+while IFS= read -r file; do
+  files=$((files + 1))
+  n=$(wc -l < "$file")
+  if [ "$n" -gt 450 ]; then
+    echo "$file: $n lines, above 450"
+    long=$((long + 1))
+  fi
+done < <(git ls-files '*.cc' '*.h' '*.cpp' '*.c' '*.cu' 2>/dev/null || find . \( -name '*.cc' -o -name '*.h' \) -not -path './build/*' | sed 's#^\./##')
+echo "arrows: $files source files checked, $long above 450 lines"
+[ $bad -eq 0 ] && [ $long -eq 0 ]
