@@ -1,4 +1,6 @@
 #include "properties/verify.h"
+
+#include <optional>
 #include "properties/earlier_cases.h"
 
 #include "harness/model/data.h"
@@ -215,7 +217,12 @@ VerifyResult run_verify(const VerifyOptions& o, CaseExecutor& real, std::FILE* o
   std::fflush(out);
   rc::Random base(o.seed);
   const auto gen = gen_case(o.space);
-  auto last_progress = t0;
+  std::optional<Progress> progress;
+  if (o.progress != ProgressStyle::Off) {
+    progress.emplace("verify", "cases", o.progress);
+    progress->count(0, o.cases);
+    if (o.time_budget_s > 0) progress->budget(o.time_budget_s);
+  }
   for (size_t i = 0; i < o.cases; ++i) {
     if (o.time_budget_s > 0 && Seconds(Clock::now() - t0).count() >= o.time_budget_s) {
       r.budget_reached = true;
@@ -236,11 +243,7 @@ VerifyResult run_verify(const VerifyOptions& o, CaseExecutor& real, std::FILE* o
       r.failure = oc.failure;
       break;
     }
-    if (o.progress && Clock::now() - last_progress > std::chrono::milliseconds(200)) {
-      last_progress = Clock::now();
-      std::fprintf(stderr, "\r  %zu/%zu cases, %.1f s ", r.cases_run, o.cases, Seconds(last_progress - t0).count());
-      std::fflush(stderr);
-    }
+    if (progress) progress->count(r.cases_run, o.cases);
     if (oc.ok) {
       stats.add(c, oc);
       continue;
@@ -250,14 +253,23 @@ VerifyResult run_verify(const VerifyOptions& o, CaseExecutor& real, std::FILE* o
     r.failed = true;
     r.failing_case = i + 1;
     r.original = c;
-    if (o.progress) std::fprintf(stderr, "\r  case %zu failed (%s); shrinking...          ", i + 1,
-                                 oc.failure.property.c_str());
+    const auto s0 = Clock::now();
+    if (progress) {  // no more cases: the time left is the shrinking's
+      progress->count(r.cases_run, 0);
+      progress->limit_from_now(o.shrink_budget_s);
+    }
+    const auto shrinking = [&] {
+      if (progress)
+        progress->phase(fmt::format("case {} failed ({}): shrinking, {} runs, {} steps, {:.0f} s of {:.0f} s", i + 1,
+                                    oc.failure.property, r.shrink_runs, r.shrink_steps, Seconds(Clock::now() - s0).count(),
+                                    o.shrink_budget_s));
+    };
     rc::Shrinkable<Case> cur = sh;
     Failure curf = oc.failure;
     // Every accepted step, for when the smallest case does not fail again (a
     // flaky failure can make a shrink that only failed by chance look good).
     std::vector<std::pair<Case, Failure>> path{{c, oc.failure}};
-    const auto s0 = Clock::now();
+    shrinking();
     bool progressed = true;
     while (progressed && !r.shrink_budget_reached) {
       progressed = false;
@@ -274,6 +286,7 @@ VerifyResult run_verify(const VerifyOptions& o, CaseExecutor& real, std::FILE* o
           break;
         }
         ++r.shrink_runs;
+        shrinking();
         if (!so.harness_error && !so.ok && shrink_keeps(so.failure, curf)) {
           cur = *m;
           curf = so.failure;
@@ -286,7 +299,10 @@ VerifyResult run_verify(const VerifyOptions& o, CaseExecutor& real, std::FILE* o
     }
     r.minimal = cur.value();
     r.failure = curf;
-    if (o.progress) std::fprintf(stderr, "\r  replaying the minimal case...                    ");
+    if (progress) {
+      progress->limit_from_now(0);
+      progress->phase(fmt::format("case {} failed ({}): replaying the minimal case", i + 1, curf.property));
+    }
     const size_t n = o.repeat == 0 ? 20 : o.repeat;
     confirm(o, exec, r, n);
     // Never fails again: step back along the shrink path to the smallest case
@@ -325,7 +341,7 @@ VerifyResult run_verify(const VerifyOptions& o, CaseExecutor& real, std::FILE* o
     }
     break;
   }
-  if (o.progress) std::fprintf(stderr, "\r%60s\r", "");
+  progress.reset();  // the bar goes before the summary
   r.seconds = Seconds(Clock::now() - t0).count();
 
   print_table(out, o, stats);

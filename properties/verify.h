@@ -10,6 +10,7 @@
 #include <optional>
 #include <string>
 
+#include "harness/report/progress.h"
 #include "harness/report/report.h"
 #include "properties/executor.h"
 #include "properties/generators.h"
@@ -35,7 +36,7 @@ struct VerifyOptions {
   size_t shrink_max_runs = 5000;
   std::optional<Case> replay;    // run exactly this case
   std::vector<Case> replay_before;  // ...after these, once each, in this order (a failure's earlier cases)
-  bool progress = false;         // a one-line progress indicator on stderr
+  ProgressStyle progress = ProgressStyle::Off;  // on stderr (harness/report/progress.h)
   // A minimal failing case is replayed up to this many times: three failures
   // in the first three runs call it steady, else it is reported as flaky,
   // "fails k of N", with a command that repeats it. With `replay`: the case

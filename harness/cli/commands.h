@@ -14,6 +14,7 @@
 
 #include "harness/cli/cli_util.h"
 #include "harness/metrics/metrics.h"
+#include "harness/report/progress.h"
 #include "harness/report/report.h"
 #include "harness/run/scenario_runner.h"
 #include "harness/run/sweep.h"
@@ -40,6 +41,12 @@ void parse_reports(ReportFlags& f);
 // cannot be written is an error (exit 5, kExitOutputLost) unless the verdict
 // already failed.
 int finish_reports(const ReportFlags& f, const Report& r, int code);
+
+// --progress (harness/report/progress.h): the flag, and its style for this
+// process (Off on every MPI rank but 0, which speaks for the world). Bad
+// values are a UsageError naming the choices.
+void add_progress_flag(CLI::App* command, std::string& f);
+ProgressStyle progress_for(const std::string& f);
 
 // The up-front memory check of every command (issue 13): refuses with a
 // UsageError, before any work, when this process needs `need` bytes and its
@@ -144,6 +151,7 @@ struct GateFlags {
   std::string impl;
   std::string against;
   double budget = 300;  // seconds in all: verify's cases, shrinking and replays, then the fault table
+  std::string progress = "auto";  // verify's progress on stderr (harness/report/progress.h)
   double timeout = 10;  // the deadline of each all-reduce call
   // Performance: two sweep --json files.
   std::string baseline, candidate;
@@ -164,6 +172,7 @@ struct ReplayFlags {
   std::string dump_dir;
   std::string max_input_bytes = "16M";
   std::string max_steps = "200000";
+  std::string progress = "auto";
   ReportFlags report;
 };
 void add_replay(CLI::App& app, ReplayFlags& f);
@@ -190,6 +199,7 @@ struct FaultsFlags {
   size_t random = 0;  // > 0: the detection property, this many random cases
   std::string seed = "1";
   std::string keep_dumps;  // --keep-dumps DIR: where a failed row's dumps are kept ("" = not kept)
+  std::string progress = "auto";  // --random's progress on stderr
   ReportFlags report;
   std::function<bool()> should_stop;  // not a flag: gate's total budget; rows after it are not run (threads only)
 };

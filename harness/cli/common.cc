@@ -38,6 +38,22 @@ void parse_reports(ReportFlags& f) {
   }
 }
 
+void add_progress_flag(CLI::App* command, std::string& f) {
+  command->add_option("--progress", f, "progress on stderr: auto (a bar on a terminal, a line every 30 s elsewhere), bar, lines, off")
+      ->capture_default_str();
+}
+
+ProgressStyle progress_for(const std::string& f) {
+  ProgressStyle st = ProgressStyle::Off;
+  try {
+    st = progress_style(f);
+  } catch (const std::invalid_argument& e) {
+    throw UsageError(e.what());
+  }
+  const MpiWorld* mpi = MpiWorld::get();
+  return mpi && mpi->rank() != 0 ? ProgressStyle::Off : st;
+}
+
 int finish_reports(const ReportFlags& f, const Report& r, int code) {
   if (f.capture) *f.capture = r;
   if (f.requests.empty()) return code;

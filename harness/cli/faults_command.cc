@@ -4,6 +4,7 @@
 #include <fmt/ranges.h>
 
 #include <map>
+#include <optional>
 
 #include <unistd.h>
 
@@ -35,6 +36,7 @@ void add_faults(CLI::App& app, FaultsFlags& f) {
   fa->add_option("--keep-dumps", f.keep_dumps,
                  "keep the flight-recorder dumps of a row that is not diagnosed as injected here, one folder per row "
                  "(default: every row's dumps are removed)");
+  add_progress_flag(fa, f.progress);
   add_report_flag(fa, f.report);
 }
 
@@ -59,7 +61,13 @@ int run_detection_command(FaultsFlags& f, int p, uint64_t seed) {
   size_t missed = 0;
   double worst_over = 0;
   std::map<std::string, std::pair<size_t, size_t>> by_fault;  // fault -> (diagnosed as injected, drawn)
+  std::optional<collcheck::Progress> progress;
+  if (const auto st = progress_for(f.progress); st != collcheck::ProgressStyle::Off) {
+    progress.emplace("faults", "cases", st);
+    progress->count(0, f.random);
+  }
   for (size_t i = 0; i < f.random; ++i) {
+    if (progress) progress->count(i, f.random);
     const rc::Random ri = base.split();
     const collcheck::DetectionCase c = gen(ri, static_cast<int>(i % (rc::kNominalSize + 1))).value();
     const auto replay = [&](const collcheck::Scenario& s) {
@@ -81,6 +89,7 @@ int run_detection_command(FaultsFlags& f, int p, uint64_t seed) {
     rep.cases.push_back(std::move(rc_case));
     if (!o.ok) {
       ++missed;
+      if (progress) progress->clear();
       fmt::print("case {}: {} ({}): {}\n", i + 1, fault, c.guarded ? "guarded" : "unguarded", o.why);
       for (const auto& d : o.result.diagnoses) fmt::print("  {}\n", collcheck::format_diagnosis(d));
       // The case as a scenario file: `collcheck replay` reruns it.
@@ -93,6 +102,7 @@ int run_detection_command(FaultsFlags& f, int p, uint64_t seed) {
       }
     }
   }
+  progress.reset();
   int code = missed ? 1 : 0;
   if (root) {
     fmt::print("{} of {} cases diagnosed as injected (no miss, no false alarm: {}); worst time beyond the limit: "

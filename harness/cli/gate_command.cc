@@ -24,6 +24,7 @@ void add_gate(CLI::App& app, GateFlags& f) {
                 "correctness: seconds in all: verify draws cases for half of it (shrinking a failure and its replays "
                 "stop at the end of it), the fault table has the rest; a row past the end is not run (exit 3)")
       ->capture_default_str();
+  add_progress_flag(g, f.progress);
   g->add_option("--timeout", f.timeout, "correctness: the deadline of each all-reduce call, in seconds")
       ->capture_default_str();
   g->add_option("--baseline", f.baseline, "performance: sweep --json of the baseline");
@@ -130,7 +131,7 @@ int correctness_gate(GateFlags& f) {
   v.time_budget = 0.5 * f.budget;
   v.should_stop = spent;
   v.timeout = f.timeout;
-  v.progress = "off";
+  v.progress = f.progress;  // a long gate says it is alive (a line every 30 s in a CI log)
   v.report.capture = &verify_rep;
   const int vcode = run_verify_command(v);
   FaultsFlags fl;

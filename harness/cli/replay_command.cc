@@ -1,5 +1,7 @@
 // collcheck replay: a scenario file run to its diagnosis.
 #include <fmt/format.h>
+
+#include <optional>
 #include <fmt/ranges.h>
 #include <unistd.h>
 
@@ -30,6 +32,7 @@ void add_replay(CLI::App& app, ReplayFlags& f) {
   r->add_option("--max-input-bytes", f.max_input_bytes, "the largest scenario file read (a size: 16M, 1G)")
       ->capture_default_str();
   r->add_option("--max-steps", f.max_steps, "the most steps of all programs together")->capture_default_str();
+  add_progress_flag(r, f.progress);
   add_report_flag(r, f.report);
 }
 
@@ -156,8 +159,16 @@ int run_replay_command(ReplayFlags& f) {
                        s.file, collcheck::format_bytes(need), mpi ? 1 : s.ranks, collcheck::format_bytes(have));
   });
   collcheck::ReplayResult r;
+  std::optional<collcheck::Progress> progress;
+  if (const auto st = progress_for(f.progress); st != collcheck::ProgressStyle::Off) {
+    progress.emplace("replay", "", st);
+    progress->phase(fmt::format("{} ranks {}, {} mode; the run's limit is {:.0f} s", s.ranks,
+                                mpi ? "as MPI processes" : "as threads", o.guarded.value_or(s.guarded) ? "guarded" : "unguarded",
+                                collcheck::replay_limit_s(s)));
+  }
   try {
     r = replay_here(s, o);
+    progress.reset();
   } catch (const collcheck::ScenarioUnavailable& e) {
     // As verify does: exit 77, which CI reads as a skip.
     if (!mpi || mpi->rank() == 0) fmt::print("collcheck replay: SKIPPED (not a pass): {}\n", e.what());

@@ -67,8 +67,7 @@ void add_verify(CLI::App& app, VerifyFlags& f) {
   v->add_option("--replay", f.replay,
                 "run exactly the case of this replay token (printed by a failing run), or @FILE for a token in a file");
   v->add_option("--junit", f.junit, "also write the result as JUnit XML to this file (one testcase per property)");
-  v->add_option("--progress", f.progress, "progress line on stderr: auto (when a terminal), on, off")
-      ->capture_default_str();
+  add_progress_flag(v, f.progress);
   v->add_option("--sequences", f.sequences,
                 "on: one case in six (p <= 16) is 2 to 4 calls on one communicator, varied one field at a time, "
                 "sync and async; off: every case is one call")
@@ -142,9 +141,7 @@ int run_verify_command(VerifyFlags& f) {
   if (f.one_of_ranks != kOneOfDefaultRanks) o.run_flags += fmt::format(" --one-of-ranks {}", f.one_of_ranks);
   if (f.isolate != "auto" && f.isolate != "on" && f.isolate != "off")
     throw UsageError(fmt::format("--isolate must be auto, on or off, got '{}'", f.isolate));
-  if (f.progress != "auto" && f.progress != "on" && f.progress != "off")
-    throw UsageError(fmt::format("--progress must be auto, on or off, got '{}'", f.progress));
-  o.progress = f.progress == "on" || (f.progress == "auto" && ::isatty(STDERR_FILENO));
+  o.progress = progress_for(f.progress);
   for (const auto& [flag, value, into] : {std::tuple{"--sequences", &f.sequences, &o.space.sequences},
                                           std::tuple{"--perturb", &f.perturb, &o.space.perturb}}) {
     if (*value != "on" && *value != "off") throw UsageError(fmt::format("{} must be on or off, got '{}'", flag, *value));

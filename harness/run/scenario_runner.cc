@@ -38,17 +38,6 @@ std::chrono::milliseconds millis(double s) {
 
 namespace {
 
-// The run's limit: every call may take its deadline twice (in guarded mode a
-// rank may first wait a deadline for the others' fingerprints), plus the sleeps.
-double run_limit_s(const Scenario& s) {
-  double longest = 0;
-  for (int r = 0; r < s.ranks; ++r) {
-    double t = 0;
-    for (const auto& st : s.program(r)) t += st.kind == Step::Sleep ? st.sleep_ms / 1e3 : 2 * s.deadline_s;
-    longest = std::max(longest, t);
-  }
-  return longest + 2 * s.deadline_s + 2;
-}
 
 bool stalls(const Scenario& s, int r) {
   for (const auto& st : s.program(r))
@@ -78,6 +67,18 @@ std::string verdict_text(RankResults& outs, const std::vector<FaultTally>& talli
 }
 
 }  // namespace
+
+// The run's limit: every call may take its deadline twice (in guarded mode a
+// rank may first wait a deadline for the others' fingerprints), plus the sleeps.
+double replay_limit_s(const Scenario& s) {
+  double longest = 0;
+  for (int r = 0; r < s.ranks; ++r) {
+    double t = 0;
+    for (const auto& st : s.program(r)) t += st.kind == Step::Sleep ? st.sleep_ms / 1e3 : 2 * s.deadline_s;
+    longest = std::max(longest, t);
+  }
+  return longest + 2 * s.deadline_s + 2;
+}
 
 ReplayResult replay_scenario(const Scenario& in, const ReplayOptions& o) {
   ThreadWorld world(in.ranks);
@@ -124,7 +125,7 @@ ReplayResult replay_scenario(const Scenario& in, const ReplayOptions& o, World& 
   // A crash dumps every rank's recorder where the dumps would go anyway.
   set_crash_dump_dir(!o.dump_dir.empty() ? o.dump_dir : temp_dir("crash", epoch));
   set_crash_context(fmt::format("replaying {} ({})", s.file, s.name));
-  const double limit_s = run_limit_s(s);
+  const double limit_s = replay_limit_s(s);
   const auto timeout = millis(s.deadline_s);
   // What the rank bodies touch lives on the heap, owned by the bodies too: a
   // body that never returns (stuck inside the implementation) keeps it alive

@@ -59,6 +59,11 @@ struct ReplayResult {
 // dump to the root and diagnoses from those files alone. Throws ScenarioError
 // for a scenario that cannot run (bad faults, an implementation that does not
 // exist or not in this world, an MPI scenario outside mpirun).
+// The run's limit in seconds: every call may take its deadline twice (in
+// guarded mode a rank may first wait a deadline for the others'
+// fingerprints), plus the sleeps; a run past it is hung.
+double replay_limit_s(const Scenario& s);
+
 ReplayResult replay_scenario(const Scenario& s, const ReplayOptions& o, World& world);
 // The same in a thread world of s.ranks ranks.
 ReplayResult replay_scenario(const Scenario& s, const ReplayOptions& o = {});
