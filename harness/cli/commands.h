@@ -15,6 +15,7 @@
 #include "harness/cli/cli_util.h"
 #include "harness/metrics/metrics.h"
 #include "harness/report/progress.h"
+#include "properties/fault_table.h"
 #include "harness/report/report.h"
 #include "harness/run/scenario_runner.h"
 #include "harness/run/sweep.h"
@@ -205,5 +206,10 @@ struct FaultsFlags {
 };
 void add_faults(CLI::App& app, FaultsFlags& f);
 int run_faults_command(FaultsFlags& f);
+// The fault table as a job (faults, and gate's second step): the header, a
+// line per row as it ends and the verdict on the root; the rows as `rep`'s
+// verdicts. Returns the root's code (0, 1, or 3 when rows were not run); the
+// caller writes the reports and agrees on the exit code.
+int fault_table_job(const FaultTableOptions& o, Report& rep);
 
 }  // namespace collcheck::cli

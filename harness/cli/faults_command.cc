@@ -18,6 +18,7 @@
 #include "harness/world/mpi_world.h"
 #include "impl/algorithm.h"
 #include "properties/detection.h"
+#include "properties/fault_table.h"
 #include "properties/verify.h"
 
 namespace collcheck::cli {
@@ -141,92 +142,64 @@ int run_faults_command(FaultsFlags& f) {
     if (ranks > 8) throw UsageError(fmt::format("--random draws worlds of at most 8 ranks, got {}", ranks));
     return run_detection_command(f, ranks, seed);
   }
-  const bool root = !mpi || mpi->rank() == 0;
-  const collcheck::Scenario base = collcheck::fault_table_scenario(ranks, f.impl);
-  const auto start = Clock::now();
+  collcheck::FaultTableOptions o;
+  o.ranks = ranks;
+  o.impl = f.impl;
+  o.guarded = f.mode != "unguarded";
+  o.unguarded = f.mode != "guarded";
+  o.keep_dumps = f.keep_dumps;
+  if (!mpi) o.should_stop = f.should_stop;
+  o.root = !mpi || mpi->rank() == 0;
   Report rep;
+  int code = fault_table_job(o, rep);
+  if (o.root) code = finish_reports(f.report, rep, code);
+  return mpi ? mpi->agree_exit_code(code) : code;  // every rank exits with rank 0's verdict
+}
+
+int fault_table_job(const collcheck::FaultTableOptions& o, Report& rep) {
+  const collcheck::MpiWorld* mpi = collcheck::MpiWorld::get();
+  const collcheck::Scenario base = collcheck::fault_table_scenario(o.ranks, o.impl);
+  const auto start = Clock::now();
   rep.command = "faults";
-  rep.suite = fmt::format("collcheck faults {} ({} ranks)", f.impl, ranks);
+  rep.suite = fmt::format("collcheck faults {} ({} ranks)", o.impl, o.ranks);
   rep.properties = {{"scenario", base.name}, {"world", mpi ? "mpi" : "threads"},
                     {"deadline per call (s)", fmt::format("{:.3g}", base.deadline_s)}};
-  if (root) {
-    fmt::print("collcheck faults: impl {}, {} ranks {}, deadline {:.3g} s per call\n", f.impl, ranks,
+  if (o.root) {
+    fmt::print("collcheck faults: impl {}, {} ranks {}, deadline {:.3g} s per call\n", o.impl, o.ranks,
                mpi ? "as MPI processes" : "as threads", base.deadline_s);
     fmt::print("scenario: {}\n\n", base.name);
     fmt::print("{:<18} {:<10} {:<9} {:>12} {:>9}  {}\n", "fault", "mode", "detected", "diagnosed at", "run took",
                "diagnosis");
+    std::fflush(stdout);
   }
+  const auto rows = collcheck::run_fault_table(o, replay_here, [](const collcheck::FaultRow& row) {
+    if (!row.run) return;
+    const char* mode = row.guarded ? "guarded" : "unguarded";
+    fmt::print("{:<18} {:<10} {:<9} {:>11.3f}s {:>8.3f}s  {}\n", row.fault, mode, row.ok ? "yes" : "NO", row.diagnosed_at,
+               row.seconds, row.diagnosis.substr(0, 150));
+    if (!row.ok) fmt::print("{:<18} {:<10} {}\n", "", "", row.why);
+    if (row.own_deadline)
+      fmt::print("{:<18} {:<10} (deadline {:.2g} s per call for this fault: its own delays need it)\n", "", "",
+                 row.deadline_s);
+    std::fflush(stdout);
+  });
+  if (!o.root) return 0;
+  collcheck::add_fault_rows(rep, rows);
   bool all = true;
   size_t not_run = 0;
-  for (const auto& n : collcheck::nemeses()) {
-    for (bool guarded : {true, false}) {
-      if ((f.mode == "guarded" && !guarded) || (f.mode == "unguarded" && guarded)) continue;
-      if (!mpi && f.should_stop && f.should_stop()) {
-        ++not_run;
-        rep.cases.push_back({fmt::format("{} {}", n.name, guarded ? "guarded" : "unguarded"), ReportCase::Status::Error,
-                             "not run: the budget ran out", "", 0});
-        continue;
-      }
-      collcheck::Scenario s = base;
-      s.guarded = guarded;
-      s.faults = {collcheck::fault_table_instance(base, std::string(n.name))};
-      s.expect = n.expected(base, s.faults.front());
-      // Room for the fault's own delays (a slow link over 2(p-1) ring steps), said when it changes the deadline.
-      const double delay = n.call_delay ? n.call_delay(base, s.faults.front()) : 0;
-      if (2 * delay > s.deadline_s) s.deadline_s = 2 * delay;
-      // Every row dumps its flight recorders; a row that is not diagnosed as
-      // injected keeps them, for `collcheck analyze`.
-      collcheck::ReplayOptions ro;
-      // In a temporary folder, removed after the row (every failed row left
-      // one in /tmp, and nothing cleaned them), unless --keep-dumps names where.
-      const std::string row_dir = fmt::format("{}-{}", n.name, guarded ? "guarded" : "unguarded");
-      ro.dump_dir = f.keep_dumps.empty() ? (std::filesystem::temp_directory_path() /
-                                            fmt::format("collcheck-faults-{}-{}", ::getpid(), row_dir))
-                                               .string()
-                                         : (std::filesystem::path(f.keep_dumps) / row_dir).string();
-      if (root) {
-        std::error_code ec;
-        std::filesystem::remove_all(ro.dump_dir, ec);
-      }
-      const auto r = replay_here(s, ro);
-      if (!root) continue;
-      std::string why;
-      const bool ok = collcheck::expectation_holds(*s.expect, r, &why);
-      if (ok || f.keep_dumps.empty()) {
-        std::error_code ec;
-        std::filesystem::remove_all(ro.dump_dir, ec);
-        if (!ok) why += "; --keep-dumps DIR keeps this row's dumps";
-      } else {
-        why += fmt::format("; dumps kept: collcheck analyze {}", ro.dump_dir);
-      }
-      all = all && ok;
-      const std::string what = r.diagnoses.empty() ? "none" : collcheck::format_diagnosis(r.diagnoses.front());
-      fmt::print("{:<18} {:<10} {:<9} {:>11.3f}s {:>8.3f}s  {}\n", n.name, guarded ? "guarded" : "unguarded",
-                 ok ? "yes" : "NO", r.time_to_diagnosis, r.seconds, what.substr(0, 150));
-      if (!ok) fmt::print("{:<18} {:<10} {}\n", "", "", why);
-      ReportCase row{fmt::format("{} {}", n.name, guarded ? "guarded" : "unguarded"),
-                     ok ? ReportCase::Status::Passed : ReportCase::Status::Failed, ok ? "" : why, what, r.seconds};
-      if (s.deadline_s != base.deadline_s) row.detail += fmt::format("\n(deadline {:.2g} s per call for this fault)", s.deadline_s);
-      rep.cases.push_back(std::move(row));
-      rep.runs.push_back(collcheck::timeline_of(fmt::format("{} {}", n.name, guarded ? "guarded" : "unguarded"), r.dumps,
-                                                r.diagnoses, r.time_to_diagnosis));
-      if (s.deadline_s != base.deadline_s)
-        fmt::print("{:<18} {:<10} (deadline {:.2g} s per call for this fault: its own delays need it)\n", "", "",
-                   s.deadline_s);
-    }
+  for (const auto& row : rows) {
+    all = all && (row.ok || !row.run);
+    not_run += row.run ? 0 : 1;
   }
   // A table cut short is no verdict on the rows it did not run.
-  int code = !all ? 1 : not_run > 0 ? collcheck::kExitHarnessError : 0;
-  if (root) {
-    if (not_run > 0) fmt::print("{} row(s) not run: the budget ran out before them\n", not_run);
-    fmt::print("\n{}\n", !all          ? "SOME FAULTS WERE NOT DIAGNOSED AS INJECTED"
-                          : not_run > 0 ? "NO VERDICT on the rows not run"
-                                        : "every fault detected and named");
-    std::fflush(stdout);
-    rep.seconds = std::chrono::duration<double>(Clock::now() - start).count();
-    code = finish_reports(f.report, rep, code);
-  }
-  return mpi ? mpi->agree_exit_code(code) : code;  // every rank exits with rank 0's verdict
+  const int code = !all ? 1 : not_run > 0 ? collcheck::kExitHarnessError : 0;
+  if (not_run > 0) fmt::print("{} row(s) not run: the budget ran out before them\n", not_run);
+  fmt::print("\n{}\n", !all          ? "SOME FAULTS WERE NOT DIAGNOSED AS INJECTED"
+                        : not_run > 0 ? "NO VERDICT on the rows not run"
+                                      : "every fault detected and named");
+  std::fflush(stdout);
+  rep.seconds = std::chrono::duration<double>(Clock::now() - start).count();
+  return code;
 }
 
 }  // namespace collcheck::cli

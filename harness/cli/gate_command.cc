@@ -9,6 +9,7 @@
 #include <fstream>
 
 #include "harness/cli/commands.h"
+#include "harness/world/mpi_world.h"
 #include "harness/model/atomic_file.h"
 #include "harness/run/perf_gate.h"
 
@@ -134,14 +135,19 @@ int correctness_gate(GateFlags& f) {
   v.progress = f.progress;  // a long gate says it is alive (a line every 30 s in a CI log)
   v.report.capture = &verify_rep;
   const int vcode = run_verify_command(v);
-  FaultsFlags fl;
-  fl.impl = f.impl;
-  fl.should_stop = spent;
-  fl.report.capture = &faults_rep;
+  collcheck::FaultTableOptions fo;
+  fo.impl = f.impl;
+  const collcheck::MpiWorld* mpi = collcheck::MpiWorld::get();
+  if (mpi) {  // every process is a rank; rank 0 judges; a budget cut would split the processes
+    fo.ranks = mpi->size();
+    fo.root = mpi->rank() == 0;
+  } else {
+    fo.should_stop = spent;
+  }
   int fcode = 0;
   try {
-    fcode = run_faults_command(fl);
-  } catch (const UsageError& e) {
+    fcode = fault_table_job(fo, faults_rep);
+  } catch (const collcheck::ScenarioError& e) {
     // The fault table replays scenarios; an implementation that cannot run
     // in one (a plugin, say) is said, not failed.
     fmt::print("collcheck gate: the fault table cannot run {}: {}\n", f.impl, e.what());
