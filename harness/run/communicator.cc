@@ -299,6 +299,18 @@ FlightRecorder* Communicator::recorder_of(const CallFingerprint& fp) const {
   return is_p2p(fp.coll) ? options_.p2p_recorder : options_.recorder;
 }
 
+void Communicator::guard(const CallFingerprint& fp, FlightRecorder* rec, Tag tag) {
+  if (!options_.before_call || is_p2p(fp.coll)) return;
+  try {
+    options_.before_call(fp);
+  } catch (const GuardTimeout& e) {
+    // It waited in the call for them, as a transfer would have: the dump
+    // shows it blocked on the first that never came.
+    if (rec && !e.missing.empty()) rec->blocked(e.missing.front(), false, tag);
+    throw;
+  }
+}
+
 void Communicator::call(const CallSpec& c, const void* send, void* recv) {
   const Deadline deadline = Clock::now() + options_.timeout;
   if (deferred_) progress_deferred(*deferred_);  // the rank is inside the library: what was pending moves
@@ -320,14 +332,7 @@ void Communicator::call(const CallSpec& c, const void* send, void* recv) {
     // A rank in guarded mode's fingerprint exchange has entered the call: a
     // peer that keeps it waiting there is late for it, not this rank.
     if (rec) rec->started(fp.seq);
-    try {
-      if (options_.before_call && !is_p2p(c.coll)) options_.before_call(fp);
-    } catch (const GuardTimeout& e) {
-      // It waited in the call for them, as a transfer would have: the dump
-      // shows it blocked on the first that never came.
-      if (rec && !e.missing.empty()) rec->blocked(e.missing.front(), false, tag);
-      throw;
-    }
+    guard(fp, rec, tag);
     const Reduction red = resolve_reduction(c.dtype, c.op, size(), c.scalar);
     execute_call(c, send, recv, red, links_, *impl_, tag, deadline);
   } catch (const std::exception& e) {
@@ -351,7 +356,7 @@ std::unique_ptr<Work> Communicator::call_async(const CallSpec& c, const void* se
   state->recorder = recorder_of(state->call);
   if (state->recorder) state->recorder->scheduled(record_of(state->call));
   try {
-    if (options_.before_call && !is_p2p(c.coll)) options_.before_call(state->call);
+    guard(state->call, state->recorder, tag);
   } catch (const std::exception& e) {
     if (state->recorder) state->recorder->completed(state->call.seq, e.what());
     throw;

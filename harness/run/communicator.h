@@ -163,6 +163,9 @@ class Communicator {
   CallFingerprint fingerprint(const CallSpec& c, bool async);
   Tag tag_of(const CallFingerprint& fp);
   FlightRecorder* recorder_of(const CallFingerprint& fp) const;
+  // Guarded mode's check before a collective (options_.before_call); a rank
+  // the check gave up waiting for is recorded as what `rec` was blocked on.
+  void guard(const CallFingerprint& fp, FlightRecorder* rec, Tag tag);
   Links& links_;
   CommOptions options_;
   ImplPtr impl_;

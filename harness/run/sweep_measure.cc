@@ -29,10 +29,6 @@ double memcpy_bandwidth(size_t bytes, int iters) {
   return s > 0 ? static_cast<double>(bytes) / s / 1e9 : 0;
 }
 
-// memcpy on `threads` threads at once, each between buffers of its own of
-// `bytes`: the bytes copied per second, summed over the threads. With as
-// many threads as the ranks have cores, it is what the machine's memory gives
-// the ranks together (one thread alone may not reach it).
 double memcpy_bandwidth_threads(size_t bytes, int iters, int threads) {
   if (threads <= 1) return memcpy_bandwidth(bytes, iters);
   std::vector<std::vector<std::byte>> a(static_cast<size_t>(threads)), b(a.size());
