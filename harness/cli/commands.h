@@ -92,6 +92,9 @@ struct SweepFlags {
   ReportFlags report;
 };
 void add_sweep(CLI::App& app, SweepFlags& f);
+// The flags checked and turned into the sweep's options (UsageError names the
+// flag): the sweep command's and the side-by-side gate's.
+SweepOptions plan_sweep(SweepFlags& f, bool ranks_given);
 int run_sweep_command(SweepFlags& f, bool ranks_given);
 
 struct VerifyFlags {
@@ -154,8 +157,11 @@ struct GateFlags {
   double budget = 300;  // seconds in all: verify's cases, shrinking and replays, then the fault table
   std::string progress = "auto";  // verify's progress on stderr (harness/report/progress.h)
   double timeout = 10;  // the deadline of each all-reduce call
-  // Performance: two sweep --json files.
+  // Performance: two sweep --json files, or two implementations timed side by
+  // side in one sweep (its shape in `sweep`: sizes, iterations, rounds).
   std::string baseline, candidate;
+  std::string baseline_impl, candidate_impl;
+  SweepFlags sweep;
   std::string max_regression = "5%";
   double alpha = 0.05;
   size_t min_samples = 9;

@@ -1,6 +1,7 @@
 // collcheck gate: one command for a CI job (issue 14). Correctness: verify
 // over a time budget plus the fault table, for the implementation under test.
-// Performance: two sweep --json files compared row by row (perf_gate.h).
+// Performance: two implementations timed side by side in one sweep, or two
+// sweep --json files, compared row by row (perf_gate.h).
 // Either way: JUnit, a Markdown summary, and the exit code (0 pass, 1 fail,
 // 2 bad input).
 #include <fmt/format.h>
@@ -11,12 +12,14 @@
 #include "harness/cli/commands.h"
 #include "harness/model/atomic_file.h"
 #include "harness/run/perf_gate.h"
+#include "harness/run/sweep.h"
 
 namespace collcheck::cli {
 
 void add_gate(CLI::App& app, GateFlags& f) {
   auto* g = app.add_subcommand("gate", "Gate a change in CI: --impl (correctness: verify over --budget and the fault "
-                                       "table) or --baseline/--candidate (performance: sweep --json files); JUnit, "
+                                       "table), --baseline-impl/--candidate-impl (performance: both timed side by "
+                                       "side) or --baseline/--candidate (performance: sweep --json files); JUnit, "
                                        "Markdown, exit code");
   g->add_option("--impl", f.impl, "correctness: the implementation under test, e.g. plugin:./build/libnew.so");
   g->add_option("--against", f.against, "correctness: peers to compare with (default: the implementation's default)");
@@ -29,6 +32,22 @@ void add_gate(CLI::App& app, GateFlags& f) {
       ->capture_default_str();
   g->add_option("--baseline", f.baseline, "performance: sweep --json of the baseline");
   g->add_option("--candidate", f.candidate, "performance: sweep --json of the candidate");
+  g->add_option("--baseline-impl", f.baseline_impl,
+                "performance side by side: the baseline implementation, timed in the same sweep as the candidate "
+                "(round by round: sound on a busy machine)");
+  g->add_option("--candidate-impl", f.candidate_impl, "performance side by side: the candidate implementation");
+  SweepFlags& s = f.sweep;
+  s.b = "64K", s.e = "1M", s.o.factor = 4, s.o.iters = 50, s.o.reps = 12;
+  g->add_option("-b,--minbytes", s.b, "side by side: smallest size in bytes (K/M/G)")->capture_default_str();
+  g->add_option("-e,--maxbytes", s.e, "side by side: largest size in bytes (K/M/G)")->capture_default_str();
+  g->add_option("-f,--stepfactor", s.o.factor, "side by side: size factor per step")->capture_default_str();
+  g->add_option("-n,--iters", s.o.iters, "side by side: calls per sample")->capture_default_str();
+  g->add_option("--reps", s.o.reps, "side by side: rounds, one sample of each row of both per round (even: each goes first as often)")
+      ->capture_default_str();
+  g->add_option("-d,--datatype", s.d, "side by side: dtype, comma list, or all")->capture_default_str();
+  g->add_option("-o,--op", s.op, "side by side: op, comma list, or all")->capture_default_str();
+  g->add_option("--ranks", s.o.ranks, "side by side: world size (ranks as threads)")->capture_default_str();
+  g->add_option("--json", s.json, "side by side: also write the sweep's rows (both implementations) as JSON here");
   g->add_option("--max-regression", f.max_regression, "performance: the largest busbw drop allowed, as 5% or 0.05")
       ->capture_default_str();
   g->add_option("--alpha", f.alpha, "performance: significance over all rows (Bonferroni)")->capture_default_str();
@@ -76,14 +95,32 @@ int perf_gate(GateFlags& f) {
   }
   if (!(f.alpha > 0 && f.alpha < 1)) throw UsageError(fmt::format("--alpha must be in (0, 1), got {}", f.alpha));
   if (f.min_samples < 3) throw UsageError(fmt::format("--min-samples must be at least 3, got {}", f.min_samples));
+  const bool side = !f.baseline_impl.empty();
+  const std::string base = side ? f.baseline_impl : f.baseline, cand = side ? f.candidate_impl : f.candidate;
   GateResult r;
-  try {
-    r = compare_sweeps(f.baseline, f.candidate, limit, f.alpha, f.min_samples);
-  } catch (const GateInputError& e) {
-    throw UsageError(e.what());
+  if (side) {
+    f.sweep.algo = f.baseline_impl + "," + f.candidate_impl;
+    const SweepOptions o = plan_sweep(f.sweep, true);
+    if (static_cast<size_t>(o.reps) < f.min_samples)
+      throw UsageError(fmt::format("--reps is {}; the gate needs at least --min-samples {} rounds", o.reps, f.min_samples));
+    fmt::print("collcheck gate: timing {} and {} side by side, {} rounds\n", base, cand, o.reps);
+    const SweepResult measured = run_sweep(o, stdout);
+    if (!f.sweep.json.empty())
+      write_file_atomically(f.sweep.json, sweep_to_json(o, measured, "threads", COLLCHECK_VERSION));
+    try {
+      r = compare_side_by_side(measured, measured.rows.size() / 2, limit, f.alpha, f.min_samples);
+    } catch (const GateInputError& e) {
+      throw UsageError(e.what());
+    }
+  } else {
+    try {
+      r = compare_sweeps(f.baseline, f.candidate, limit, f.alpha, f.min_samples);
+    } catch (const GateInputError& e) {
+      throw UsageError(e.what());
+    }
   }
-  fmt::print("collcheck gate: performance, {} row(s) of {} against {}; max regression {:.1f} %\n", r.rows.size(),
-             f.candidate, f.baseline, limit * 100);
+  fmt::print("collcheck gate: performance, {} row(s) of {} against {}; max regression {:.1f} %\n", r.rows.size(), cand,
+             base, limit * 100);
   fmt::print("  {:<44} {:>12} {:>12} {:>8} {:>9}  {}\n", "row", "base GB/s", "cand GB/s", "change", "p", "verdict");
   for (const auto& x : r.rows)
     if (!x.unusable.empty())
@@ -92,6 +129,8 @@ int perf_gate(GateFlags& f) {
     else
       fmt::print("  {:<44} {:>12.4g} {:>12.4g} {:>+7.1f}% {:>9.2g}  {}\n", x.key, x.base_median, x.cand_median,
                  x.change * 100, x.p_value, x.regressed ? "REGRESSED" : "ok");
+  if (side)
+    fmt::print("  (change: the median of the per-round busbw ratios; p: Wilcoxon signed-rank over the rounds)\n");
   if (!r.rows.empty() && r.rows.front().relative)
     fmt::print("  (change and p: busbw relative to a memcpy measured in the same process after each sample)\n");
   for (const auto& k : r.only_in_baseline) fmt::print("  note: only in the baseline, not compared: {}\n", k);
@@ -100,7 +139,7 @@ int perf_gate(GateFlags& f) {
   Report rep;
   rep.command = "gate";
   rep.suite = "collcheck gate performance";
-  rep.properties = {{"baseline", f.baseline}, {"candidate", f.candidate}, {"max_regression", f.max_regression}};
+  rep.properties = {{"baseline", base}, {"candidate", cand}, {"max_regression", f.max_regression}};
   for (const auto& x : r.rows)
     rep.cases.push_back({x.key, x.regressed || !x.unusable.empty() ? ReportCase::Status::Failed : ReportCase::Status::Passed,
                          !x.unusable.empty() ? "the candidate row is " + x.unusable
@@ -178,12 +217,21 @@ int correctness_gate(GateFlags& f) {
 }  // namespace
 
 int run_gate_command(GateFlags& f) {
-  const bool perf = !f.baseline.empty() || !f.candidate.empty();
+  const bool files = !f.baseline.empty() || !f.candidate.empty();
+  const bool side = !f.baseline_impl.empty() || !f.candidate_impl.empty();
+  if (files && side)
+    throw UsageError("give --baseline and --candidate (two sweep --json files) or --baseline-impl and --candidate-impl "
+                     "(timed side by side), not both");
+  if (side && (f.baseline_impl.empty() || f.candidate_impl.empty()))
+    throw UsageError("--baseline-impl and --candidate-impl go together: two implementations timed side by side");
+  const bool perf = files || side;
   if (perf && !f.impl.empty())
-    throw UsageError("give --impl (correctness) or --baseline and --candidate (performance), not both: two CI steps");
+    throw UsageError("give --impl (correctness) or --baseline and --candidate, or --baseline-impl and --candidate-impl "
+                     "(performance), not both: two CI steps");
   if (!perf && f.impl.empty())
-    throw UsageError("nothing to gate: give --impl (correctness) or --baseline and --candidate (performance)");
-  if (perf && (f.baseline.empty() || f.candidate.empty()))
+    throw UsageError("nothing to gate: give --impl (correctness), or --baseline and --candidate (performance: two sweep "
+                     "--json files), or --baseline-impl and --candidate-impl (performance: timed side by side)");
+  if (files && (f.baseline.empty() || f.candidate.empty()))
     throw UsageError("--baseline and --candidate go together: two sweep --json files");
   for (const auto& [path, flag] : {std::pair{f.junit, "--junit"}, std::pair{f.markdown, "--markdown"}})
     if (!path.empty()) {

@@ -60,7 +60,7 @@ void add_sweep(CLI::App& app, SweepFlags& f) {
   add_report_flag(s, f.report);
 }
 
-int run_sweep_command(SweepFlags& f, bool ranks_given) {
+SweepOptions plan_sweep(SweepFlags& f, bool ranks_given) {
   SweepOptions& sweep = f.o;
   sweep.min_bytes = parse_size(f.b, "-b/--minbytes");
   sweep.max_bytes = parse_size(f.e, "-e/--maxbytes");
@@ -182,6 +182,12 @@ int run_sweep_command(SweepFlags& f, bool ranks_given) {
                        format_bytes(have),
                        sweep.count ? fmt::format("-N {}", have / (4 * here * es)) : fmt::format("-e {}", have / (4 * here)));
   });
+  return sweep;
+}
+
+int run_sweep_command(SweepFlags& f, bool ranks_given) {
+  const SweepOptions sweep = plan_sweep(f, ranks_given);
+  MpiWorld* w = MpiWorld::get();
   const auto start = Clock::now();
   const SweepResult result = run_sweep(sweep, stdout);
   bool outputs_ok = true;

@@ -10,6 +10,7 @@
 #include <set>
 
 #include "harness/model/yaml_input.h"
+#include "harness/run/sweep.h"
 
 namespace collcheck {
 
@@ -194,6 +195,104 @@ GateResult compare_sweeps(const std::string& baseline_path, const std::string& c
   return r;
 }
 
+double wilcoxon_signed_rank_less(const std::vector<double>& d) {
+  std::vector<double> m;
+  for (double x : d)
+    if (x != 0) m.push_back(x);
+  const size_t n = m.size();
+  if (n == 0) return 1;
+  std::vector<size_t> order(n);
+  for (size_t i = 0; i < n; ++i) order[i] = i;
+  std::sort(order.begin(), order.end(), [&](size_t a, size_t b) { return std::fabs(m[a]) < std::fabs(m[b]); });
+  // Doubled mid-ranks: integers even where magnitudes tie.
+  std::vector<size_t> rank2(n);
+  double ties = 0;
+  for (size_t i = 0; i < n;) {
+    size_t k = i;
+    while (k < n && std::fabs(m[order[k]]) == std::fabs(m[order[i]])) ++k;
+    for (size_t j = i; j < k; ++j) rank2[order[j]] = i + 1 + k;  // 2 * (i+1 + k)/2
+    const double t = static_cast<double>(k - i);
+    ties += t * t * t - t;
+    i = k;
+  }
+  size_t w2 = 0, total2 = 0;  // doubled W+ and the doubled sum of all ranks
+  for (size_t i = 0; i < n; ++i) {
+    total2 += rank2[i];
+    if (m[i] > 0) w2 += rank2[i];
+  }
+  if (n > 40) {
+    const double dn = static_cast<double>(n);
+    const double mean = dn * (dn + 1) / 4, var = dn * (dn + 1) * (2 * dn + 1) / 24 - ties / 48;
+    if (var <= 0) return 1;
+    const double z = (static_cast<double>(w2) / 2 - mean + 0.5) / std::sqrt(var);
+    return 0.5 * std::erfc(-z / std::sqrt(2.0));
+  }
+  // Exact: how many of the 2^n sign patterns give a W+ at most the one seen.
+  std::vector<double> ways(total2 + 1, 0);
+  ways[0] = 1;
+  for (size_t i = 0; i < n; ++i)
+    for (size_t s = total2; s + 1 > rank2[i]; --s) ways[s] += ways[s - rank2[i]];
+  double at_most = 0;
+  for (size_t s = 0; s <= w2; ++s) at_most += ways[s];
+  return at_most / std::ldexp(1.0, static_cast<int>(n));
+}
+
+GateResult compare_side_by_side(const SweepResult& r, size_t n, double max_regression, double alpha,
+                                size_t min_samples) {
+  if (n == 0 || r.rows.size() != 2 * n)
+    throw GateInputError(fmt::format("side by side: {} row(s) for 2 x {} (the baseline's, then the candidate's)",
+                                     r.rows.size(), n));
+  auto unusable = [](const SweepRow& x) -> std::string {
+    if (!x.skipped.empty()) return "skipped (" + x.skipped + ")";
+    if (!x.error.empty()) return "failed (" + x.error + ")";
+    if (x.wrong) return fmt::format("wrong ({} elements out of bounds)", x.wrong);
+    return "";
+  };
+  GateResult g;
+  g.alpha_per_row = alpha / static_cast<double>(n);
+  // k rounds all slower give the smallest p there is, 2^-k: fewer rounds than
+  // that could never fail a row (a gate that always passes).
+  const size_t rounds = r.rows.front().busbw_samples.size();
+  if (rounds > 0 && rounds < 64 && std::ldexp(1.0, -static_cast<int>(rounds)) >= g.alpha_per_row)
+    throw GateInputError(fmt::format("{} rounds cannot show a regression at p < {:.2g} ({} over {} rows): even every "
+                                     "round slower gives p = 2^-{}; give --reps {} or more",
+                                     rounds, g.alpha_per_row, alpha, n, rounds,
+                                     static_cast<int>(std::floor(std::log2(1 / g.alpha_per_row))) + 1));
+  for (size_t i = 0; i < n; ++i) {
+    const SweepRow &b = r.rows[i], &c = r.rows[n + i];
+    GateRow row;
+    row.key = fmt::format("{} {} {} B", dtype_name(b.dtype), op_name(b.op), b.bytes);
+    row.paired = true;
+    if (const auto why = unusable(b); !why.empty())
+      throw GateInputError(fmt::format("the baseline row {} is {}: a baseline must be a correct, measured run", row.key, why));
+    if (const auto why = unusable(c); !why.empty()) {
+      row.unusable = why;
+      g.rows.push_back(row);
+      continue;
+    }
+    const size_t k = std::min(b.busbw_samples.size(), c.busbw_samples.size());
+    if (k < min_samples)
+      throw GateInputError(fmt::format("row {}: {} round(s); the gate needs at least {} (--reps {})", row.key, k,
+                                       min_samples, min_samples));
+    std::vector<double> ratio, logs;
+    for (size_t j = 0; j < k; ++j) {
+      const double x = b.busbw_samples[j], y = c.busbw_samples[j];
+      if (!(x > 0 && y > 0 && std::isfinite(x) && std::isfinite(y)))
+        throw GateInputError(fmt::format("row {}: round {} measured a busbw of {} and {}: not a bandwidth", row.key, j, x, y));
+      ratio.push_back(y / x);
+      logs.push_back(std::log(y / x));
+    }
+    row.n_base = row.n_cand = k;
+    row.base_median = quantile(b.busbw_samples, 0.5);
+    row.cand_median = quantile(c.busbw_samples, 0.5);
+    row.change = quantile(ratio, 0.5) - 1;
+    row.p_value = wilcoxon_signed_rank_less(logs);
+    row.regressed = -row.change > max_regression && row.p_value < g.alpha_per_row && quantile(ratio, 0.75) < 1;
+    g.rows.push_back(row);
+  }
+  return g;
+}
+
 std::string gate_verdict(const GateResult& r) {
   if (!r.failed()) return "no regression";
   std::string v;
@@ -204,9 +303,16 @@ std::string gate_verdict(const GateResult& r) {
 
 std::string gate_markdown(const GateResult& r, double max_regression) {
   std::string md = fmt::format("### collcheck gate: performance — {}\n\n", gate_verdict(r));
-  md += fmt::format("Rows compared: {}; a row regresses when its median busbw drops by more than {:.1f} %, a one-sided "
-                    "Mann-Whitney U test gives p < {:.2g} (0.05 over the rows), and the samples are apart.\n\n",
-                    r.rows.size(), max_regression * 100, r.alpha_per_row);
+  const bool paired = !r.rows.empty() && r.rows.front().paired;
+  if (paired)
+    md += fmt::format("Rows compared side by side (one sweep, each round timing both): {}; a row regresses when its "
+                      "median per-round busbw ratio drops by more than {:.1f} %, a one-sided Wilcoxon signed-rank test "
+                      "gives p < {:.2g}, and the candidate was slower in three rounds of four.\n\n",
+                      r.rows.size(), max_regression * 100, r.alpha_per_row);
+  else
+    md += fmt::format("Rows compared: {}; a row regresses when its median busbw drops by more than {:.1f} %, a one-sided "
+                      "Mann-Whitney U test gives p < {:.2g} (0.05 over the rows), and the samples are apart.\n\n",
+                      r.rows.size(), max_regression * 100, r.alpha_per_row);
   md += "| row | baseline busbw (GB/s, median) | candidate | change | p | verdict |\n|---|---:|---:|---:|---:|---|\n";
   // change: of busbw relative to a memcpy measured after each sample, where both files have one
   for (const auto& x : r.rows)

@@ -15,6 +15,13 @@
 // The samples are busbw, or busbw relative to the memcpy that sweep measured
 // after each repetition when both files have one (memcpy_samples): a machine
 // busier during one run than during the other slows the memcpy too.
+//
+// Two runs made one after the other drift apart on a shared machine (measured
+// on the 2-core CI machine: a row's median moved by up to 30 % over a few
+// minutes, and same-against-same pairs of files failed 46 times in 240). The
+// side-by-side gate (compare_side_by_side) times both implementations in one
+// sweep, sample k of each row in the same round, and compares round by round:
+// the drift falls on both alike and cancels in each round's ratio.
 #pragma once
 
 #include <optional>
@@ -36,6 +43,7 @@ struct GateRow {
   double change = 0;                        // cand/base - 1, of the samples compared
   bool relative = false;                    // samples were busbw / memcpy (both files had memcpy_samples)
   double p_value = 1;
+  bool paired = false;  // side by side: change is the median per-round ratio, p a Wilcoxon signed-rank test
   bool regressed = false;
   // Set when the candidate's row is wrong, failed or skipped: not compared,
   // and a failure of the gate.
@@ -53,6 +61,23 @@ struct GateResult {
 
 // One-sided Mann-Whitney U: the p-value of "y is stochastically smaller than x".
 double mann_whitney_less(const std::vector<double>& x, const std::vector<double>& y);
+
+// Exact one-sided Wilcoxon signed-rank test: the p-value of "the d are centred
+// below 0" (zeros dropped, tied magnitudes given their mean rank; exact over
+// the 2^n signs of the ranks for n <= 40, the normal approximation beyond).
+double wilcoxon_signed_rank_less(const std::vector<double>& d);
+
+struct SweepResult;
+
+// Side by side: `r` is one sweep whose first `n` rows are the baseline's and
+// the next `n` the candidate's, in the same order, their samples taken in the
+// same rounds. A row regressed when its median per-round busbw ratio is more
+// than `max_regression` below 1, the Wilcoxon test on the per-round log ratios
+// gives p < alpha / rows, and the candidate was slower in three rounds of four
+// (the ratios' upper quartile below 1). Throws GateInputError for rows with
+// fewer than `min_samples` samples or a baseline row that is no measurement.
+GateResult compare_side_by_side(const SweepResult& r, size_t n, double max_regression, double alpha,
+                                size_t min_samples);
 
 // Throws GateInputError naming the file and the field for a file that is not
 // a sweep --json file, rows with fewer than `min_samples` samples, a baseline

@@ -308,14 +308,20 @@ SweepResult run_sweep(const SweepOptions& o, std::FILE* out_or_null) {
   } else {
     // Repetitions in rounds over every row, not back to back: what a shared
     // machine does for a while (another job's burst) then falls on some
-    // samples of every row, not on all samples of one row. Checked once, in
-    // the last round.
+    // samples of every row, not on all samples of one row. Within a round the
+    // same row (dtype, op, size) of every implementation runs back to back,
+    // their order turning each round: the gate's side by side compares the
+    // same row of two implementations round by round, and neither is always
+    // first. Checked once, in the last round.
+    const size_t n_impl = names.size(), per_impl = specs.size() / std::max<size_t>(n_impl, 1);
     std::vector<SweepRow> rows(specs.size());
     SweepOptions one = o;
     one.reps = 1;
     for (int k = 0; k < o.reps; ++k) {
       one.check = o.check && k == o.reps - 1;
-      for (size_t i = 0; i < specs.size(); ++i) {
+      for (size_t step = 0; step < specs.size(); ++step) {
+        const size_t impl_at = step % n_impl, row_at = step / n_impl;
+        const size_t i = (k % 2 == 0 ? impl_at : n_impl - 1 - impl_at) * per_impl + row_at;
         SweepRow r = run_row(*world, one, specs[i].count, specs[i].t, specs[i].op, specs[i].algo, specs[i].impl);
         r.peer = specs[i].peer;
         SweepRow& acc = rows[i];
