@@ -62,9 +62,15 @@ class LinkRequest {
 };
 using RequestPtr = std::unique_ptr<LinkRequest>;
 
+class MpiLinks;
+
 class Links {
  public:
   virtual ~Links() = default;
+  // The MPI links underneath, when these links are a whole MPI world's (a
+  // decorator passes it through; a process group's subset has none): a peer
+  // library reaches its communicator here, not through a global.
+  virtual MpiLinks* mpi() { return nullptr; }
   virtual int rank() const = 0;
   virtual int size() const = 0;
   // The buffer must stay valid until the request completes or is destroyed.
@@ -89,6 +95,7 @@ class LinksDecorator : public Links {
   RequestPtr isend(int peer, Tag tag, std::span<const std::byte> data) override { return inner_.isend(peer, tag, data); }
   RequestPtr irecv(int peer, Tag tag, std::span<std::byte> data) override { return inner_.irecv(peer, tag, data); }
   int node_of(int peer) const override { return inner_.node_of(peer); }
+  MpiLinks* mpi() override { return inner_.mpi(); }
 
  protected:
   Links& inner_;

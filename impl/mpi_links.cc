@@ -202,7 +202,8 @@ void check_peer(const MpiLinks& l, int peer, Tag tag, LinkDirection dir, size_t 
 
 }  // namespace
 
-MpiLinks::MpiLinks(MPI_Comm comm, std::vector<int> nodes) : comm_(comm), nodes_(std::move(nodes)) {
+MpiLinks::MpiLinks(MPI_Comm comm, std::vector<int> nodes, MPI_Comm collectives)
+    : comm_(comm), collectives_(collectives), nodes_(std::move(nodes)) {
   MPI_Comm_rank(comm_, &rank_);
   MPI_Comm_size(comm_, &size_);
   MPI_Comm_set_errhandler(comm_, MPI_ERRORS_RETURN);

@@ -23,7 +23,12 @@ class MpiLinks final : public Links {
   // `comm` is owned by the caller and must outlive the links. Its error
   // handler is set to MPI_ERRORS_RETURN. `nodes[r]`: the node of rank r of
   // `comm` (node_of); empty: every rank on one node.
-  explicit MpiLinks(MPI_Comm comm, std::vector<int> nodes = {});
+  // `collectives`: the communicator of the same ranks that peer libraries
+  // run their collectives on (MPI_Allreduce, NCCL's id exchange), apart from
+  // the links' point-to-point traffic; MPI_COMM_NULL: none.
+  explicit MpiLinks(MPI_Comm comm, std::vector<int> nodes = {}, MPI_Comm collectives = MPI_COMM_NULL);
+  MpiLinks* mpi() override { return this; }
+  MPI_Comm collectives() const { return collectives_; }
   int rank() const override { return rank_; }
   int size() const override { return size_; }
   RequestPtr isend(int peer, Tag tag, std::span<const std::byte> data) override;
@@ -48,6 +53,7 @@ class MpiLinks final : public Links {
 
  private:
   MPI_Comm comm_;
+  MPI_Comm collectives_ = MPI_COMM_NULL;
   int rank_ = 0;
   int size_ = 1;
   int tag_ub_ = 32767;

@@ -19,6 +19,7 @@
 #include "harness/report/report.h"
 #include "harness/run/scenario_runner.h"
 #include "harness/run/sweep.h"
+#include "harness/session/session.h"
 
 namespace collcheck::cli {
 
@@ -47,14 +48,14 @@ int finish_reports(const ReportFlags& f, const Report& r, int code);
 // process (Off on every MPI rank but 0, which speaks for the world). Bad
 // values are a UsageError naming the choices.
 void add_progress_flag(CLI::App* command, std::string& f);
-ProgressStyle progress_for(const std::string& f);
+ProgressStyle progress_for(const std::string& f, const Session& session);
 
 // The up-front memory check of every command (issue 13): refuses with a
 // UsageError, before any work, when this process needs `need` bytes and its
 // node has less available. `why(have)` is the message, naming what would fit.
 // In the MPI world `need` is one process's, every process on a node counts,
 // and all agree: when any node is short, every process refuses.
-void refuse_unless_fits(uint64_t need, const std::function<std::string(uint64_t have)>& why);
+void refuse_unless_fits(const Session& session, uint64_t need, const std::function<std::string(uint64_t have)>& why);
 
 // The metrics flags of the long-running commands (soak; sweep and verify at
 // their end): --metrics-listen, --pushgateway, --push-job, --metrics-textfile.
@@ -70,7 +71,7 @@ void check_metrics_flags(const MetricsFlags& f);
 // Checks them and, on the root when any is given, makes the
 // registry, binds the endpoint (printing its address) and sets the gateway;
 // nullptr when no metrics were asked for.
-std::unique_ptr<Metrics> start_metrics(const MetricsFlags& f);
+std::unique_ptr<Metrics> start_metrics(const MetricsFlags& f, const Session& session);
 // The end of the run: the textfile and the push, then the linger. A push
 // that fails is a warning (the gateway is another machine's); a textfile
 // that cannot be written is an error: false, and the command's exit code
@@ -94,8 +95,8 @@ struct SweepFlags {
 void add_sweep(CLI::App& app, SweepFlags& f);
 // The flags checked and turned into the sweep's options (UsageError names the
 // flag): the sweep command's and the side-by-side gate's.
-SweepOptions plan_sweep(SweepFlags& f, bool ranks_given);
-int run_sweep_command(SweepFlags& f, bool ranks_given);
+SweepOptions plan_sweep(SweepFlags& f, bool ranks_given, const Session& session);
+int run_sweep_command(SweepFlags& f, bool ranks_given, const Session& session);
 
 struct VerifyFlags {
   std::string impl = "ring";
@@ -125,7 +126,7 @@ struct VerifyFlags {
   std::function<bool()> should_stop;  // not a flag: gate's total budget (VerifyOptions::should_stop)
 };
 void add_verify(CLI::App& app, VerifyFlags& f);
-int run_verify_command(VerifyFlags& f);
+int run_verify_command(VerifyFlags& f, const Session& session);
 // Open MPI's coll/tuned allreduce algorithms (4.1), for --mpi-algo.
 inline constexpr const char* kMpiAllreduceAlgos[] = {"default (tuned's decision rules)", "basic_linear", "nonoverlapping",
                                                      "recursive_doubling", "ring", "segmented_ring", "rabenseifner"};
@@ -148,7 +149,7 @@ struct SoakFlags {
   ReportFlags report;
 };
 void add_soak(CLI::App& app, SoakFlags& f);
-int run_soak_command(SoakFlags& f);
+int run_soak_command(SoakFlags& f, const Session& session);
 
 struct GateFlags {
   // Correctness: verify over a budget plus the fault table.
@@ -170,7 +171,7 @@ struct GateFlags {
   ReportFlags report;    // --report FORMAT=PATH, as every command
 };
 void add_gate(CLI::App& app, GateFlags& f);
-int run_gate_command(GateFlags& f);
+int run_gate_command(GateFlags& f, const Session& session);
 
 struct ReplayFlags {
   std::string world = "threads";
@@ -183,10 +184,10 @@ struct ReplayFlags {
   ReportFlags report;
 };
 void add_replay(CLI::App& app, ReplayFlags& f);
-int run_replay_command(ReplayFlags& f);
+int run_replay_command(ReplayFlags& f, const Session& session);
 // A scenario in the world this process runs in: under --world mpi every
 // process is a rank, otherwise the ranks are threads.
-ReplayResult replay_here(const Scenario& s, const ReplayOptions& o);
+ReplayResult replay_here(const Scenario& s, const ReplayOptions& o, const Session& session);
 
 struct AnalyzeFlags {
   std::string dir;
@@ -211,11 +212,11 @@ struct FaultsFlags {
   std::function<bool()> should_stop;  // not a flag: gate's total budget; rows after it are not run (threads only)
 };
 void add_faults(CLI::App& app, FaultsFlags& f);
-int run_faults_command(FaultsFlags& f);
+int run_faults_command(FaultsFlags& f, const Session& session);
 // The fault table as a job (faults, and gate's second step): the header, a
 // line per row as it ends and the verdict on the root; the rows as `rep`'s
 // verdicts. Returns the root's code (0, 1, or 3 when rows were not run); the
 // caller writes the reports and agrees on the exit code.
-int fault_table_job(const FaultTableOptions& o, Report& rep);
+int fault_table_job(const FaultTableOptions& o, Report& rep, const Session& session);
 
 }  // namespace collcheck::cli

@@ -14,7 +14,6 @@
 #include "harness/peers/gloo_impl.h"
 #include "harness/peers/mpi_impl.h"
 #include "harness/peers/nccl_impl.h"
-#include "harness/world/mpi_world.h"
 
 namespace collcheck::cli {
 
@@ -43,15 +42,14 @@ void add_progress_flag(CLI::App* command, std::string& f) {
       ->capture_default_str();
 }
 
-ProgressStyle progress_for(const std::string& f) {
+ProgressStyle progress_for(const std::string& f, const Session& session) {
   ProgressStyle st = ProgressStyle::Off;
   try {
     st = progress_style(f);
   } catch (const std::invalid_argument& e) {
     throw UsageError(e.what());
   }
-  const MpiWorld* mpi = MpiWorld::get();
-  return mpi && mpi->rank() != 0 ? ProgressStyle::Off : st;
+  return session.root() ? st : ProgressStyle::Off;
 }
 
 int finish_reports(const ReportFlags& f, const Report& r, int code) {
@@ -74,18 +72,17 @@ std::string mpi_algo_choices() {
   return s;
 }
 
-void refuse_unless_fits(uint64_t need, const std::function<std::string(uint64_t have)>& why) {
+void refuse_unless_fits(const Session& session, uint64_t need, const std::function<std::string(uint64_t have)>& why) {
   const auto have = memory_available();
-  MpiWorld* mpi = MpiWorld::get();
-  if (!mpi) {
+  if (!session.is_mpi()) {
     if (have && need > *have) throw UsageError(why(*have));
     return;
   }
   // The processes of one node share its memory.
-  const uint64_t on_node = static_cast<uint64_t>(mpi->processes_on_node(true));
+  const uint64_t on_node = static_cast<uint64_t>(session.processes_on_node(true));
   const uint64_t node_need = checked_mul(need, on_node).value_or(~uint64_t{0});
   const bool short_here = have && node_need > *have;
-  if (!mpi->any_process(short_here)) return;
+  if (!session.any_process(short_here)) return;
   if (short_here) throw UsageError(why(*have / on_node) + fmt::format(" (per process: {} processes share this node)", on_node));
   throw UsageError(fmt::format("another node of this job cannot fit the run: {} per process is more than its memory "
                                "available allows (rank 0's node has {} for each of its {} processes)",
@@ -142,12 +139,11 @@ void check_metrics_flags(const MetricsFlags& f) {
   }
 }
 
-std::unique_ptr<Metrics> start_metrics(const MetricsFlags& f) {
+std::unique_ptr<Metrics> start_metrics(const MetricsFlags& f, const Session& session) {
   check_metrics_flags(f);
   std::string addr = f.listen;
   if (!addr.empty() && addr.find(':') == std::string::npos) addr = "127.0.0.1:" + addr;
-  MpiWorld* mpi = MpiWorld::get();
-  if ((mpi && !mpi->root()) || (f.listen.empty() && f.pushgateway.empty() && f.textfile.empty())) return nullptr;
+  if (!session.root() || (f.listen.empty() && f.pushgateway.empty() && f.textfile.empty())) return nullptr;
   // In the MPI world rank 0 judges every unit: its registry holds the world's.
   auto m = std::make_unique<Metrics>(std::map<std::string, std::string>{{"version", COLLCHECK_VERSION},
                                                                        {"mpi", mpi_library_version()},

@@ -46,24 +46,24 @@ namespace {
 // The detection property as a command: `random` generated clean scenarios
 // with a random fault each, replayed in this world (every MPI rank generates
 // the same cases from the seed), each diagnosis compared with the fault.
-int run_detection_command(FaultsFlags& f, int p, uint64_t seed) {
-  collcheck::MpiWorld* mpi = collcheck::MpiWorld::get();
-  const bool root = !mpi || mpi->rank() == 0;
+int run_detection_command(FaultsFlags& f, int p, uint64_t seed, const Session& session) {
+  collcheck::MpiWorld* mpi = session.mpi();
+  const bool root = session.root();
   if (root)
     fmt::print("collcheck faults --random {}: the detection property, {} ranks {}, seed {:#x}\n", f.random, p,
-               mpi ? "as MPI processes" : "as threads", seed);
+               session.how(), seed);
   const auto start = Clock::now();
   Report rep;
   rep.command = "faults";
   rep.suite = fmt::format("collcheck faults --random {} ({} ranks)", f.random, p);
-  rep.properties = {{"seed", fmt::format("{:#x}", seed)}, {"world", mpi ? "mpi" : "threads"}};
+  rep.properties = {{"seed", fmt::format("{:#x}", seed)}, {"world", session.name()}};
   rc::Random base(seed);
   const auto gen = collcheck::gen_detection_case(p, p);
   size_t missed = 0;
   double worst_over = 0;
   std::map<std::string, std::pair<size_t, size_t>> by_fault;  // fault -> (diagnosed as injected, drawn)
   std::optional<collcheck::Progress> progress;
-  if (const auto st = progress_for(f.progress); st != collcheck::ProgressStyle::Off) {
+  if (const auto st = progress_for(f.progress, session); st != collcheck::ProgressStyle::Off) {
     progress.emplace("faults", "cases", st);
     progress->count(0, f.random);
   }
@@ -72,7 +72,7 @@ int run_detection_command(FaultsFlags& f, int p, uint64_t seed) {
     const rc::Random ri = base.split();
     const collcheck::DetectionCase c = gen(ri, static_cast<int>(i % (rc::kNominalSize + 1))).value();
     const auto replay = [&](const collcheck::Scenario& s) {
-      return replay_here(s, {});
+      return replay_here(s, {}, session);
     };
     const collcheck::DetectionOutcome o = collcheck::check_detection(c, replay, /*rerun_if_slow=*/mpi == nullptr);
     if (!root) continue;
@@ -116,15 +116,15 @@ int run_detection_command(FaultsFlags& f, int p, uint64_t seed) {
     rep.seconds = std::chrono::duration<double>(Clock::now() - start).count();
     code = finish_reports(f.report, rep, code);
   }
-  return mpi ? mpi->agree_exit_code(code) : code;
+  return session.agree_exit_code(code);
 }
 
 }  // namespace
 
-int run_faults_command(FaultsFlags& f) {
+int run_faults_command(FaultsFlags& f, const Session& session) {
   using collcheck::UsageError;
-  collcheck::MpiWorld* mpi = collcheck::MpiWorld::get();
-  const int ranks = f.ranks == -1 ? (mpi ? mpi->size() : 4) : f.ranks;
+  collcheck::MpiWorld* mpi = session.mpi();
+  const int ranks = f.ranks == -1 ? (session.max_ranks(4)) : f.ranks;
   if (mpi && ranks != mpi->size())
     throw UsageError(fmt::format("--ranks is {}, but mpirun started {} processes; in the MPI world every process is a "
                                  "rank", ranks, mpi->size()));
@@ -140,7 +140,7 @@ int run_faults_command(FaultsFlags& f) {
   if (f.random > 0) {
     const uint64_t seed = parse_seed(f.seed, "--seed");
     if (ranks > 8) throw UsageError(fmt::format("--random draws worlds of at most 8 ranks, got {}", ranks));
-    return run_detection_command(f, ranks, seed);
+    return run_detection_command(f, ranks, seed, session);
   }
   collcheck::FaultTableOptions o;
   o.ranks = ranks;
@@ -149,30 +149,29 @@ int run_faults_command(FaultsFlags& f) {
   o.unguarded = f.mode != "guarded";
   o.keep_dumps = f.keep_dumps;
   if (!mpi) o.should_stop = f.should_stop;
-  o.root = !mpi || mpi->rank() == 0;
+  o.root = session.root();
   Report rep;
-  int code = fault_table_job(o, rep);
+  int code = fault_table_job(o, rep, session);
   if (o.root) code = finish_reports(f.report, rep, code);
-  return mpi ? mpi->agree_exit_code(code) : code;  // every rank exits with rank 0's verdict
+  return session.agree_exit_code(code);  // every rank exits with rank 0's verdict
 }
 
-int fault_table_job(const collcheck::FaultTableOptions& o, Report& rep) {
-  const collcheck::MpiWorld* mpi = collcheck::MpiWorld::get();
+int fault_table_job(const collcheck::FaultTableOptions& o, Report& rep, const Session& session) {
   const collcheck::Scenario base = collcheck::fault_table_scenario(o.ranks, o.impl);
   const auto start = Clock::now();
   rep.command = "faults";
   rep.suite = fmt::format("collcheck faults {} ({} ranks)", o.impl, o.ranks);
-  rep.properties = {{"scenario", base.name}, {"world", mpi ? "mpi" : "threads"},
+  rep.properties = {{"scenario", base.name}, {"world", session.name()},
                     {"deadline per call (s)", fmt::format("{:.3g}", base.deadline_s)}};
   if (o.root) {
     fmt::print("collcheck faults: impl {}, {} ranks {}, deadline {:.3g} s per call\n", o.impl, o.ranks,
-               mpi ? "as MPI processes" : "as threads", base.deadline_s);
+               session.how(), base.deadline_s);
     fmt::print("scenario: {}\n\n", base.name);
     fmt::print("{:<18} {:<10} {:<9} {:>12} {:>9}  {}\n", "fault", "mode", "detected", "diagnosed at", "run took",
                "diagnosis");
     std::fflush(stdout);
   }
-  const auto rows = collcheck::run_fault_table(o, replay_here, [](const collcheck::FaultRow& row) {
+  const auto rows = collcheck::run_fault_table(o, [&](const collcheck::Scenario& s, const collcheck::ReplayOptions& ro) { return replay_here(s, ro, session); }, [](const collcheck::FaultRow& row) {
     if (!row.run) return;
     const char* mode = row.guarded ? "guarded" : "unguarded";
     fmt::print("{:<18} {:<10} {:<9} {:>11.3f}s {:>8.3f}s  {}\n", row.fault, mode, row.ok ? "yes" : "NO", row.diagnosed_at,

@@ -79,7 +79,7 @@ int write_markdown(const GateFlags& f, const std::string& md, int code) {
   return code;
 }
 
-int perf_gate(GateFlags& f) {
+int perf_gate(GateFlags& f, const Session& session) {
   double limit = 0;
   {
     std::string t = f.max_regression;
@@ -100,11 +100,11 @@ int perf_gate(GateFlags& f) {
   GateResult r;
   if (side) {
     f.sweep.algo = f.baseline_impl + "," + f.candidate_impl;
-    const SweepOptions o = plan_sweep(f.sweep, true);
+    const SweepOptions o = plan_sweep(f.sweep, true, session);
     if (static_cast<size_t>(o.reps) < f.min_samples)
       throw UsageError(fmt::format("--reps is {}; the gate needs at least --min-samples {} rounds", o.reps, f.min_samples));
     fmt::print("collcheck gate: timing {} and {} side by side, {} rounds\n", base, cand, o.reps);
-    const SweepResult measured = run_sweep(o, stdout);
+    const SweepResult measured = run_sweep(o, stdout, session);
     if (!f.sweep.json.empty())
       write_file_atomically(f.sweep.json, sweep_to_json(o, measured, "threads", COLLCHECK_VERSION));
     try {
@@ -153,7 +153,7 @@ int perf_gate(GateFlags& f) {
   return finish_reports(out, rep, md_code);
 }
 
-int correctness_gate(GateFlags& f) {
+int correctness_gate(GateFlags& f, const Session& session) {
   if (!(f.budget > 0)) throw UsageError(fmt::format("--budget must be > 0 seconds, got {}", f.budget));
   Report verify_rep, faults_rep;
   // A total budget in time: a deadlocking plugin kept `--budget 10` running
@@ -172,13 +172,13 @@ int correctness_gate(GateFlags& f) {
   v.timeout = f.timeout;
   v.progress = f.progress;  // a long gate says it is alive (a line every 30 s in a CI log)
   v.report.capture = &verify_rep;
-  const int vcode = run_verify_command(v);
+  const int vcode = run_verify_command(v, session);
   collcheck::FaultTableOptions fo;
   fo.impl = f.impl;
   fo.should_stop = spent;  // gate runs with ranks as threads only (main.cc starts no MPI world for it)
   int fcode = 0;
   try {
-    fcode = fault_table_job(fo, faults_rep);
+    fcode = fault_table_job(fo, faults_rep, session);
   } catch (const collcheck::ScenarioError& e) {
     // The fault table replays scenarios; an implementation that cannot run
     // in one (a plugin, say) is said, not failed.
@@ -216,7 +216,7 @@ int correctness_gate(GateFlags& f) {
 
 }  // namespace
 
-int run_gate_command(GateFlags& f) {
+int run_gate_command(GateFlags& f, const Session& session) {
   const bool files = !f.baseline.empty() || !f.candidate.empty();
   const bool side = !f.baseline_impl.empty() || !f.candidate_impl.empty();
   if (files && side)
@@ -241,7 +241,7 @@ int run_gate_command(GateFlags& f) {
         throw UsageError(e.what());
       }
     }
-  return perf ? perf_gate(f) : correctness_gate(f);
+  return perf ? perf_gate(f, session) : correctness_gate(f, session);
 }
 
 }  // namespace collcheck::cli

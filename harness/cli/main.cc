@@ -120,30 +120,23 @@ int main(int argc, char** argv) {
                mpi_algo_choices(), verify.mpi_algo);
     return 2;
   }
+  collcheck::Session session;  // threads, unless --world mpi starts MPI below
   if (mpi_world) {
     if (verify.mpi_algo >= 0) {
       // Both, or coll/tuned silently ignores the choice.
       ::setenv("OMPI_MCA_coll_tuned_use_dynamic_rules", "1", 1);
       ::setenv("OMPI_MCA_coll_tuned_allreduce_algorithm", std::to_string(verify.mpi_algo).c_str(), 1);
     }
-    // Read before MPI_Init: a singleton's init sets these itself.
-    const bool launched = std::getenv("OMPI_COMM_WORLD_SIZE") || std::getenv("PMIX_RANK") || std::getenv("PMI_RANK");
+    // The world is made once, here; the commands are handed it. A CI job that
+    // forgot its launcher must not go green on a world of one.
+    std::string warning;
     try {
-      collcheck::MpiWorld::init(&argc, &argv);
+      session = collcheck::Session::start_mpi(&argc, &argv, warning);
     } catch (const std::exception& ex) {
       std::fprintf(stderr, "collcheck: error: --world mpi: %s\n", ex.what());
       return 2;
     }
-    // A CI job that forgot its launcher must not go green on a world of one.
-    if (collcheck::MpiWorld::get()->size() == 1) {
-      if (!launched) {
-        std::fprintf(stderr, "collcheck: error: --world mpi: this process was not started by mpirun, and a world of 1 "
-                             "process tests nothing; start it as `mpirun -np N collcheck ...`, or use --world threads\n");
-        collcheck::MpiWorld::get()->finalize();
-        return 2;
-      }
-      std::fprintf(stderr, "collcheck: warning: --world mpi with 1 process (mpirun -np 1): only worlds of 1 rank run\n");
-    }
+    if (!warning.empty()) std::fprintf(stderr, "collcheck: warning: %s\n", warning.c_str());
   } else if (const char* n = std::getenv("OMPI_COMM_WORLD_SIZE"); n && std::atoi(n) > 1) {
     std::fprintf(stderr, "collcheck: warning: started by mpirun with %s processes but without --world mpi: each "
                          "process runs its own thread world\n", n);
@@ -189,7 +182,7 @@ int main(int argc, char** argv) {
   }
   collcheck::install_exit_guard();
   collcheck::install_crash_handler();
-  if (auto* w = collcheck::MpiWorld::get()) {
+  if (auto* w = session.mpi()) {
     collcheck::set_crash_identity(fmt::format("rank {} of {} (pid {} on {})", w->rank(), w->size(), ::getpid(), w->host()));
     collcheck::set_crash_process_rank(w->rank());
   } else {
@@ -201,18 +194,18 @@ int main(int argc, char** argv) {
     for (ReportFlags* r :
          {&sweep.report, &verify.report, &replay.report, &faults.report, &analyze.report, &soak.report, &gate.report})
       parse_reports(*r);  // before the run: a report that cannot be written is bad input
-    if (app.got_subcommand("sweep")) return run_sweep_command(sweep, sweep_ranks_given);
-    if (app.got_subcommand("verify")) return run_verify_command(verify);
-    if (app.got_subcommand("replay")) return run_replay_command(replay);
+    if (app.got_subcommand("sweep")) return run_sweep_command(sweep, sweep_ranks_given, session);
+    if (app.got_subcommand("verify")) return run_verify_command(verify, session);
+    if (app.got_subcommand("replay")) return run_replay_command(replay, session);
     if (app.got_subcommand("analyze")) return run_analyze_command(analyze);
-    if (app.got_subcommand("faults")) return run_faults_command(faults);
-    if (app.got_subcommand("soak")) return run_soak_command(soak);
-    if (app.got_subcommand("gate")) return run_gate_command(gate);
+    if (app.got_subcommand("faults")) return run_faults_command(faults, session);
+    if (app.got_subcommand("soak")) return run_soak_command(soak, session);
+    if (app.got_subcommand("gate")) return run_gate_command(gate, session);
     std::fprintf(stderr, "collcheck: error: no subcommand given; allowed: verify, replay, analyze, faults, sweep, soak, gate (see --help)\n");
     return 2;
   } catch (const UsageError& ex) {
     // In the MPI world every rank finds the same error; rank 0 says it.
-    if (!collcheck::MpiWorld::get() || collcheck::MpiWorld::get()->rank() == 0)
+    if (session.root())
       std::fprintf(stderr, "collcheck: error: %s\n", ex.what());
     return 2;
   } catch (const std::bad_alloc&) {
@@ -221,6 +214,6 @@ int main(int argc, char** argv) {
   }
   }();
   verdict_reached(code);
-  if (mpi_world) collcheck::MpiWorld::get()->finalize();
+  session.finish();
   return code;
 }

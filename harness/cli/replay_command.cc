@@ -36,17 +36,18 @@ void add_replay(CLI::App& app, ReplayFlags& f) {
   add_report_flag(r, f.report);
 }
 
-collcheck::ReplayResult replay_here(const collcheck::Scenario& s, const collcheck::ReplayOptions& o) {
-  if (auto* mpi = collcheck::MpiWorld::get()) return collcheck::replay_scenario(s, o, *mpi);
+collcheck::ReplayResult replay_here(const collcheck::Scenario& s, const collcheck::ReplayOptions& o,
+                                    const collcheck::Session& session) {
+  if (auto* mpi = session.mpi()) return collcheck::replay_scenario(s, o, *mpi);
   return collcheck::replay_scenario(s, o);
 }
 
-void print_replay(const collcheck::Scenario& s, const collcheck::ReplayResult& r, bool temporary) {
+void print_replay(const collcheck::Scenario& s, const collcheck::ReplayResult& r, bool temporary, const collcheck::Session& session) {
   std::string faults;
   for (const auto& f : s.faults) faults += (faults.empty() ? "" : ", ") + f.kind;
   fmt::print("collcheck replay: {} ({})\n", s.file, s.name);
   fmt::print("  {} ranks {}, impl {}, deadline {} s per call, {} mode; faults: {}\n", s.ranks,
-             collcheck::MpiWorld::get() ? "as MPI processes" : "as threads", s.impl, s.deadline_s,
+             session.how(), s.impl, s.deadline_s,
              r.guarded ? "guarded" : "unguarded", faults.empty() ? "none" : faults);
   if (!r.dump_error.empty())
     fmt::print("  flight-recorder dumps: NOT all written to {}: {} (the diagnosis below is from the dumps in memory)\n",
@@ -108,7 +109,7 @@ void check_dump_dir(const std::string& dir) {
 
 }  // namespace
 
-int run_replay_command(ReplayFlags& f) {
+int run_replay_command(ReplayFlags& f, const collcheck::Session& session) {
   collcheck::Scenario s;
   try {
     collcheck::InputLimits limits;
@@ -127,7 +128,7 @@ int run_replay_command(ReplayFlags& f) {
   o.dump_dir = f.dump_dir;
   if (!o.dump_dir.empty()) {
     // Rank 0 checks, and every process agrees: none starts a run that others refused.
-    collcheck::MpiWorld* w = collcheck::MpiWorld::get();
+    collcheck::MpiWorld* w = session.mpi();
     std::string err;
     if (!w || w->rank() == 0) {
       try {
@@ -150,38 +151,37 @@ int run_replay_command(ReplayFlags& f) {
     if (!collcheck::parse_diagnosis(s.also_expect[i].diagnosis))
       throw collcheck::UsageError(fmt::format("{}: expect[{}].diagnosis: unknown diagnosis '{}'; allowed: {}", s.file,
                                               i + 1, s.also_expect[i].diagnosis, collcheck::diagnosis_choices()));
-  collcheck::MpiWorld* mpi = collcheck::MpiWorld::get();
   // Refuse up front, before any work, what cannot fit this machine's memory.
-  const uint64_t need = collcheck::replay_memory_needed(s, mpi ? 1 : s.ranks);
-  refuse_unless_fits(need, [&](uint64_t have) {
+  const uint64_t need = collcheck::replay_memory_needed(s, session.ranks_here(s.ranks));
+  refuse_unless_fits(session, need, [&](uint64_t have) {
     return fmt::format("{}: the program's calls need about {} in this process ({} rank(s) x the buffers a rank holds "
                        "at once: inputs, outputs, messages in flight and the oracle's inputs); {} is available. Make the counts smaller",
-                       s.file, collcheck::format_bytes(need), mpi ? 1 : s.ranks, collcheck::format_bytes(have));
+                       s.file, collcheck::format_bytes(need), session.ranks_here(s.ranks), collcheck::format_bytes(have));
   });
   collcheck::ReplayResult r;
   std::optional<collcheck::Progress> progress;
-  if (const auto st = progress_for(f.progress); st != collcheck::ProgressStyle::Off) {
+  if (const auto st = progress_for(f.progress, session); st != collcheck::ProgressStyle::Off) {
     progress.emplace("replay", "", st);
     progress->phase(fmt::format("{} ranks {}, {} mode; the run's limit is {:.0f} s", s.ranks,
-                                mpi ? "as MPI processes" : "as threads", o.guarded.value_or(s.guarded) ? "guarded" : "unguarded",
+                                session.how(), o.guarded.value_or(s.guarded) ? "guarded" : "unguarded",
                                 collcheck::replay_limit_s(s)));
   }
   try {
-    r = replay_here(s, o);
+    r = replay_here(s, o, session);
     progress.reset();
   } catch (const collcheck::ScenarioUnavailable& e) {
     // As verify does: exit 77, which CI reads as a skip.
-    if (!mpi || mpi->rank() == 0) fmt::print("collcheck replay: SKIPPED (not a pass): {}\n", e.what());
+    if (session.root()) fmt::print("collcheck replay: SKIPPED (not a pass): {}\n", e.what());
     std::fflush(stdout);
-    return mpi ? mpi->agree_exit_code(kExitSkipped) : kExitSkipped;
+    return session.agree_exit_code(kExitSkipped);
   } catch (const collcheck::ScenarioError& e) {
     throw collcheck::UsageError(e.what());
   }
-  if (mpi && mpi->rank() != 0) return mpi->agree_exit_code(1);  // rank 0 judges; its code wins
+  if (!session.root()) return session.agree_exit_code(1);  // rank 0 judges; its code wins
   // Dumps in a temporary directory nobody named are removed: every
   // unguarded replay left a collcheck-dumps-* folder in /tmp.
   const bool temporary = f.dump_dir.empty() && !r.dump_dir.empty();
-  print_replay(s, r, temporary);
+  print_replay(s, r, temporary, session);
   if (temporary) {
     std::error_code ec;
     std::filesystem::remove_all(r.dump_dir, ec);
@@ -196,7 +196,7 @@ int run_replay_command(ReplayFlags& f) {
       fmt::print("  {}\n", r.unexplained.substr(a, b - a));
     }
     std::fflush(stdout);
-    return mpi ? mpi->agree_exit_code(code) : code;
+    return session.agree_exit_code(code);
   }
   const collcheck::ExpectSpec none{"none", {}, {}, {}, {}, {}};
   const collcheck::ExpectSpec& e = s.expect ? *s.expect : none;
@@ -217,7 +217,7 @@ int run_replay_command(ReplayFlags& f) {
   rep.command = "replay";
   rep.suite = fmt::format("collcheck replay {}", s.file);
   rep.properties = {{"scenario", s.name}, {"mode", r.guarded ? "guarded" : "unguarded"},
-                    {"world", mpi ? "mpi" : "threads"}, {"ranks", std::to_string(s.ranks)}};
+                    {"world", session.name()}, {"ranks", std::to_string(s.ranks)}};
   rep.seconds = r.seconds;
   ReportCase c{fmt::format("expected: {}", e.diagnosis), ok ? ReportCase::Status::Passed : ReportCase::Status::Failed,
                ok ? "" : why, "", r.seconds};
@@ -229,7 +229,7 @@ int run_replay_command(ReplayFlags& f) {
                                             r.dumps, r.diagnoses, r.time_to_diagnosis));
   // The verdict holds, but the dumps asked for did not land: not a pass.
   const int code = finish_reports(f.report, rep, !ok ? 1 : !r.dump_error.empty() && !f.dump_dir.empty() ? collcheck::kExitOutputLost : 0);
-  return mpi ? mpi->agree_exit_code(code) : code;
+  return session.agree_exit_code(code);
 }
 
 }  // namespace collcheck::cli

@@ -42,9 +42,8 @@ void add_soak(CLI::App& app, SoakFlags& f) {
   add_report_flag(s, f.report);
 }
 
-int run_soak_command(SoakFlags& f) {
-  MpiWorld* mpi = MpiWorld::get();
-  const bool root = !mpi || mpi->root();
+int run_soak_command(SoakFlags& f, const Session& session) {
+  const bool root = session.root();
   SoakOptions o;
   try {
     o.plan = f.plan.empty() ? default_plan() : load_plan(f.plan, PlanLimits{parse_size(f.max_input_bytes, "--max-input-bytes"), 16});
@@ -70,8 +69,8 @@ int run_soak_command(SoakFlags& f) {
   } else if (!f.seed.empty()) o.seed = parse_seed(f.seed, "--seed");
   else if (o.plan.seed) o.seed = *o.plan.seed;
   else o.seed = (static_cast<uint64_t>(std::random_device{}()) << 32) ^ std::random_device{}();
-  if (mpi) {  // every process draws the same units: rank 0's seed
-    const auto s = mpi->broadcast(std::to_string(o.seed), Clock::now() + std::chrono::seconds(60));
+  {  // every process draws the same units: rank 0's seed
+    const auto s = session.from_root(std::to_string(o.seed), Clock::now() + std::chrono::seconds(60));
     if (!s) throw UsageError("--world mpi: rank 0 sent no seed within 60 s");
     o.seed = std::stoull(*s);
   }
@@ -97,10 +96,8 @@ int run_soak_command(SoakFlags& f) {
     throw UsageError(fmt::format("--metrics-interval must be >= 0.1 seconds, got {}", f.metrics_interval));
   o.metrics_interval_s = f.metrics_interval;
   o.version = COLLCHECK_VERSION;
-  if (mpi) {
-    o.launcher = fmt::format("mpirun -np {} ", mpi->size());
-    o.run_flags = " --world mpi";
-  }
+  o.launcher = session.launcher();
+  o.run_flags = session.world_flag();
   if (!f.junit.empty()) {
     try {
       check_report_path(f.junit, "--junit");
@@ -111,8 +108,8 @@ int run_soak_command(SoakFlags& f) {
   }
   // The resumed soak's seed and plan are in its results file: read there (run_soak checks the file).
   try {
-    const uint64_t need = soak_memory_needed(o);
-    refuse_unless_fits(need, [&](uint64_t have) {
+    const uint64_t need = soak_memory_needed(o, session);
+    refuse_unless_fits(session, need, [&](uint64_t have) {
       return fmt::format("the plan's largest unit needs about {} in this process (its largest verify case, or 4 x "
                          "ranks x workloads.perf.max_bytes); {} is available: lower workloads.perf.max_bytes, "
                          "workloads.verify.max_count or large_bytes, or ranks.max",
@@ -123,26 +120,26 @@ int run_soak_command(SoakFlags& f) {
   }
 
   check_metrics_flags(f.metrics);  // on every process alike; only the root keeps a registry
-  if (mpi && !root) {
+  if (!root) {
     try {
-      return serve_soak(o, *mpi);
+      return serve_soak(o, session);
     } catch (const PlanError& e) {
       throw UsageError(e.what());
     }
   }
 
   // Metrics: the root's registry holds the world's (it judges every unit).
-  std::unique_ptr<Metrics> metrics = start_metrics(f.metrics);
+  std::unique_ptr<Metrics> metrics = start_metrics(f.metrics, session);
   o.metrics = metrics.get();
   o.metrics_textfile = f.metrics.textfile;
   o.push = metrics && !f.metrics.pushgateway.empty();
   SoakResult r;
   try {
-    r = run_soak(o, stdout);
+    r = run_soak(o, stdout, session);
   } catch (const PlanError& e) {
-    if (mpi) {
+    if (session.is_mpi()) {
       std::fprintf(stderr, "collcheck: error: %s\n", e.what());
-      (void)mpi->broadcast("E2", Clock::now() + std::chrono::seconds(30));
+      (void)session.from_root("E2", Clock::now() + std::chrono::seconds(30));
       return 2;
     }
     throw UsageError(e.what());

@@ -8,7 +8,6 @@
 #include "harness/cli/commands.h"
 #include "harness/model/atomic_file.h"
 #include "harness/model/size.h"
-#include "harness/world/mpi_world.h"
 #include "harness/peers/peer_registry.h"
 #include "impl/algorithm.h"
 
@@ -60,7 +59,7 @@ void add_sweep(CLI::App& app, SweepFlags& f) {
   add_report_flag(s, f.report);
 }
 
-SweepOptions plan_sweep(SweepFlags& f, bool ranks_given) {
+SweepOptions plan_sweep(SweepFlags& f, bool ranks_given, const Session& session) {
   SweepOptions& sweep = f.o;
   sweep.min_bytes = parse_size(f.b, "-b/--minbytes");
   sweep.max_bytes = parse_size(f.e, "-e/--maxbytes");
@@ -85,7 +84,6 @@ SweepOptions plan_sweep(SweepFlags& f, bool ranks_given) {
     v.push_back(list.substr(start));
     return v;
   };
-  MpiWorld* w = MpiWorld::get();
   // Every implementation named must exist, run on this machine and in this world.
   auto admit = [&](const std::string& a, const char* flag) {
     collcheck::ImplPtr x;
@@ -95,8 +93,8 @@ SweepOptions plan_sweep(SweepFlags& f, bool ranks_given) {
       throw UsageError(fmt::format("{}: {}", flag, e.what()));
     }
     if (auto why = x->unavailable()) throw UsageError(fmt::format("{} {}: cannot run here: {}", flag, a, *why));
-    if (auto why = x->unsupported_world(w ? collcheck::WorldKind::Mpi : collcheck::WorldKind::Threads))
-      throw UsageError(fmt::format("{} {}: cannot run in the {} world: {}", flag, a, w ? "MPI" : "thread", *why));
+    if (auto why = x->unsupported_world(session.kind()))
+      throw UsageError(fmt::format("{} {}: cannot run in the {} world: {}", flag, a, session.is_mpi() ? "MPI" : "thread", *why));
     // NCCL's communicators per world are not renewed between the sweep's
     // timed and checked runs yet.
     if (a == "nccl") throw UsageError(fmt::format("{} nccl: the sweep does not time NCCL yet; use verify", flag));
@@ -120,11 +118,11 @@ SweepOptions plan_sweep(SweepFlags& f, bool ranks_given) {
   if (sweep.count)
     for (DType t : sweep.dtypes)
       if (auto why = count_problem(*sweep.count, t); !why.empty()) throw UsageError("-N/--count: " + why);
-  if (w) {
-    if (ranks_given && sweep.ranks != w->size())
+  if (session.is_mpi()) {
+    if (ranks_given && sweep.ranks != session.processes())
       throw UsageError(fmt::format("--ranks is {}, but mpirun started {} processes; in the MPI world every process "
-                                   "is a rank", sweep.ranks, w->size()));
-    sweep.ranks = w->size();
+                                   "is a rank", sweep.ranks, session.processes()));
+    sweep.ranks = session.processes();
   }
   if (sweep.ranks < 1 || sweep.ranks > kMaxThreadRanks)
     throw UsageError(fmt::format("--ranks must be between 1 and {} for the thread world, got {}", kMaxThreadRanks,
@@ -139,8 +137,8 @@ SweepOptions plan_sweep(SweepFlags& f, bool ranks_given) {
                                  sweep.inter_bandwidth_mbps));
   if (sweep.inter_latency_us > 0 || sweep.inter_bandwidth_mbps > 0) {
     int hosts = 1;
-    if (w) {
-      std::vector<int> ids = w->nodes();
+    if (session.is_mpi()) {
+      std::vector<int> ids = session.nodes();
       std::sort(ids.begin(), ids.end());
       hosts = static_cast<int>(std::unique(ids.begin(), ids.end()) - ids.begin());
     }
@@ -173,8 +171,8 @@ SweepOptions plan_sweep(SweepFlags& f, bool ranks_given) {
   size_t es = 1;
   for (DType t : sweep.dtypes) es = std::max(es, dtype_size(t));
   const uint64_t row_bytes = sweep.count ? checked_mul(*sweep.count, es).value_or(~uint64_t{0}) : sweep.max_bytes;
-  const uint64_t here = w ? 1 : static_cast<uint64_t>(sweep.ranks);  // ranks in this process
-  refuse_unless_fits(checked_mul(row_bytes, 4 * here).value_or(~uint64_t{0}), [&](uint64_t have) {
+  const uint64_t here = static_cast<uint64_t>(session.ranks_here(sweep.ranks));  // ranks in this process
+  refuse_unless_fits(session, checked_mul(row_bytes, 4 * here).value_or(~uint64_t{0}), [&](uint64_t have) {
     return fmt::format("the largest row ({} bytes per rank, {} rank(s) in this process) needs about {} (4 x ranks x "
                        "bytes: inputs, their pristine copies, outputs and the check); {} is available: the largest "
                        "that fits is {}",
@@ -185,13 +183,12 @@ SweepOptions plan_sweep(SweepFlags& f, bool ranks_given) {
   return sweep;
 }
 
-int run_sweep_command(SweepFlags& f, bool ranks_given) {
-  const SweepOptions sweep = plan_sweep(f, ranks_given);
-  MpiWorld* w = MpiWorld::get();
+int run_sweep_command(SweepFlags& f, bool ranks_given, const Session& session) {
+  const SweepOptions sweep = plan_sweep(f, ranks_given, session);
   const auto start = Clock::now();
-  const SweepResult result = run_sweep(sweep, stdout);
+  const SweepResult result = run_sweep(sweep, stdout, session);
   bool outputs_ok = true;
-  if (auto m = start_metrics(f.metrics)) {  // the rows: a histogram sample, a busbw gauge, a checked case each
+  if (auto m = start_metrics(f.metrics, session)) {  // the rows: a histogram sample, a busbw gauge, a checked case each
     for (const auto& row : result.rows) {
       if (!row.skipped.empty()) continue;
       m->unit(row.algo, "sweep", row.wrong == 0 && row.error.empty() ? "" : "results_match_oracle");
@@ -202,9 +199,9 @@ int run_sweep_command(SweepFlags& f, bool ranks_given) {
     }
     outputs_ok = finish_metrics(f.metrics, m.get()) && outputs_ok;
   }
-  if (!f.json.empty() && (!w || w->root())) {
+  if (!f.json.empty() && session.root()) {
     try {
-      write_file_atomically(f.json, sweep_to_json(sweep, result, w ? fmt::format("mpi:{}", w->size()) : "threads",
+      write_file_atomically(f.json, sweep_to_json(sweep, result, session.is_mpi() ? fmt::format("mpi:{}", session.processes()) : "threads",
                                                   COLLCHECK_VERSION));
     } catch (const std::exception& e) {
       std::fprintf(stderr, "collcheck: error: --json: %s\n", e.what());
@@ -213,7 +210,7 @@ int run_sweep_command(SweepFlags& f, bool ranks_given) {
   }
   // The rows ran; an output that did not land is not a pass (exit 5).
   int code = result.exit_code() == 0 && !outputs_ok ? kExitOutputLost : result.exit_code();
-  if (!w || w->root()) {
+  if (session.root()) {
     // One verdict per row: its results against the oracle (with -c 1).
     Report rep;
     rep.command = "sweep";
@@ -241,11 +238,8 @@ int run_sweep_command(SweepFlags& f, bool ranks_given) {
     rep.seconds = std::chrono::duration<double>(Clock::now() - start).count();
     code = finish_reports(f.report, rep, code);
   }
-  if (w) {  // every rank exits with rank 0's verdict
-    std::fflush(stdout);
-    code = w->agree_exit_code(code);
-  }
-  return code;
+  std::fflush(stdout);
+  return session.agree_exit_code(code);  // every rank exits with rank 0's verdict
 }
 
 }  // namespace collcheck::cli

@@ -84,8 +84,8 @@ void add_verify(CLI::App& app, VerifyFlags& f) {
 
 namespace {
 // At the end of a run: its cases, passed and failed, by property.
-bool export_verify_metrics(const VerifyFlags& f, const collcheck::VerifyResult& r) {
-  auto m = start_metrics(f.metrics);
+bool export_verify_metrics(const VerifyFlags& f, const collcheck::VerifyResult& r, const collcheck::Session& session) {
+  auto m = start_metrics(f.metrics, session);
   if (!m) return true;
   const bool failed = r.failed || r.harness_error;
   m->unit(f.impl, "verify", "", failed ? r.cases_run - 1 : r.cases_run);
@@ -95,7 +95,7 @@ bool export_verify_metrics(const VerifyFlags& f, const collcheck::VerifyResult& 
 int output_lost_unless(bool ok, int code) { return ok || code != 0 ? code : collcheck::kExitOutputLost; }
 }  // namespace
 
-int run_verify_command(VerifyFlags& f) {
+int run_verify_command(VerifyFlags& f, const collcheck::Session& session) {
   using collcheck::UsageError;
   collcheck::VerifyOptions o;
   o.impl_spec = f.impl;
@@ -103,10 +103,10 @@ int run_verify_command(VerifyFlags& f) {
   if (o.cases == 0) throw UsageError("--cases must be >= 1, got 0");
   o.seed = f.seed.empty() ? (static_cast<uint64_t>(std::random_device{}()) << 32) ^ std::random_device{}()
                          : parse_seed(f.seed, "--seed");
-  collcheck::MpiWorld* mpi = collcheck::MpiWorld::get();
-  const auto kind = mpi ? collcheck::WorldKind::Mpi : collcheck::WorldKind::Threads;
-  const int limit = mpi ? mpi->size() : kMaxThreadRanks;
-  const int max_ranks = f.max_ranks == -1 ? (mpi ? mpi->size() : 64) : f.max_ranks;
+  collcheck::MpiWorld* mpi = session.mpi();
+  const auto kind = session.kind();
+  const int limit = session.max_ranks(kMaxThreadRanks);
+  const int max_ranks = f.max_ranks == -1 ? (session.max_ranks(64)) : f.max_ranks;
   if (max_ranks < 1 || max_ranks > limit)
     throw UsageError(fmt::format("--max-ranks must be between 1 and {} for {}, got {}", limit,
                                  mpi ? "this MPI world (its process count)" : "the thread world", max_ranks));
@@ -141,7 +141,7 @@ int run_verify_command(VerifyFlags& f) {
   if (f.one_of_ranks != kOneOfDefaultRanks) o.run_flags += fmt::format(" --one-of-ranks {}", f.one_of_ranks);
   if (f.isolate != "auto" && f.isolate != "on" && f.isolate != "off")
     throw UsageError(fmt::format("--isolate must be auto, on or off, got '{}'", f.isolate));
-  o.progress = progress_for(f.progress);
+  o.progress = progress_for(f.progress, session);
   for (const auto& [flag, value, into] : {std::tuple{"--sequences", &f.sequences, &o.space.sequences},
                                           std::tuple{"--perturb", &f.perturb, &o.space.perturb}}) {
     if (*value != "on" && *value != "off") throw UsageError(fmt::format("{} must be on or off, got '{}'", flag, *value));
@@ -215,7 +215,7 @@ int run_verify_command(VerifyFlags& f) {
   o.space.nodes = impl->follows_nodes();
   if (mpi) cfg.world_nodes = mpi->nodes();
   cfg.timeout = std::chrono::milliseconds(static_cast<long long>(f.timeout * 1000));
-  const bool root = !mpi || mpi->rank() == 0;
+  const bool root = session.root();
   auto say = [&](const std::string& line) {
     if (root) fmt::print("{}\n", line);
   };
@@ -237,7 +237,7 @@ int run_verify_command(VerifyFlags& f) {
   for (const auto& [flag, x] : all) {
     if (auto why = x->unsupported_world(kind)) throw UsageError(fmt::format("{} {}: {}", flag, x->name(), *why));
     try {
-      x->fit_world(kind, o.space.max_ranks, say);
+      x->fit_world(mpi, o.space.max_ranks, say);
     } catch (const collcheck::ImplementationError& e) {
       throw UsageError(e.what());
     }
@@ -276,29 +276,29 @@ int run_verify_command(VerifyFlags& f) {
       for (const auto& [flag, x] : all)
         if (auto why = x->unsupported(c->dtype, c->op))
           throw UsageError(fmt::format("--replay: {} cannot run this case: {}", x->name(), *why));
-      if (c->p > (mpi ? mpi->size() : kMaxThreadRanks))
+      if (c->p > (session.max_ranks(kMaxThreadRanks)))
         throw UsageError(fmt::format("--replay: the case has {} ranks and this world has {}", c->p,
-                                     mpi ? mpi->size() : kMaxThreadRanks));
+                                     session.max_ranks(kMaxThreadRanks)));
     }
   }
 
   // Refuse up front what the largest case drawn could not fit (issue 13).
   {
-    const int here_max = mpi ? 1 : o.space.max_ranks;
+    const int here_max = session.ranks_here(o.space.max_ranks);
     const size_t npeers = cfg.peers.size();
     if (o.replay) {
-      const uint64_t need = collcheck::case_memory_needed(*o.replay, mpi ? 1 : o.replay->p, npeers);
-      refuse_unless_fits(need, [&](uint64_t have) {
+      const uint64_t need = collcheck::case_memory_needed(*o.replay, session.ranks_here(o.replay->p), npeers);
+      refuse_unless_fits(session, need, [&](uint64_t have) {
         return fmt::format("--replay: the case needs about {} in this process ((11 + {} peer(s)) x its buffer, per "
                            "rank); {} is available",
                            collcheck::format_bytes(need), npeers, collcheck::format_bytes(have));
       });
     } else {
       const uint64_t need = collcheck::verify_memory_needed(o.space, here_max, npeers);
-      refuse_unless_fits(need, [&](uint64_t have) {
+      refuse_unless_fits(session, need, [&](uint64_t have) {
         // The largest of each flag that fits, the others as given.
         auto fits = [&](collcheck::CaseSpace s) {
-          return collcheck::verify_memory_needed(s, mpi ? 1 : s.max_ranks, npeers) <= have;
+          return collcheck::verify_memory_needed(s, session.ranks_here(s.max_ranks), npeers) <= have;
         };
         std::vector<std::string> alt;
         collcheck::CaseSpace s = o.space;
@@ -347,7 +347,7 @@ int run_verify_command(VerifyFlags& f) {
       mpi->abort(1);
     }
     std::fflush(stdout);
-    const bool metrics_ok = export_verify_metrics(f, result);
+    const bool metrics_ok = export_verify_metrics(f, result, session);
     const int code = finish_reports(f.report, collcheck::verify_report(o, result),
                                     output_lost_unless(metrics_ok, result.exit_code()));
     exec.stop(code);
@@ -357,7 +357,7 @@ int run_verify_command(VerifyFlags& f) {
   auto exec = collcheck::make_executor(cfg, isolate);
   const auto result = collcheck::run_verify(o, *exec, stdout);
   std::fflush(stdout);
-  const bool metrics_ok = export_verify_metrics(f, result);
+  const bool metrics_ok = export_verify_metrics(f, result, session);
   return finish_reports(f.report, collcheck::verify_report(o, result), output_lost_unless(metrics_ok, result.exit_code()));
 }
 

@@ -14,9 +14,12 @@
 #include <string_view>
 #include <vector>
 
+#include "harness/world/world.h"
 #include "impl/algorithm.h"
 
 namespace collcheck {
+
+class MpiWorld;
 
 // A documented way in which an implementation's results differ from NCCL's
 // semantics. Results it explains are accepted only if they are one of the
@@ -54,8 +57,6 @@ std::vector<uint64_t> tree_outcomes(std::span<const uint64_t> values, uint64_t (
 // oracle's bitwise case): every deviation's outcome set includes it.
 void add_nccl_result(const Reduction& red, std::span<const uint64_t> values, std::vector<uint64_t>& out);
 
-// Where the ranks of an implementation can live.
-enum class WorldKind : uint8_t { Threads, Mpi };
 
 class Implementation {
  public:
@@ -83,11 +84,13 @@ class Implementation {
   // a fork shares (Gloo's epoll loop, MPI, CUDA) cannot: the child's sockets
   // land in the parent's epoll set.
   virtual bool forks_cleanly_after_use() const { return !no_fork().has_value(); }
-  // Before a run in a world of this kind, called on every process: lowers
+  // Before a run in this world (the MPI world, or nullptr for threads), called
+  // on every process: lowers
   // `max_ranks` to what this machine can hold (saying why through `say`), or
   // throws ImplementationError for a placement it cannot run (a node with
   // more MPI processes than devices).
-  virtual void fit_world(WorldKind, int& /*max_ranks*/, const std::function<void(const std::string&)>& /*say*/) const {}
+  virtual void fit_world(MpiWorld* /*mpi: nullptr for threads*/, int& /*max_ranks*/,
+                         const std::function<void(const std::string&)>& /*say*/) const {}
   // The reduction order the implementation declares for element `index`
   // (impl/algorithm.h: ReductionOrderFn), appended to `postfix`; false when it
   // declares none. `nodes`: node_map() of the call's links, or empty (one node).

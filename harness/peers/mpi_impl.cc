@@ -290,10 +290,13 @@ class MpiImplementation final : public Implementation {
   }
 
   void all_reduce(const AllReduceArgs& a) const override {
-    MpiWorld* w = MpiWorld::get();
-    if (!w) throw std::runtime_error(*unsupported_world(WorldKind::Threads));
-    const MPI_Comm comm = w->comm(a.links.size());
-    if (comm == MPI_COMM_NULL) throw std::runtime_error(fmt::format("rank {} is not in the world of {} ranks", w->rank(), a.links.size()));
+    // The world's communicator comes with its links (a process group's links
+    // have none: MPI_Allreduce runs on the whole world only).
+    MpiLinks* l = a.links.mpi();
+    if (!l) throw std::runtime_error(*unsupported_world(WorldKind::Threads));
+    const MPI_Comm comm = l->collectives();
+    if (comm == MPI_COMM_NULL)
+      throw std::runtime_error(fmt::format("rank {} has no MPI communicator for the world of {} ranks", l->rank(), a.links.size()));
     const DType t = a.red.dtype;
     const bool native = native_type(t) != MPI_DATATYPE_NULL;
     if (!native) make_user_defined();
@@ -317,7 +320,7 @@ class MpiImplementation final : public Implementation {
   std::string name_ = "mpi";
   // The coll/tuned algorithm in effect, read once (tuned_allreduce_algorithm).
   int algorithm() const {
-    std::call_once(algo_once_, [this] { algo_ = MpiWorld::get() ? tuned_allreduce_algorithm() : -1; });
+    std::call_once(algo_once_, [this] { algo_ = mpi_running() ? tuned_allreduce_algorithm() : -1; });
     return algo_;
   }
   mutable std::once_flag algo_once_;

@@ -60,7 +60,7 @@ class NcclImplementation final : public Implementation {
         return fmt::format("NCCL's fp8 needs sm_90 or newer; GPU {} is sm_{}{}", dev, prop.major, prop.minor);
       // With one GPU in the thread world every case is p = 1.
       // COLLCHECK_NCCL_STRICT=1 runs them anyway (to see whether a version still has the bug).
-      if (is_premul_op(t, op) && has_p1_fp8_premul_finding(version_) && !MpiWorld::get() && nccl_device_count() == 1 &&
+      if (is_premul_op(t, op) && has_p1_fp8_premul_finding(version_) && !mpi_running() && nccl_device_count() == 1 &&
           !std::getenv("COLLCHECK_NCCL_STRICT"))
         return fmt::format("known NCCL finding nccl-p1-fp8-premul ({}): at p = 1 fp8 avg and premulsum return "
                            "ncclInvalidArgument, and this machine has one GPU",
@@ -82,10 +82,10 @@ class NcclImplementation final : public Implementation {
   // One GPU per rank: NCCL 2.28 refuses two ranks on one GPU. The thread world
   // caps p at the visible GPUs; the MPI world gives each process the GPU of
   // its node-local rank, so a node with more processes than GPUs is an error.
-  void fit_world(WorldKind kind, int& max_ranks, const std::function<void(const std::string&)>& say) const override {
+  void fit_world(MpiWorld* mpi, int& max_ranks, const std::function<void(const std::string&)>& say) const override {
     const int gpus = nccl_device_count();
-    if (kind == WorldKind::Mpi) {
-      MpiWorld& w = *MpiWorld::get();
+    if (mpi) {
+      MpiWorld& w = *mpi;
       const int on_node = w.processes_on_node(w.rank() < max_ranks);
       const auto err = nccl_mpi_gpu_cap_error(w.host(), on_node, gpus);
       const bool any = w.any_process(err.has_value());
@@ -100,8 +100,9 @@ class NcclImplementation final : public Implementation {
 
   void all_reduce(const AllReduceArgs& a) const override {
     const int p = a.links.size(), r = a.links.rank();
-    MpiWorld* w = MpiWorld::get();
-    if (w) agree_on_groups(p, a.deadline);
+    // Under MPI the world's communicator comes with its links.
+    MpiLinks* w = a.links.mpi();
+    if (w) agree_on_groups(p, *w, a.deadline);
     auto call = groups_.enter(p, [&] { return w ? create_mpi(p, r, *w, a.deadline) : create_threads(p, a.deadline); });
     RankComm& rc = call.state().ranks[w ? 0 : static_cast<size_t>(r)];
     try {
@@ -252,18 +253,18 @@ class NcclImplementation final : public Implementation {
     return c;
   }
 
-  MPI_Comm id_comm(int p, MpiWorld& w) const {
+  MPI_Comm id_comm(int p, MpiLinks& w) const {
     std::lock_guard lk(mpi_mu_);
     auto& c = id_comms_[p];
-    if (c == MPI_COMM_NULL) MPI_Comm_dup(w.comm(p), &c);  // collective: every rank's first nccl call of world p
+    if (c == MPI_COMM_NULL) MPI_Comm_dup(w.collectives(), &c);  // collective: every rank's first nccl call of world p
     return c;
   }
 
   // In the MPI world every rank agrees before communicators are (re)created:
   // if one rank has none (its first call, or its last call failed), all drop
   // theirs and create anew together.
-  void agree_on_groups(int p, Deadline deadline) const {
-    const MPI_Comm comm = id_comm(p, *MpiWorld::get());
+  void agree_on_groups(int p, MpiLinks& links, Deadline deadline) const {
+    const MPI_Comm comm = id_comm(p, links);
     int need = groups_.cached(p) ? 0 : 1, any = 0;
     MPI_Request req;
     MPI_Iallreduce(&need, &any, 1, MPI_INT, MPI_MAX, comm, &req);
@@ -271,7 +272,7 @@ class NcclImplementation final : public Implementation {
     if (any && !need) groups_.reset(p, "another rank re-creates its communicator");
   }
 
-  std::unique_ptr<Comms> create_mpi(int p, int r, MpiWorld& w, Deadline deadline) const {
+  std::unique_ptr<Comms> create_mpi(int p, int r, MpiLinks& w, Deadline deadline) const {
     auto c = std::make_unique<Comms>();
     c->ranks.resize(1);
     try {
@@ -286,7 +287,7 @@ class NcclImplementation final : public Implementation {
       RankComm& rc = c->ranks[0];
       const int n = nccl_device_count();
       if (n <= 0) throw std::runtime_error(*nccl_unavailable());
-      rc.device = local_rank(w.rank()) % n;  // main.cc guarantees local ranks < n
+      rc.device = local_rank(r) % n;  // rank r of the world (its first p ranks); fit_world keeps local ranks < n
       cuda_check(cudaSetDevice(rc.device), "cudaSetDevice");
       ncclConfig_t cfg = nonblocking_config();
       const ncclResult_t q = ncclCommInitRankConfig(&rc.comm, p, m.id, r, &cfg);

@@ -14,10 +14,9 @@
 
 #include "harness/run/communicator.h"
 #include "harness/peers/mpi_impl.h"
-#include "harness/world/mpi_world.h"
+#include "harness/session/session.h"
 #include "harness/check/oracle.h"
 #include "harness/check/output_check.h"
-#include "harness/world/thread_world.h"
 #include "faults/nemesis.h"
 
 namespace collcheck {
@@ -216,12 +215,9 @@ SweepRow run_row(World& world, const SweepOptions& o, size_t count, DType t, Red
 
 }  // namespace
 
-SweepResult run_sweep(const SweepOptions& o, std::FILE* out_or_null) {
+SweepResult run_sweep(const SweepOptions& o, std::FILE* out_or_null, const Session& session) {
   SweepResult result;
-  MpiWorld* mpi = MpiWorld::get();
-  std::unique_ptr<ThreadWorld> threads;
-  if (!mpi) threads = std::make_unique<ThreadWorld>(o.ranks);
-  World* world = mpi ? static_cast<World*>(mpi) : threads.get();
+  const WorldLease world = session.world(o.ranks);
   // Only the root prints: the other MPI ranks write to /dev/null.
   std::FILE* out = out_or_null;
   std::unique_ptr<std::FILE, int (*)(std::FILE*)> devnull(nullptr, &std::fclose);
@@ -238,17 +234,17 @@ SweepResult run_sweep(const SweepOptions& o, std::FILE* out_or_null) {
   int nodes = 1;
   if (o.ranks_per_node > 0) {
     nodes = (world->size() + o.ranks_per_node - 1) / o.ranks_per_node;
-  } else if (mpi) {
-    std::vector<int> ids = mpi->nodes();
+  } else if (session.is_mpi()) {
+    std::vector<int> ids = session.nodes();
     std::sort(ids.begin(), ids.end());
     nodes = static_cast<int>(std::unique(ids.begin(), ids.end()) - ids.begin());
   }
   const bool slow = o.inter_latency_us > 0 || o.inter_bandwidth_mbps > 0;
   fmt::print(out, "# collcheck sweep: {} ranks {}, {}, data {}, seed {}{}, {} iters, {} warmup, check {}\n",
-             world->size(), fmt::format("{} ({} links)", world->how(), mpi ? mpi_library_version() : "in-process"),
+             world->size(), fmt::format("{} ({} links)", world->how(), session.is_mpi() ? mpi_library_version() : "in-process"),
              o.inplace ? "in-place" : "out-of-place", data_class_name(o.data), o.seed,
              premul ? fmt::format(", premulsum scalar {}", o.scalar) : "", o.iters, o.warmup, o.check ? 1 : 0);
-  if (nodes > 1 || o.ranks_per_node > 0 || mpi)
+  if (nodes > 1 || o.ranks_per_node > 0 || session.is_mpi())
     fmt::print(out, "# nodes: {} ({}){}\n", nodes,
                o.ranks_per_node > 0 ? fmt::format("--ranks-per-node {}, simulated", o.ranks_per_node)
                                     : "MPI_Comm_split_type(MPI_COMM_TYPE_SHARED)",

@@ -110,8 +110,12 @@ OutputCheck check_outputs(const Reduction& red, std::span<const void* const> pri
 // wrong), with collcheck's own (algo, ranks, busbw_samples).
 std::string sweep_to_json(const SweepOptions& o, const SweepResult& r, const std::string& world, const std::string& version);
 
-// Runs the sweep, printing the table to `out` as rows complete.
-SweepResult run_sweep(const SweepOptions& o, std::FILE* out);
+class Session;
+
+// Runs the sweep in the session's world (threads: a world of o.ranks made for
+// it; MPI: every process a rank), printing the table to `out` as rows
+// complete (the root only).
+SweepResult run_sweep(const SweepOptions& o, std::FILE* out, const Session& session);
 
 // Element counts nccl-tests would use for [min_bytes, max_bytes] by `factor`.
 std::vector<size_t> sweep_counts(const SweepOptions& o, DType t);

@@ -68,7 +68,7 @@ void Soak::prepare_lanes(bool executors) {
     l.space.max_ranks = max_ranks;
     for (const auto& i : all) {
       try {
-        i->fit_world(kind, l.space.max_ranks, [](const std::string&) {});
+        i->fit_world(mpi_, l.space.max_ranks, [](const std::string&) {});
       } catch (const ImplementationError& e) {
         throw bad(e.what());
       }
@@ -195,7 +195,7 @@ int Soak::serve(World& world) {
       (void)replay_scenario(s, ro, world);
     } else if (w == "perf") {
       std::FILE* sink = std::fopen("/dev/null", "w");
-      (void)run_sweep(perf_options(l, j), sink ? sink : stdout);
+      (void)run_sweep(perf_options(l, j), sink ? sink : stdout, session_);
       if (sink) std::fclose(sink);
     }
     world.drain(Clock::now() + std::chrono::seconds(120));
@@ -312,22 +312,22 @@ SoakHeader read_soak_header(const std::string& path) {
   return h;
 }
 
-uint64_t soak_memory_needed(const SoakOptions& o) {
-  Soak s(o, stdout);
+uint64_t soak_memory_needed(const SoakOptions& o, const Session& session) {
+  Soak s(o, stdout, session);
   s.prepare_lanes(false);
   return s.memory_needed();
 }
 
-SoakResult run_soak(const SoakOptions& o, std::FILE* out) {
-  Soak s(o, out);
+SoakResult run_soak(const SoakOptions& o, std::FILE* out, const Session& session) {
+  Soak s(o, out, session);
   s.prepare_lanes(true);
   return s.run();
 }
 
-int serve_soak(const SoakOptions& o, World& world) {
-  Soak s(o, stdout);
+int serve_soak(const SoakOptions& o, const Session& session) {
+  Soak s(o, stdout, session);
   s.prepare_lanes(true);
-  return s.serve(world);
+  return s.serve(*session.mpi());
 }
 
 Report soak_report(const SoakOptions& o, const SoakResult& r) {

@@ -28,6 +28,8 @@
 
 namespace collcheck {
 
+class Session;
+
 class Metrics;
 class World;
 
@@ -95,12 +97,14 @@ SoakHeader read_soak_header(const std::string& results_path);
 
 // What the largest unit of the plan needs in this process (the up-front
 // memory check): its largest verify case, or 4 x ranks x its largest sweep row.
-uint64_t soak_memory_needed(const SoakOptions& o);
+// Each runs in the session's world: threads, or the MPI world (every process
+// a rank; the root draws the units and the others serve them).
+uint64_t soak_memory_needed(const SoakOptions& o, const Session& session);
 // Throws PlanError (bad plan or results file: exit 2) before any work.
-SoakResult run_soak(const SoakOptions& o, std::FILE* out);
+SoakResult run_soak(const SoakOptions& o, std::FILE* out, const Session& session);
 // The loop of every MPI process but the root's: runs what rank 0 says until it
 // says stop; returns the exit code it sends (1 when it goes silent).
-int serve_soak(const SoakOptions& o, World& world);
+int serve_soak(const SoakOptions& o, const Session& session);
 
 Report soak_report(const SoakOptions& o, const SoakResult& r);
 

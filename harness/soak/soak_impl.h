@@ -25,7 +25,7 @@
 #include "harness/run/sweep.h"
 #include "harness/soak/algorithms.h"
 #include "harness/soak/results_file.h"
-#include "harness/world/mpi_world.h"
+#include "harness/session/session.h"
 #include "properties/detection.h"
 #include "properties/executor.h"
 #include "properties/verify.h"
@@ -64,7 +64,7 @@ inline std::string shape_of(const Case& c) {
 
 class Soak {
  public:
-  Soak(const SoakOptions& o, std::FILE* out) : o_(o), out_(out), mpi_(MpiWorld::get()) {}
+  Soak(const SoakOptions& o, std::FILE* out, const Session& session) : o_(o), out_(out), session_(session), mpi_(session.mpi()) {}
   Soak(const Soak&) = delete;
   Soak& operator=(const Soak&) = delete;
 
@@ -126,7 +126,8 @@ class Soak {
  private:
   const SoakOptions& o_;
   std::FILE* out_;
-  MpiWorld* mpi_;
+  const Session& session_;
+  MpiWorld* mpi_;  // session_.mpi(): nullptr for threads
   Clock::time_point t0_ = Clock::now();  // when this part of the soak began
   std::unique_ptr<ResultsFile> results_;  // locked while this soak runs
   SoakTotals totals_;

@@ -203,7 +203,7 @@ void Soak::perf_unit(Lane& l, const Unit& u, json& j) {
   if (mpi_) (void)mpi_->broadcast("U" + desc.dump(), Clock::now() + std::chrono::seconds(60));
   std::FILE* sink = std::fopen("/dev/null", "w");
   const auto perf_t0 = Clock::now();
-  const SweepResult r = run_sweep(perf_options(l, desc), sink ? sink : stdout);
+  const SweepResult r = run_sweep(perf_options(l, desc), sink ? sink : stdout, session_);
   if (sink) std::fclose(sink);
   j["cases"] = 1;
   if (r.rows.empty()) {

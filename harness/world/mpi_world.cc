@@ -72,7 +72,7 @@ MpiWorld& MpiWorld::init(int* argc, char*** argv) {
     w->links_comm_.push_back(lc);
     w->coll_comm_.push_back(cc);
     w->links_.push_back(lc != MPI_COMM_NULL ? std::make_unique<MpiLinks>(
-                                                  lc, std::vector<int>(w->nodes_.begin(), w->nodes_.begin() + p))
+                                                  lc, std::vector<int>(w->nodes_.begin(), w->nodes_.begin() + p), cc)
                                             : nullptr);
   }
   g_world = w;
@@ -80,6 +80,13 @@ MpiWorld& MpiWorld::init(int* argc, char*** argv) {
 }
 
 MpiWorld* MpiWorld::get() { return g_world; }
+
+bool mpi_running() {
+  int init = 0, fin = 0;
+  MPI_Initialized(&init);
+  MPI_Finalized(&fin);
+  return init && !fin;
+}
 
 MpiLinks& MpiWorld::links(int p) {
   if (p < 1 || p > size_ || !links_[static_cast<size_t>(p - 1)])

@@ -35,12 +35,17 @@ inline constexpr int kBroadcast = 35;    // World::broadcast: rank 0's text to e
 inline constexpr int kRunOverBase = 1000;
 }  // namespace control_tag
 
+// Whether this process runs in an MPI world (MPI initialized, not finalized):
+// what a peer library asks before it reads MPI's own settings.
+bool mpi_running();
+
 class MpiWorld final : public World {
  public:
   // MPI_Init_thread (MPI_THREAD_MULTIPLE: the async engine and the watchdog
   // call MPI from their own threads). Throws std::runtime_error if MPI gives less.
   static MpiWorld& init(int* argc, char*** argv);
-  // The world, or nullptr outside it (--world threads).
+  // The world, or nullptr outside it (--world threads). For harness/world
+  // only: every other room is handed the world (the session makes it).
   static MpiWorld* get();
 
   int rank() const { return rank_; }

@@ -20,6 +20,10 @@
 
 namespace collcheck {
 
+// Where ranks live: threads of one process, or one MPI process each (what an
+// implementation can run in: Implementation::unsupported_world).
+enum class WorldKind : uint8_t { Threads, Mpi };
+
 class CallGuard;  // harness/check/guard.h
 
 // What one rank's body gets to work with.

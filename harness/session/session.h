@@ -1,0 +1,95 @@
+// The session (issue 32): the one place where a command's world is made, and
+// the one protocol every process of it keeps.
+//
+// - The world is made once, in main: threads (every rank in this process:
+//   each job makes thread worlds of the sizes it runs, through world(p)) or
+//   MPI (MPI_Init under mpirun: every process a rank of one world).
+// - Rank 0 judges and reports; the others serve it (root(), from_root()).
+// - Every process exits with one code, rank 0's (agree_exit_code).
+// Rooms above the world are handed this, never a global: peers reach the MPI
+// communicator through their links (Links::mpi()).
+#pragma once
+
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "harness/world/mpi_world.h"
+#include "harness/world/world.h"
+
+namespace collcheck {
+
+// A world for one run: one the session made for it (threads), or the MPI
+// world itself, which outlives it.
+class WorldLease {
+ public:
+  WorldLease(std::unique_ptr<World> owned, World* shared) : owned_(std::move(owned)), w_(owned_ ? owned_.get() : shared) {}
+  World& operator*() const { return *w_; }
+  World* operator->() const { return w_; }
+  World* get() const { return w_; }
+
+ private:
+  std::unique_ptr<World> owned_;
+  World* w_;
+};
+
+class Session {
+ public:
+  // The thread world: nothing to start.
+  Session() = default;
+  // Starts the MPI world (MPI_Init_thread). Throws std::runtime_error when MPI
+  // cannot start, or when this process was not started by a launcher and
+  // would be a world of 1 (a CI job that forgot mpirun tests nothing); a
+  // world of 1 under `mpirun -np 1` sets `warning`.
+  static Session start_mpi(int* argc, char*** argv, std::string& warning);
+
+  WorldKind kind() const { return mpi_ ? WorldKind::Mpi : WorldKind::Threads; }
+  bool is_mpi() const { return mpi_ != nullptr; }
+  // "threads" or "mpi", as --world and a scenario's world.kind say it.
+  std::string name() const { return mpi_ ? "mpi" : "threads"; }
+  // "as threads" or "as MPI processes", for headers.
+  std::string how() const { return mpi_ ? "as MPI processes" : "as threads"; }
+  // Whether this process judges and reports: rank 0, or the only process.
+  bool root() const { return !mpi_ || mpi_->root(); }
+  int rank() const { return mpi_ ? mpi_->rank() : 0; }
+  // Processes in the job: the MPI world's size, 1 for threads.
+  int processes() const { return mpi_ ? mpi_->size() : 1; }
+  // Ranks this process holds in a world of p: p as threads, 1 under MPI.
+  int ranks_here(int p) const { return mpi_ ? 1 : p; }
+  // The largest world a job may ask for: the MPI world's size, or `threads`.
+  int max_ranks(int threads) const { return mpi_ ? mpi_->size() : threads; }
+  // What a printed replay line needs in front ("mpirun -np N ") and after the
+  // command (" --world mpi"); empty for threads.
+  std::string launcher() const;
+  std::string world_flag() const { return mpi_ ? " --world mpi" : ""; }
+  // Each rank's node id (MPI: from MPI_Comm_split_type); empty for threads.
+  std::vector<int> nodes() const { return mpi_ ? mpi_->nodes() : std::vector<int>{}; }
+
+  // A world of p ranks for one run: a new thread world, or the MPI world
+  // (whose size mpirun fixed: p must be it).
+  WorldLease world(int p) const;
+
+  // Rank 0's text on every process (threads: `text`); nullopt if it did not
+  // come by `deadline`.
+  std::optional<std::string> from_root(const std::string& text, Deadline deadline) const;
+  // Whether any process says yes (threads: `mine`). Collective.
+  bool any_process(bool mine) const { return mpi_ ? mpi_->any_process(mine) : mine; }
+  // Processes on this node that count (threads: 1). Collective.
+  int processes_on_node(bool counts) const { return mpi_ ? mpi_->processes_on_node(counts) : 1; }
+  // The code every process exits with: rank 0's. Collective.
+  int agree_exit_code(int code) const { return mpi_ ? mpi_->agree_exit_code(code) : code; }
+  // Ends the job at once with `code` (MPI_Abort; threads: std::exit).
+  [[noreturn]] void abort(int code) const;
+  // MPI_Finalize (threads: nothing).
+  void finish() const;
+
+  // The MPI world itself, for the executors that serve it (nullptr: threads).
+  MpiWorld* mpi() const { return mpi_; }
+
+ private:
+  explicit Session(MpiWorld& w) : mpi_(&w) {}
+  MpiWorld* mpi_ = nullptr;
+};
+
+}  // namespace collcheck
