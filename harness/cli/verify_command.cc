@@ -95,21 +95,24 @@ bool export_verify_metrics(const VerifyFlags& f, const collcheck::VerifyResult& 
 int output_lost_unless(bool ok, int code) { return ok || code != 0 ? code : collcheck::kExitOutputLost; }
 }  // namespace
 
-int run_verify_command(VerifyFlags& f, const collcheck::Session& session) {
-  using collcheck::UsageError;
+namespace {
+using collcheck::UsageError;
+using Say = std::function<void(const std::string&)>;
+using Impls = std::vector<std::pair<std::string, collcheck::ImplPtr>>;
+
+// The flags of the case space, the budget and the replay line, checked.
+collcheck::VerifyOptions verify_options(VerifyFlags& f, const collcheck::Session& session) {
   collcheck::VerifyOptions o;
   o.impl_spec = f.impl;
   o.cases = collcheck::parse_count(f.cases, "--cases");
   if (o.cases == 0) throw UsageError("--cases must be >= 1, got 0");
   o.seed = f.seed.empty() ? (static_cast<uint64_t>(std::random_device{}()) << 32) ^ std::random_device{}()
                          : parse_seed(f.seed, "--seed");
-  collcheck::MpiWorld* mpi = session.mpi();
-  const auto kind = session.kind();
   const int limit = session.max_ranks(kMaxThreadRanks);
   const int max_ranks = f.max_ranks == -1 ? (session.max_ranks(64)) : f.max_ranks;
   if (max_ranks < 1 || max_ranks > limit)
     throw UsageError(fmt::format("--max-ranks must be between 1 and {} for {}, got {}", limit,
-                                 mpi ? "this MPI world (its process count)" : "the thread world", max_ranks));
+                                 session.is_mpi() ? "this MPI world (its process count)" : "the thread world", max_ranks));
   o.space.max_ranks = max_ranks;
   o.space.max_count = collcheck::parse_count(f.max_count, "--max-count");
   if (o.space.max_count > (size_t{1} << 24))
@@ -152,79 +155,48 @@ int run_verify_command(VerifyFlags& f, const collcheck::Session& session) {
     if (o.repeat < 1 || o.repeat > 100000)
       throw UsageError(fmt::format("--repeat must be in 1..100000, got {}", o.repeat));
   }
-  if (!f.replay.empty()) {
-    std::string token = f.replay;
-    if (token[0] == '@') {  // a token too long for the command line, in a file (bounded: a token is a few KB)
-      token = collcheck::read_input_file<UsageError>(token.substr(1), size_t{1} << 20, "a file holding a replay token",
-                                                     "no flag");
-      while (!token.empty() && std::isspace(static_cast<unsigned char>(token.back()))) token.pop_back();
-    }
-    // A file may hold several tokens, one per line (a failure that depends on
-    // earlier cases): those run first, once each, and the last is the case.
-    std::vector<std::string> tokens;
-    for (size_t at = 0; at <= token.size();) {
-      const size_t nl = std::min(token.find('\n', at), token.size());
-      std::string t = token.substr(at, nl - at);
-      while (!t.empty() && std::isspace(static_cast<unsigned char>(t.back()))) t.pop_back();
-      if (!t.empty()) tokens.push_back(std::move(t));
-      at = nl + 1;
-    }
-    if (tokens.empty()) throw UsageError("--replay: no token given");
-    if (tokens.size() > 1 && f.replay[0] != '@')
-      throw UsageError("--replay: one token on the command line; several (one per line) only in a file, @FILE");
-    for (size_t k = 0; k < tokens.size(); ++k) {
-      try {
-        Case c = collcheck::decode_case(tokens[k]);
-        if (k + 1 < tokens.size()) o.replay_before.push_back(std::move(c));
-        else o.replay = std::move(c);
-      } catch (const std::invalid_argument& e) {
-        throw UsageError(tokens.size() > 1 ? fmt::format("--replay: line {} of {}: {}", k + 1, f.replay.substr(1), e.what())
-                                           : fmt::format("--replay: {}", e.what()));
-      }
-    }
-  }
+  return o;
+}
 
-  check_metrics_flags(f.metrics);
-  if (!f.junit.empty()) {  // --junit PATH is --report junit=PATH; fail before the run, not after it
+// --replay TOKEN or @FILE (several tokens, one per line: the earlier cases
+// run first, once each, and the last is the case).
+void read_replay_tokens(const VerifyFlags& f, collcheck::VerifyOptions& o) {
+  std::string token = f.replay;
+  if (token[0] == '@') {  // a token too long for the command line, in a file (bounded: a token is a few KB)
+    token = collcheck::read_input_file<UsageError>(token.substr(1), size_t{1} << 20, "a file holding a replay token",
+                                                   "no flag");
+    while (!token.empty() && std::isspace(static_cast<unsigned char>(token.back()))) token.pop_back();
+  }
+  // A file may hold several tokens, one per line (a failure that depends on
+  // earlier cases): those run first, once each, and the last is the case.
+  std::vector<std::string> tokens;
+  for (size_t at = 0; at <= token.size();) {
+    const size_t nl = std::min(token.find('\n', at), token.size());
+    std::string t = token.substr(at, nl - at);
+    while (!t.empty() && std::isspace(static_cast<unsigned char>(t.back()))) t.pop_back();
+    if (!t.empty()) tokens.push_back(std::move(t));
+    at = nl + 1;
+  }
+  if (tokens.empty()) throw UsageError("--replay: no token given");
+  if (tokens.size() > 1 && f.replay[0] != '@')
+    throw UsageError("--replay: one token on the command line; several (one per line) only in a file, @FILE");
+  for (size_t k = 0; k < tokens.size(); ++k) {
     try {
-      check_report_path(f.junit, "--junit");
+      Case c = collcheck::decode_case(tokens[k]);
+      if (k + 1 < tokens.size()) o.replay_before.push_back(std::move(c));
+      else o.replay = std::move(c);
     } catch (const std::invalid_argument& e) {
-      throw UsageError(e.what());
+      throw UsageError(tokens.size() > 1 ? fmt::format("--replay: line {} of {}: {}", k + 1, f.replay.substr(1), e.what())
+                                         : fmt::format("--replay: {}", e.what()));
     }
-    f.report.requests.push_back({"junit", f.junit});
   }
-  // A replay token too long for a command line goes next to the reports.
-  if (!f.report.requests.empty())
-    o.token_dir = std::filesystem::absolute(f.report.requests.front().path).parent_path().string();
-  collcheck::ImplPtr impl;
-  try {
-    impl = collcheck::make_implementation(f.impl);
-  } catch (const collcheck::ImplementationError& e) {
-    throw UsageError(fmt::format("--impl: {}", e.what()));
-  }
-  collcheck::RunConfig cfg;
-  cfg.impl = impl;
-  try {
-    cfg.peers = f.against.empty() ? collcheck::default_peers(*impl) : collcheck::make_implementations(f.against);
-  } catch (const collcheck::ImplementationError& e) {
-    throw UsageError(fmt::format("--against: {}", e.what()));
-  }
-  o.against = f.against;
-  // An implementation that follows the nodes is checked on every topology:
-  // each case draws its nodes (and in the MPI world may keep the hosts').
-  o.space.nodes = impl->follows_nodes();
-  if (mpi) cfg.world_nodes = mpi->nodes();
-  cfg.timeout = std::chrono::milliseconds(static_cast<long long>(f.timeout * 1000));
-  const bool root = session.root();
-  auto say = [&](const std::string& line) {
-    if (root) fmt::print("{}\n", line);
-  };
+}
 
-  // Every implementation must run in this world and on this machine (a GPU
-  // library needs its GPUs; without them the run is skipped, exit 77, never a
-  // pass), and fit the ranks asked for.
-  std::vector<std::pair<std::string, collcheck::ImplPtr>> all{{"--impl", impl}};
-  for (const auto& p : cfg.peers) all.emplace_back("--against", p);
+// Every implementation must run in this world and on this machine (a GPU
+// library needs its GPUs; without them the run is skipped, exit 77, never a
+// pass), and fit the ranks asked for. nullopt: admitted.
+std::optional<int> admit_implementations(const VerifyFlags& f, const collcheck::Session& session, const Impls& all,
+                                         collcheck::VerifyOptions& o, const Say& say) {
   for (const auto& [flag, x] : all)
     if (auto why = x->no_fork(); why && f.isolate == "on")
       throw UsageError(fmt::format("--isolate on cannot be used with {}: {}", x->name(), *why));
@@ -235,13 +207,20 @@ int run_verify_command(VerifyFlags& f, const collcheck::Session& session) {
     }
   }
   for (const auto& [flag, x] : all) {
-    if (auto why = x->unsupported_world(kind)) throw UsageError(fmt::format("{} {}: {}", flag, x->name(), *why));
+    if (auto why = x->unsupported_world(session.kind())) throw UsageError(fmt::format("{} {}: {}", flag, x->name(), *why));
     try {
-      x->fit_world(mpi, o.space.max_ranks, say);
+      x->fit_world(session.mpi(), o.space.max_ranks, say);
     } catch (const collcheck::ImplementationError& e) {
       throw UsageError(e.what());
     }
   }
+  return std::nullopt;
+}
+
+// The per-peer limits (Gloo's p <= 8, --mpi-algo's peer), then the dtype/op
+// pairs every implementation can reduce, and the replay's case against them.
+void restrict_to_what_runs(const VerifyFlags& f, const collcheck::Session& session, const Impls& all,
+                           collcheck::VerifyOptions& o, const Say& say) {
   // Gloo's float16 sums and products are checked against Gloo's own (buggy)
   // step over every order (finding gloo-f16-assign), which is exact only up to
   // p = 8: by default Gloo worlds stay there.
@@ -281,78 +260,128 @@ int run_verify_command(VerifyFlags& f, const collcheck::Session& session) {
                                      session.max_ranks(kMaxThreadRanks)));
     }
   }
+}
 
-  // Refuse up front what the largest case drawn could not fit (issue 13).
-  {
-    const int here_max = session.ranks_here(o.space.max_ranks);
-    const size_t npeers = cfg.peers.size();
-    if (o.replay) {
-      const uint64_t need = collcheck::case_memory_needed(*o.replay, session.ranks_here(o.replay->p), npeers);
-      refuse_unless_fits(session, need, [&](uint64_t have) {
-        return fmt::format("--replay: the case needs about {} in this process ((11 + {} peer(s)) x its buffer, per "
-                           "rank); {} is available",
-                           collcheck::format_bytes(need), npeers, collcheck::format_bytes(have));
-      });
-    } else {
-      const uint64_t need = collcheck::verify_memory_needed(o.space, here_max, npeers);
-      refuse_unless_fits(session, need, [&](uint64_t have) {
-        // The largest of each flag that fits, the others as given.
-        auto fits = [&](collcheck::CaseSpace s) {
-          return collcheck::verify_memory_needed(s, session.ranks_here(s.max_ranks), npeers) <= have;
-        };
-        std::vector<std::string> alt;
-        collcheck::CaseSpace s = o.space;
-        while (s.large_bytes >= (size_t{64} << 10) && !fits(s)) s.large_bytes /= 2;
-        if (fits(s) && s.large_bytes != o.space.large_bytes)
-          alt.push_back(fmt::format("--large-bytes {}", s.large_bytes < (size_t{64} << 10) ? 0 : s.large_bytes));
-        s = o.space;
-        while (s.max_count > 1 && !fits(s)) s.max_count /= 2;
-        if (fits(s) && s.max_count != o.space.max_count) alt.push_back(fmt::format("--max-count {}", s.max_count));
-        s = o.space;
-        if (!mpi) {
-          while (s.max_ranks > 1 && !fits(s)) --s.max_ranks;
-          if (fits(s)) alt.push_back(fmt::format("--max-ranks {}", s.max_ranks));
-        }
-        return fmt::format("the largest case verify can draw ({} rank(s) in this process, up to {} elements, or {} "
-                           "bytes in its large counts) needs about {} ((11 + {} peer(s)) x its buffer, per rank); {} "
-                           "is available; what fits, each alone: {}",
-                           here_max, o.space.max_count, o.space.large_bytes, collcheck::format_bytes(need), npeers,
-                           collcheck::format_bytes(have), alt.empty() ? "nothing" : fmt::format("{}", fmt::join(alt, ", ")));
-      });
-    }
-  }
-
-  if (mpi) {
-    o.launcher = fmt::format("mpirun -np {} ", mpi->size());
-    o.run_flags += " --world mpi";
-    o.world_desc = fmt::format("MPI world of {} processes ({})", mpi->size(), collcheck::mpi_library_version());
-    if (f.mpi_algo >= 0) o.run_flags += fmt::format(" --mpi-algo {}", f.mpi_algo);
-    if (f.isolate == "on") throw UsageError("--isolate on is for the thread world; in the MPI world each rank is a process already");
-    if (mpi->rank() != 0) {
-      const auto code = collcheck::serve_cases(*mpi, cfg);
-      if (!code) {
-        std::fprintf(stderr, "collcheck: rank %d: ending the job\n", mpi->rank());
-        mpi->abort(1);
+// Refuse up front what the largest case drawn could not fit (issue 13).
+void refuse_unless_verify_fits(const collcheck::Session& session, const collcheck::VerifyOptions& o, size_t npeers) {
+  const int here_max = session.ranks_here(o.space.max_ranks);
+  if (o.replay) {
+    const uint64_t need = collcheck::case_memory_needed(*o.replay, session.ranks_here(o.replay->p), npeers);
+    refuse_unless_fits(session, need, [&](uint64_t have) {
+      return fmt::format("--replay: the case needs about {} in this process ((11 + {} peer(s)) x its buffer, per "
+                         "rank); {} is available",
+                         collcheck::format_bytes(need), npeers, collcheck::format_bytes(have));
+    });
+  } else {
+    const uint64_t need = collcheck::verify_memory_needed(o.space, here_max, npeers);
+    refuse_unless_fits(session, need, [&](uint64_t have) {
+      // The largest of each flag that fits, the others as given.
+      auto fits = [&](collcheck::CaseSpace s) {
+        return collcheck::verify_memory_needed(s, session.ranks_here(s.max_ranks), npeers) <= have;
+      };
+      std::vector<std::string> alt;
+      collcheck::CaseSpace s = o.space;
+      while (s.large_bytes >= (size_t{64} << 10) && !fits(s)) s.large_bytes /= 2;
+      if (fits(s) && s.large_bytes != o.space.large_bytes)
+        alt.push_back(fmt::format("--large-bytes {}", s.large_bytes < (size_t{64} << 10) ? 0 : s.large_bytes));
+      s = o.space;
+      while (s.max_count > 1 && !fits(s)) s.max_count /= 2;
+      if (fits(s) && s.max_count != o.space.max_count) alt.push_back(fmt::format("--max-count {}", s.max_count));
+      s = o.space;
+      if (!session.is_mpi()) {
+        while (s.max_ranks > 1 && !fits(s)) --s.max_ranks;
+        if (fits(s)) alt.push_back(fmt::format("--max-ranks {}", s.max_ranks));
       }
-      return *code;
-    }
-    collcheck::WorldExecutor exec(*mpi, cfg);
-    collcheck::VerifyResult result;
-    try {
-      result = collcheck::run_verify(o, exec, stdout);
-    } catch (const collcheck::WorldLost& lost) {
-      std::fflush(stdout);
-      // Which case: the last one the executor ran.
-      collcheck::report_unshrunk_failure(o, exec.last_case(), lost.outcome.failure, stdout);
+      return fmt::format("the largest case verify can draw ({} rank(s) in this process, up to {} elements, or {} "
+                         "bytes in its large counts) needs about {} ((11 + {} peer(s)) x its buffer, per rank); {} "
+                         "is available; what fits, each alone: {}",
+                         here_max, o.space.max_count, o.space.large_bytes, collcheck::format_bytes(need), npeers,
+                         collcheck::format_bytes(have), alt.empty() ? "nothing" : fmt::format("{}", fmt::join(alt, ", ")));
+    });
+  }
+}
+
+// The MPI world: rank 0 draws and judges the cases, every other rank serves.
+int verify_in_mpi(VerifyFlags& f, const collcheck::Session& session, collcheck::VerifyOptions& o,
+                  const collcheck::RunConfig& cfg) {
+  collcheck::MpiWorld* mpi = session.mpi();
+  o.launcher = session.launcher();
+  o.run_flags += session.world_flag();
+  o.world_desc = fmt::format("MPI world of {} processes ({})", mpi->size(), collcheck::mpi_library_version());
+  if (f.mpi_algo >= 0) o.run_flags += fmt::format(" --mpi-algo {}", f.mpi_algo);
+  if (f.isolate == "on") throw UsageError("--isolate on is for the thread world; in the MPI world each rank is a process already");
+  if (mpi->rank() != 0) {
+    const auto code = collcheck::serve_cases(*mpi, cfg);
+    if (!code) {
+      std::fprintf(stderr, "collcheck: rank %d: ending the job\n", mpi->rank());
       mpi->abort(1);
     }
-    std::fflush(stdout);
-    const bool metrics_ok = export_verify_metrics(f, result, session);
-    const int code = finish_reports(f.report, collcheck::verify_report(o, result),
-                                    output_lost_unless(metrics_ok, result.exit_code()));
-    exec.stop(code);
-    return code;
+    return *code;
   }
+  collcheck::WorldExecutor exec(*mpi, cfg);
+  collcheck::VerifyResult result;
+  try {
+    result = collcheck::run_verify(o, exec, stdout);
+  } catch (const collcheck::WorldLost& lost) {
+    std::fflush(stdout);
+    // Which case: the last one the executor ran.
+    collcheck::report_unshrunk_failure(o, exec.last_case(), lost.outcome.failure, stdout);
+    mpi->abort(1);
+  }
+  std::fflush(stdout);
+  const bool metrics_ok = export_verify_metrics(f, result, session);
+  const int code = finish_reports(f.report, collcheck::verify_report(o, result),
+                                  output_lost_unless(metrics_ok, result.exit_code()));
+  exec.stop(code);
+  return code;
+}
+}  // namespace
+
+int run_verify_command(VerifyFlags& f, const collcheck::Session& session) {
+  collcheck::VerifyOptions o = verify_options(f, session);
+  if (!f.replay.empty()) read_replay_tokens(f, o);
+  check_metrics_flags(f.metrics);
+  if (!f.junit.empty()) {  // --junit PATH is --report junit=PATH; fail before the run, not after it
+    try {
+      check_report_path(f.junit, "--junit");
+    } catch (const std::invalid_argument& e) {
+      throw UsageError(e.what());
+    }
+    f.report.requests.push_back({"junit", f.junit});
+  }
+  // A replay token too long for a command line goes next to the reports.
+  if (!f.report.requests.empty())
+    o.token_dir = std::filesystem::absolute(f.report.requests.front().path).parent_path().string();
+  collcheck::ImplPtr impl;
+  try {
+    impl = collcheck::make_implementation(f.impl);
+  } catch (const collcheck::ImplementationError& e) {
+    throw UsageError(fmt::format("--impl: {}", e.what()));
+  }
+  collcheck::RunConfig cfg;
+  cfg.impl = impl;
+  try {
+    cfg.peers = f.against.empty() ? collcheck::default_peers(*impl) : collcheck::make_implementations(f.against);
+  } catch (const collcheck::ImplementationError& e) {
+    throw UsageError(fmt::format("--against: {}", e.what()));
+  }
+  o.against = f.against;
+  // An implementation that follows the nodes is checked on every topology:
+  // each case draws its nodes (and in the MPI world may keep the hosts').
+  o.space.nodes = impl->follows_nodes();
+  cfg.world_nodes = session.nodes();
+  cfg.timeout = std::chrono::milliseconds(static_cast<long long>(f.timeout * 1000));
+  const bool root = session.root();
+  auto say = [&](const std::string& line) {
+    if (root) fmt::print("{}\n", line);
+  };
+
+  Impls all{{"--impl", impl}};
+  for (const auto& p : cfg.peers) all.emplace_back("--against", p);
+  if (const auto skipped = admit_implementations(f, session, all, o, say)) return *skipped;
+  restrict_to_what_runs(f, session, all, o, say);
+  refuse_unless_verify_fits(session, o, cfg.peers.size());
+  if (session.is_mpi()) return verify_in_mpi(f, session, o, cfg);
   const bool isolate = f.isolate == "on" || (f.isolate == "auto" && impl->untrusted());
   auto exec = collcheck::make_executor(cfg, isolate);
   const auto result = collcheck::run_verify(o, *exec, stdout);

@@ -3,7 +3,7 @@
 // <error>, a skipped verdict says why.
 #include <fmt/format.h>
 
-#include "harness/report/sinks.h"
+#include "harness/report/report.h"
 
 namespace collcheck {
 

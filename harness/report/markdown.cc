@@ -3,7 +3,7 @@
 // table row per verdict, then each failure's body in a code block.
 #include <fmt/format.h>
 
-#include "harness/report/sinks.h"
+#include "harness/report/report.h"
 
 namespace collcheck {
 

@@ -11,13 +11,20 @@
 #include <stdexcept>
 
 #include "harness/model/atomic_file.h"
-#include "harness/report/sinks.h"
 
 namespace collcheck {
 
 size_t Report::count(ReportCase::Status s) const {
   return static_cast<size_t>(std::count_if(cases.begin(), cases.end(), [&](const ReportCase& c) { return c.status == s; }));
 }
+
+// The formats: one row each, naming its sink (a file of its own in this
+// folder, which CMake picks up) with its declaration beside it. A new format
+// is its sink file and its row here.
+std::string render_junit(const Report& r);     // junit.cc
+std::string render_text(const Report& r);      // text.cc
+std::string render_markdown(const Report& r);  // markdown.cc
+std::string render_trace(const Report& r);     // trace.cc
 
 namespace {
 std::vector<ReportFormat>& formats() {

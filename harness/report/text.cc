@@ -2,7 +2,7 @@
 // body indented below its name.
 #include <fmt/format.h>
 
-#include "harness/report/sinks.h"
+#include "harness/report/report.h"
 
 namespace collcheck {
 

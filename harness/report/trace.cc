@@ -11,7 +11,7 @@
 #include <algorithm>
 #include <string>
 
-#include "harness/report/sinks.h"
+#include "harness/report/report.h"
 
 namespace collcheck {
 
