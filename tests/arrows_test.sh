@@ -82,4 +82,8 @@ while IFS= read -r file; do
   fi
 done < <(git ls-files '*.cc' '*.h' '*.cpp' '*.c' '*.cu' 2>/dev/null || find . \( -name '*.cc' -o -name '*.h' \) -not -path './build/*' | sed 's#^\./##')
 echo "arrows: $files source files checked, $long above 450 lines"
-[ $bad -eq 0 ] && [ $long -eq 0 ]
+
+# The command-line room's functions are at most 60 lines each.
+fn=0
+python3 "$root/tests/function_length.py" 60 harness/cli/*.cc || fn=1
+[ $bad -eq 0 ] && [ $long -eq 0 ] && [ $fn -eq 0 ]

@@ -112,6 +112,51 @@ void emit_torch_scenario(const AnalyzeFlags& f, const std::vector<collcheck::Tor
 }
 
 // PyTorch Flight Recorder dumps: per process group, who is missing where.
+// The process groups whose ranks stopped at different collectives.
+void print_lags(const collcheck::TorchAnalysis& a) {
+  fmt::print("process groups whose ranks stopped at different collectives, the first entered first:\n");
+  fmt::print("  {:<9} {:<36} {:<18} {:<16} {:<10} {:<16} {}\n", "PGID", "description", "collective", "size", "dtype",
+             "missing ranks", "entered");
+  for (const auto& l : a.lags) {
+    std::string op = "?", size = "?", dtype = "?";
+    if (l.stuck) {
+      op = collcheck::torch_collective(l.stuck->op).empty() ? l.stuck->op : collcheck::torch_collective(l.stuck->op);
+      size = l.stuck->input_sizes.empty() ? "-" : fmt::format("{}", fmt::join(l.stuck->input_sizes.front(), "x"));
+      dtype = l.stuck->input_dtypes.empty() ? "-" : l.stuck->input_dtypes.front();
+    }
+    std::string missing = collcheck::rank_ranges_text(l.missing);
+    missing = missing.substr(missing.find(' ') + 1);
+    fmt::print("  {:<9} {:<36} {:<18} {:<16} {:<10} {:<16} {}\n", fixed(l.name, 9), fixed(l.desc, 36),
+               fixed(op, 18), fixed(size, 16), fixed(dtype, 10), missing,
+               l.stuck ? fmt::format("+{:.3f} s", static_cast<double>(l.entered_ns - a.lags.front().entered_ns) / 1e9)
+                       : "?");
+  }
+}
+
+Report analyze_report(const AnalyzeFlags& f, const std::vector<collcheck::TorchDump>& dumps,
+                      const collcheck::TorchAnalysis& a) {
+  Report rep;
+  rep.command = "analyze";
+  rep.suite = fmt::format("collcheck analyze {}", f.dir);
+  rep.properties = {{"ranks", std::to_string(dumps.size())},
+                    {"format", "PyTorch Flight Recorder " + dumps.front().version},
+                    {"outcome", std::string(collcheck::torch_outcome_name(a.outcome))}};
+  using Status = ReportCase::Status;
+  const Status st = a.outcome == collcheck::TorchOutcome::Clean       ? Status::Passed
+                    : a.outcome == collcheck::TorchOutcome::Diagnosis ? Status::Failed
+                                                                      : Status::Error;
+  std::string message;
+  if (!a.diagnoses.empty()) message = std::string(collcheck::diagnosis_name(a.diagnoses.front().kind));
+  else if (!a.undecided.empty()) message = "cannot decide: " + a.undecided.front();
+  ReportCase c{"no diagnosis", st, message, "", 0};
+  for (const auto& d : a.diagnoses) c.detail += collcheck::format_diagnosis(d) + "\n";
+  for (const auto& u : a.undecided) c.detail += "cannot decide: " + u + "\n";
+  if (!a.diagnoses.empty())
+    for (const auto& u : a.in_flight) c.detail += "in flight: " + u + "\n";
+  rep.cases.push_back(std::move(c));
+  return rep;
+}
+
 int analyze_torch_dumps(AnalyzeFlags& f) {
   std::vector<collcheck::TorchDump> dumps;
   collcheck::TorchAnalysis a;
@@ -135,25 +180,7 @@ int analyze_torch_dumps(AnalyzeFlags& f) {
     fmt::print("  every rank of the world left a dump, and every process group's last call ended on all of its "
                "members\n");
   for (const auto& d : a.diagnoses) fmt::print("  {}\n", collcheck::format_diagnosis(d));
-  if (!a.lags.empty()) {
-    fmt::print("process groups whose ranks stopped at different collectives, the first entered first:\n");
-    fmt::print("  {:<9} {:<36} {:<18} {:<16} {:<10} {:<16} {}\n", "PGID", "description", "collective", "size", "dtype",
-               "missing ranks", "entered");
-    for (const auto& l : a.lags) {
-      std::string op = "?", size = "?", dtype = "?";
-      if (l.stuck) {
-        op = collcheck::torch_collective(l.stuck->op).empty() ? l.stuck->op : collcheck::torch_collective(l.stuck->op);
-        size = l.stuck->input_sizes.empty() ? "-" : fmt::format("{}", fmt::join(l.stuck->input_sizes.front(), "x"));
-        dtype = l.stuck->input_dtypes.empty() ? "-" : l.stuck->input_dtypes.front();
-      }
-      std::string missing = collcheck::rank_ranges_text(l.missing);
-      missing = missing.substr(missing.find(' ') + 1);
-      fmt::print("  {:<9} {:<36} {:<18} {:<16} {:<10} {:<16} {}\n", fixed(l.name, 9), fixed(l.desc, 36),
-                 fixed(op, 18), fixed(size, 16), fixed(dtype, 10), missing,
-                 l.stuck ? fmt::format("+{:.3f} s", static_cast<double>(l.entered_ns - a.lags.front().entered_ns) / 1e9)
-                         : "?");
-    }
-  }
+  if (!a.lags.empty()) print_lags(a);
   if (!a.undecided.empty())
     fmt::print("{}:\n", a.outcome == collcheck::TorchOutcome::Undecided ? "cannot decide, because"
                                                                           : "what the dumps cannot tell");
@@ -168,25 +195,7 @@ int analyze_torch_dumps(AnalyzeFlags& f) {
   for (const auto& n : a.notes) fmt::print("note: {}\n", n);
   if (!f.emit_scenario.empty()) emit_torch_scenario(f, dumps, a);
   std::fflush(stdout);
-  Report rep;
-  rep.command = "analyze";
-  rep.suite = fmt::format("collcheck analyze {}", f.dir);
-  rep.properties = {{"ranks", std::to_string(dumps.size())},
-                    {"format", "PyTorch Flight Recorder " + dumps.front().version},
-                    {"outcome", std::string(collcheck::torch_outcome_name(a.outcome))}};
-  using Status = ReportCase::Status;
-  const Status st = a.outcome == collcheck::TorchOutcome::Clean       ? Status::Passed
-                    : a.outcome == collcheck::TorchOutcome::Diagnosis ? Status::Failed
-                                                                      : Status::Error;
-  std::string message;
-  if (!a.diagnoses.empty()) message = std::string(collcheck::diagnosis_name(a.diagnoses.front().kind));
-  else if (!a.undecided.empty()) message = "cannot decide: " + a.undecided.front();
-  ReportCase c{"no diagnosis", st, message, "", 0};
-  for (const auto& d : a.diagnoses) c.detail += collcheck::format_diagnosis(d) + "\n";
-  for (const auto& u : a.undecided) c.detail += "cannot decide: " + u + "\n";
-  if (!a.diagnoses.empty())
-    for (const auto& u : a.in_flight) c.detail += "in flight: " + u + "\n";
-  rep.cases.push_back(std::move(c));
+  const Report rep = analyze_report(f, dumps, a);
   const int code = a.outcome == collcheck::TorchOutcome::Clean       ? 0
                    : a.outcome == collcheck::TorchOutcome::Diagnosis ? 1
                                                                      : kExitUndecided;

@@ -43,6 +43,32 @@ void add_faults(CLI::App& app, FaultsFlags& f) {
 
 namespace {
 
+ReportCase detection_verdict(size_t i, const collcheck::DetectionCase& c, const collcheck::DetectionOutcome& o) {
+  const std::string fault = c.fault ? c.fault->kind : "none (clean)";
+  ReportCase v{fmt::format("case {}: {} ({})", i + 1, fault, c.guarded ? "guarded" : "unguarded"),
+               o.ok ? ReportCase::Status::Passed : ReportCase::Status::Failed, o.ok ? "" : o.why, "", o.seconds};
+  if (!o.ok) {
+    for (const auto& d : o.result.diagnoses) v.detail += collcheck::format_diagnosis(d) + "\n";
+    v.detail += "the case as a scenario (replay it with collcheck replay):\n" + collcheck::scenario_to_yaml(c.scenario());
+  }
+  return v;
+}
+
+// A case whose diagnosis was not the fault injected: what was found, and the
+// case as a scenario file that `collcheck replay` reruns.
+void print_missed_case(size_t i, const collcheck::DetectionCase& c, const collcheck::DetectionOutcome& o) {
+  fmt::print("case {}: {} ({}): {}\n", i + 1, c.fault ? c.fault->kind : "none (clean)", c.guarded ? "guarded" : "unguarded",
+             o.why);
+  for (const auto& d : o.result.diagnoses) fmt::print("  {}\n", collcheck::format_diagnosis(d));
+  fmt::print("  the case as a scenario (replay it with collcheck replay):\n");
+  std::string yaml = collcheck::scenario_to_yaml(c.scenario());
+  for (size_t a = 0; a < yaml.size();) {
+    const size_t b = std::min(yaml.find('\n', a), yaml.size());
+    fmt::print("    {}\n", std::string_view(yaml).substr(a, b - a));
+    a = b + 1;
+  }
+}
+
 // The detection property as a command: `random` generated clean scenarios
 // with a random fault each, replayed in this world (every MPI rank generates
 // the same cases from the seed), each diagnosis compared with the fault.
@@ -81,26 +107,11 @@ int run_detection_command(FaultsFlags& f, int p, uint64_t seed, const Session& s
     auto& tally = by_fault[fault];
     tally.first += o.ok ? 1 : 0;
     ++tally.second;
-    ReportCase rc_case{fmt::format("case {}: {} ({})", i + 1, fault, c.guarded ? "guarded" : "unguarded"),
-                       o.ok ? ReportCase::Status::Passed : ReportCase::Status::Failed, o.ok ? "" : o.why, "", o.seconds};
-    if (!o.ok) {
-      for (const auto& d : o.result.diagnoses) rc_case.detail += collcheck::format_diagnosis(d) + "\n";
-      rc_case.detail += "the case as a scenario (replay it with collcheck replay):\n" + collcheck::scenario_to_yaml(c.scenario());
-    }
-    rep.cases.push_back(std::move(rc_case));
+    rep.cases.push_back(detection_verdict(i, c, o));
     if (!o.ok) {
       ++missed;
       if (progress) progress->clear();
-      fmt::print("case {}: {} ({}): {}\n", i + 1, fault, c.guarded ? "guarded" : "unguarded", o.why);
-      for (const auto& d : o.result.diagnoses) fmt::print("  {}\n", collcheck::format_diagnosis(d));
-      // The case as a scenario file: `collcheck replay` reruns it.
-      fmt::print("  the case as a scenario (replay it with collcheck replay):\n");
-      std::string yaml = collcheck::scenario_to_yaml(c.scenario());
-      for (size_t a = 0; a < yaml.size();) {
-        const size_t b = std::min(yaml.find('\n', a), yaml.size());
-        fmt::print("    {}\n", std::string_view(yaml).substr(a, b - a));
-        a = b + 1;
-      }
+      print_missed_case(i, c, o);
     }
   }
   progress.reset();

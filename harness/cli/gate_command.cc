@@ -79,20 +79,41 @@ int write_markdown(const GateFlags& f, const std::string& md, int code) {
   return code;
 }
 
+// --max-regression: 5% or 0.05, as a fraction in [0, 1).
+double max_regression(const std::string& given) {
+  std::string t = given;
+  const bool percent = !t.empty() && t.back() == '%';
+  if (percent) t.pop_back();
+  char* end = nullptr;
+  double limit = std::strtod(t.c_str(), &end);
+  if (t.empty() || *end != '\0' || !(limit >= 0)) limit = -1;
+  if (percent) limit /= 100;
+  if (!(limit >= 0 && limit < 1))
+    throw UsageError(fmt::format("--max-regression must be a fraction in [0, 1) or a percentage such as 5%, got '{}'",
+                                 given));
+  return limit;
+}
+
+void print_perf_table(const GateResult& r, const std::string& base, const std::string& cand, double limit, bool side) {
+  print_perf_table(r, base, cand, limit, side);
+}
+
+Report perf_report(const GateResult& r, const std::string& base, const std::string& cand, const std::string& limit) {
+  Report rep;
+  rep.command = "gate";
+  rep.suite = "collcheck gate performance";
+  rep.properties = {{"baseline", base}, {"candidate", cand}, {"max_regression", limit}};
+  for (const auto& x : r.rows)
+    rep.cases.push_back({x.key, x.regressed || !x.unusable.empty() ? ReportCase::Status::Failed : ReportCase::Status::Passed,
+                         !x.unusable.empty() ? "the candidate row is " + x.unusable
+                                             : fmt::format("busbw {:.4g} -> {:.4g} GB/s ({:+.1f} %), p = {:.2g}",
+                                                           x.base_median, x.cand_median, x.change * 100, x.p_value),
+                         "", 0});
+  return rep;
+}
+
 int perf_gate(GateFlags& f, const Session& session) {
-  double limit = 0;
-  {
-    std::string t = f.max_regression;
-    const bool percent = !t.empty() && t.back() == '%';
-    if (percent) t.pop_back();
-    char* end = nullptr;
-    limit = std::strtod(t.c_str(), &end);
-    if (t.empty() || *end != '\0' || !(limit >= 0)) limit = -1;
-    if (percent) limit /= 100;
-    if (!(limit >= 0 && limit < 1))
-      throw UsageError(fmt::format("--max-regression must be a fraction in [0, 1) or a percentage such as 5%, got '{}'",
-                                   f.max_regression));
-  }
+  const double limit = max_regression(f.max_regression);
   if (!(f.alpha > 0 && f.alpha < 1)) throw UsageError(fmt::format("--alpha must be in (0, 1), got {}", f.alpha));
   if (f.min_samples < 3) throw UsageError(fmt::format("--min-samples must be at least 3, got {}", f.min_samples));
   const bool side = !f.baseline_impl.empty();
@@ -136,16 +157,7 @@ int perf_gate(GateFlags& f, const Session& session) {
   for (const auto& k : r.only_in_baseline) fmt::print("  note: only in the baseline, not compared: {}\n", k);
   for (const auto& k : r.only_in_candidate) fmt::print("  note: only in the candidate, not compared: {}\n", k);
   fmt::print("{}\n", r.failed() ? "FAIL: " + gate_verdict(r) : "PASS: no row regressed");
-  Report rep;
-  rep.command = "gate";
-  rep.suite = "collcheck gate performance";
-  rep.properties = {{"baseline", base}, {"candidate", cand}, {"max_regression", f.max_regression}};
-  for (const auto& x : r.rows)
-    rep.cases.push_back({x.key, x.regressed || !x.unusable.empty() ? ReportCase::Status::Failed : ReportCase::Status::Passed,
-                         !x.unusable.empty() ? "the candidate row is " + x.unusable
-                                             : fmt::format("busbw {:.4g} -> {:.4g} GB/s ({:+.1f} %), p = {:.2g}",
-                                                           x.base_median, x.cand_median, x.change * 100, x.p_value),
-                         "", 0});
+  const Report rep = perf_report(r, base, cand, f.max_regression);
   const int code = r.failed() ? 1 : 0;
   const int md_code = write_markdown(f, gate_markdown(r, limit), code);
   ReportFlags out = f.report;

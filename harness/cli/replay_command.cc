@@ -107,9 +107,9 @@ void check_dump_dir(const std::string& dir) {
   }
 }
 
-}  // namespace
-
-int run_replay_command(ReplayFlags& f, const collcheck::Session& session) {
+// The scenario file, read within the input limits, and its expectations
+// checked against the diagnoses there are.
+collcheck::Scenario load_replay_scenario(const ReplayFlags& f) {
   collcheck::Scenario s;
   try {
     collcheck::InputLimits limits;
@@ -119,30 +119,6 @@ int run_replay_command(ReplayFlags& f, const collcheck::Session& session) {
   } catch (const collcheck::ScenarioError& e) {
     throw collcheck::UsageError(e.what());
   }
-  collcheck::ReplayOptions o;
-  if (!f.mode.empty()) {
-    if (f.mode != "guarded" && f.mode != "unguarded")
-      throw collcheck::UsageError(fmt::format("--mode must be guarded or unguarded, got '{}'", f.mode));
-    o.guarded = f.mode == "guarded";
-  }
-  o.dump_dir = f.dump_dir;
-  if (!o.dump_dir.empty()) {
-    // Rank 0 checks, and every process agrees: none starts a run that others refused.
-    collcheck::MpiWorld* w = session.mpi();
-    std::string err;
-    if (!w || w->rank() == 0) {
-      try {
-        check_dump_dir(o.dump_dir);
-      } catch (const collcheck::UsageError& e) {
-        err = e.what();
-      }
-    }
-    if (!w && !err.empty()) throw collcheck::UsageError(err);
-    if (w && w->agree_exit_code(err.empty() ? 0 : 2) != 0) {
-      if (!err.empty()) std::fprintf(stderr, "collcheck: error: %s\n", err.c_str());
-      return 2;
-    }
-  }
   if (s.expect && s.expect->diagnosis != "none" && !collcheck::parse_diagnosis(s.expect->diagnosis))
     throw collcheck::UsageError(fmt::format("{}: expect{}.diagnosis: unknown diagnosis '{}'; allowed: {}", s.file,
                                             s.also_expect.empty() ? "" : "[0]", s.expect->diagnosis,
@@ -151,33 +127,32 @@ int run_replay_command(ReplayFlags& f, const collcheck::Session& session) {
     if (!collcheck::parse_diagnosis(s.also_expect[i].diagnosis))
       throw collcheck::UsageError(fmt::format("{}: expect[{}].diagnosis: unknown diagnosis '{}'; allowed: {}", s.file,
                                               i + 1, s.also_expect[i].diagnosis, collcheck::diagnosis_choices()));
-  // Refuse up front, before any work, what cannot fit this machine's memory.
-  const uint64_t need = collcheck::replay_memory_needed(s, session.ranks_here(s.ranks));
-  refuse_unless_fits(session, need, [&](uint64_t have) {
-    return fmt::format("{}: the program's calls need about {} in this process ({} rank(s) x the buffers a rank holds "
-                       "at once: inputs, outputs, messages in flight and the oracle's inputs); {} is available. Make the counts smaller",
-                       s.file, collcheck::format_bytes(need), session.ranks_here(s.ranks), collcheck::format_bytes(have));
-  });
-  collcheck::ReplayResult r;
-  std::optional<collcheck::Progress> progress;
-  if (const auto st = progress_for(f.progress, session); st != collcheck::ProgressStyle::Off) {
-    progress.emplace("replay", "", st);
-    progress->phase(fmt::format("{} ranks {}, {} mode; the run's limit is {:.0f} s", s.ranks,
-                                session.how(), o.guarded.value_or(s.guarded) ? "guarded" : "unguarded",
-                                collcheck::replay_limit_s(s)));
+  return s;
+}
+
+// --dump-dir: rank 0 checks it, and every process agrees, so that none
+// starts a run that others refused. The exit code when it is refused.
+std::optional<int> refuse_dump_dir(const std::string& dir, const collcheck::Session& session) {
+  std::string err;
+  if (session.root()) {
+    try {
+      check_dump_dir(dir);
+    } catch (const collcheck::UsageError& e) {
+      err = e.what();
+    }
   }
-  try {
-    r = replay_here(s, o, session);
-    progress.reset();
-  } catch (const collcheck::ScenarioUnavailable& e) {
-    // As verify does: exit 77, which CI reads as a skip.
-    if (session.root()) fmt::print("collcheck replay: SKIPPED (not a pass): {}\n", e.what());
-    std::fflush(stdout);
-    return session.agree_exit_code(kExitSkipped);
-  } catch (const collcheck::ScenarioError& e) {
-    throw collcheck::UsageError(e.what());
+  if (!session.is_mpi() && !err.empty()) throw collcheck::UsageError(err);
+  if (session.agree_exit_code(err.empty() ? 0 : 2) != 0) {
+    if (!err.empty()) std::fprintf(stderr, "collcheck: error: %s\n", err.c_str());
+    return 2;
   }
-  if (!session.root()) return session.agree_exit_code(1);  // rank 0 judges; its code wins
+  return std::nullopt;
+}
+
+// Rank 0's verdict on a replay that ran: what it printed, the expectation,
+// the reports; the exit code.
+int judge_replay(const ReplayFlags& f, const collcheck::Scenario& s, const collcheck::ReplayResult& r,
+                 const collcheck::Session& session) {
   // Dumps in a temporary directory nobody named are removed: every
   // unguarded replay left a collcheck-dumps-* folder in /tmp.
   const bool temporary = f.dump_dir.empty() && !r.dump_dir.empty();
@@ -230,6 +205,49 @@ int run_replay_command(ReplayFlags& f, const collcheck::Session& session) {
   // The verdict holds, but the dumps asked for did not land: not a pass.
   const int code = finish_reports(f.report, rep, !ok ? 1 : !r.dump_error.empty() && !f.dump_dir.empty() ? collcheck::kExitOutputLost : 0);
   return session.agree_exit_code(code);
+}
+
+}  // namespace
+
+int run_replay_command(ReplayFlags& f, const collcheck::Session& session) {
+  const collcheck::Scenario s = load_replay_scenario(f);
+  collcheck::ReplayOptions o;
+  if (!f.mode.empty()) {
+    if (f.mode != "guarded" && f.mode != "unguarded")
+      throw collcheck::UsageError(fmt::format("--mode must be guarded or unguarded, got '{}'", f.mode));
+    o.guarded = f.mode == "guarded";
+  }
+  o.dump_dir = f.dump_dir;
+  if (!o.dump_dir.empty())
+    if (const auto refused = refuse_dump_dir(o.dump_dir, session)) return *refused;
+  // Refuse up front, before any work, what cannot fit this machine's memory.
+  const uint64_t need = collcheck::replay_memory_needed(s, session.ranks_here(s.ranks));
+  refuse_unless_fits(session, need, [&](uint64_t have) {
+    return fmt::format("{}: the program's calls need about {} in this process ({} rank(s) x the buffers a rank holds "
+                       "at once: inputs, outputs, messages in flight and the oracle's inputs); {} is available. Make the counts smaller",
+                       s.file, collcheck::format_bytes(need), session.ranks_here(s.ranks), collcheck::format_bytes(have));
+  });
+  collcheck::ReplayResult r;
+  std::optional<collcheck::Progress> progress;
+  if (const auto st = progress_for(f.progress, session); st != collcheck::ProgressStyle::Off) {
+    progress.emplace("replay", "", st);
+    progress->phase(fmt::format("{} ranks {}, {} mode; the run's limit is {:.0f} s", s.ranks,
+                                session.how(), o.guarded.value_or(s.guarded) ? "guarded" : "unguarded",
+                                collcheck::replay_limit_s(s)));
+  }
+  try {
+    r = replay_here(s, o, session);
+    progress.reset();
+  } catch (const collcheck::ScenarioUnavailable& e) {
+    // As verify does: exit 77, which CI reads as a skip.
+    if (session.root()) fmt::print("collcheck replay: SKIPPED (not a pass): {}\n", e.what());
+    std::fflush(stdout);
+    return session.agree_exit_code(kExitSkipped);
+  } catch (const collcheck::ScenarioError& e) {
+    throw collcheck::UsageError(e.what());
+  }
+  if (!session.root()) return session.agree_exit_code(1);  // rank 0 judges; its code wins
+  return judge_replay(f, s, r, session);
 }
 
 }  // namespace collcheck::cli

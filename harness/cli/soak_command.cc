@@ -41,18 +41,11 @@ void add_soak(CLI::App& app, SoakFlags& f) {
   s->add_option("--junit", f.junit, "write JUnit XML to PATH (the same as --report junit=PATH)");
   add_report_flag(s, f.report);
 }
+namespace {
 
-int run_soak_command(SoakFlags& f, const Session& session) {
-  const bool root = session.root();
-  SoakOptions o;
-  try {
-    o.plan = f.plan.empty() ? default_plan() : load_plan(f.plan, PlanLimits{parse_size(f.max_input_bytes, "--max-input-bytes"), 16});
-  } catch (const PlanError& e) {
-    throw UsageError(e.what());
-  }
-  if (!(f.duration > 0) || f.duration > 31 * 86400.0)
-    throw UsageError(fmt::format("--duration must be in (0, 2678400] seconds, got {}", f.duration));
-  o.duration_s = f.duration;
+// The seed and the results file: a resumed soak's from its results file,
+// else --seed, the plan's or a fresh one, rank 0's on every process.
+void soak_seed_and_results(SoakFlags& f, SoakOptions& o, const Session& session) {
   if (f.resume && f.results.empty())
     throw UsageError("--resume continues the soak of a results file: name it with --results PATH");
   if (f.resume) {
@@ -86,6 +79,11 @@ int run_soak_command(SoakFlags& f, const Session& session) {
   }
   o.results_path = f.results;
   o.resume = f.resume;
+}
+
+// How it reports: progress, metrics intervals, the replay line, --junit.
+void soak_outputs(SoakFlags& f, SoakOptions& o, const Session& session) {
+  const bool root = session.root();
   if (f.progress != "auto" && f.progress != "on" && f.progress != "off")
     throw UsageError(fmt::format("--progress must be auto, on or off, got '{}'", f.progress));
   o.progress_tty = root && (f.progress == "on" || (f.progress == "auto" && ::isatty(STDERR_FILENO)));
@@ -106,7 +104,11 @@ int run_soak_command(SoakFlags& f, const Session& session) {
     }
     f.report.requests.push_back({"junit", f.junit});
   }
-  // The resumed soak's seed and plan are in its results file: read there (run_soak checks the file).
+}
+
+// The plan's largest unit must fit this process's memory (a resumed soak's
+// seed and plan are in its results file: read there; run_soak checks the file).
+void refuse_unless_soak_fits(const SoakOptions& o, const Session& session) {
   try {
     const uint64_t need = soak_memory_needed(o, session);
     refuse_unless_fits(session, need, [&](uint64_t have) {
@@ -118,6 +120,24 @@ int run_soak_command(SoakFlags& f, const Session& session) {
   } catch (const PlanError& e) {
     throw UsageError(e.what());
   }
+}
+
+}  // namespace
+
+int run_soak_command(SoakFlags& f, const Session& session) {
+  const bool root = session.root();
+  SoakOptions o;
+  try {
+    o.plan = f.plan.empty() ? default_plan() : load_plan(f.plan, PlanLimits{parse_size(f.max_input_bytes, "--max-input-bytes"), 16});
+  } catch (const PlanError& e) {
+    throw UsageError(e.what());
+  }
+  if (!(f.duration > 0) || f.duration > 31 * 86400.0)
+    throw UsageError(fmt::format("--duration must be in (0, 2678400] seconds, got {}", f.duration));
+  o.duration_s = f.duration;
+  soak_seed_and_results(f, o, session);
+  soak_outputs(f, o, session);
+  refuse_unless_soak_fits(o, session);
 
   check_metrics_flags(f.metrics);  // on every process alike; only the root keeps a registry
   if (!root) {

@@ -48,6 +48,23 @@ void verdict_reached(int code) {
   g_verdict_fd = -1;
 }
 
+// The child died of a signal: it said why (the crash handler, or the
+// signal's own handling); die of the same signal, as a shell expects.
+[[noreturn]] static void die_as_the_child(const std::string& what, int status, bool verdict_sent) {
+  const int sig = WTERMSIG(status);
+  if (!verdict_sent && sig != SIGTERM && sig != SIGINT && sig != SIGKILL && sig != SIGHUP && sig != SIGQUIT)
+    std::fprintf(stderr, "collcheck: error: %s %s before a verdict; no verdict\n", what.c_str(), describe(status).c_str());
+  rlimit none{0, 0};
+  ::setrlimit(RLIMIT_CORE, &none);  // the child's core, if any, is the one that matters
+  ::signal(sig, SIG_DFL);
+  sigset_t set;
+  sigemptyset(&set);
+  sigaddset(&set, sig);
+  ::sigprocmask(SIG_UNBLOCK, &set, nullptr);
+  ::raise(sig);
+  ::_exit(128 + sig);
+}
+
 void supervise(const std::string& what, const std::function<void(const std::string& why)>& no_verdict) {
   int fds[2];
   if (::pipe(fds) != 0) return;  // run unsupervised; the exit guard still holds
@@ -97,22 +114,7 @@ void supervise(const std::string& what, const std::function<void(const std::stri
   if (n == 1 && WIFEXITED(status) && WEXITSTATUS(status) == code) ::_exit(code);
   const std::string why = fmt::format("{} {} before a verdict", what, describe(status));
   if (no_verdict) no_verdict(why);
-  if (WIFSIGNALED(status)) {
-    // The child said why (the crash handler, or the signal's own handling);
-    // die of the same signal, as a shell expects.
-    const int sig = WTERMSIG(status);
-    if (n != 1 && sig != SIGTERM && sig != SIGINT && sig != SIGKILL && sig != SIGHUP && sig != SIGQUIT)
-      std::fprintf(stderr, "collcheck: error: %s %s before a verdict; no verdict\n", what.c_str(), describe(status).c_str());
-    rlimit none{0, 0};
-    ::setrlimit(RLIMIT_CORE, &none);  // the child's core, if any, is the one that matters
-    ::signal(sig, SIG_DFL);
-    sigset_t set;
-    sigemptyset(&set);
-    sigaddset(&set, sig);
-    ::sigprocmask(SIG_UNBLOCK, &set, nullptr);
-    ::raise(sig);
-    ::_exit(128 + sig);
-  }
+  if (WIFSIGNALED(status)) die_as_the_child(what, status, n == 1);
   if (WEXITSTATUS(status) == kExitNoVerdict) ::_exit(kExitNoVerdict);  // the exit guard said why
   std::fprintf(stderr,
                "collcheck: error: %s %s before a verdict: something in the process (a plugin's constructor or call, "

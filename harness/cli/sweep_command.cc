@@ -58,23 +58,13 @@ void add_sweep(CLI::App& app, SweepFlags& f) {
       ->capture_default_str();
   add_report_flag(s, f.report);
 }
+namespace {
 
-SweepOptions plan_sweep(SweepFlags& f, bool ranks_given, const Session& session) {
+// --algo and --against: the reference algorithms by name (or all), and any
+// implementation --impl takes (plugin:x.so, gloo:ring, ...); each must exist,
+// run on this machine and in this world.
+void admit_sweep_impls(SweepFlags& f, const Session& session) {
   SweepOptions& sweep = f.o;
-  sweep.min_bytes = parse_size(f.b, "-b/--minbytes");
-  sweep.max_bytes = parse_size(f.e, "-e/--maxbytes");
-  if (!f.count.empty()) sweep.count = parse_count(f.count, "-N/--count");
-  if (sweep.min_bytes > sweep.max_bytes)
-    throw UsageError(fmt::format("-b/--minbytes ({}) must not exceed -e/--maxbytes ({})", sweep.min_bytes,
-                                 sweep.max_bytes));
-  if (!(sweep.factor > 1.0)) throw UsageError(fmt::format("-f/--stepfactor must be > 1, got {}", sweep.factor));
-  if (!(f.timeout >= 0.001) || f.timeout > 86400)
-    throw UsageError(fmt::format("--timeout must be in [0.001, 86400] seconds, got {}", f.timeout));
-  sweep.timeout = std::chrono::milliseconds(static_cast<long long>(f.timeout * 1000));
-  sweep.dtypes = parse_dtype_list(f.d, "-d/--datatype");
-  sweep.ops = parse_op_list(f.op, "-o/--op");
-  // The reference algorithms by name (or all), and any implementation --impl
-  // takes (plugin:x.so, gloo:ring, ...): the gate compares a plugin's rows.
   sweep.algos.clear();
   auto split = [](const std::string& list) {
     std::vector<std::string> v;
@@ -112,12 +102,11 @@ SweepOptions plan_sweep(SweepFlags& f, bool ranks_given, const Session& session)
         throw UsageError(fmt::format("--against {}: already swept (--algo or --against name it twice)", a));
       sweep.against.push_back(a);
     }
-  sweep.seed = parse_seed(f.seed, "--seed");
-  if (!std::isfinite(sweep.scalar) || std::fabs(sweep.scalar) > 1e30)
-    throw UsageError(fmt::format("--scalar must be a finite number of magnitude at most 1e30, got {}", sweep.scalar));
-  if (sweep.count)
-    for (DType t : sweep.dtypes)
-      if (auto why = count_problem(*sweep.count, t); !why.empty()) throw UsageError("-N/--count: " + why);
+}
+
+// The world's size and its nodes: --ranks against mpirun's processes,
+// --ranks-per-node, and the slow inter-node edges (which need two nodes).
+void check_sweep_world(SweepOptions& sweep, bool ranks_given, const Session& session) {
   if (session.is_mpi()) {
     if (ranks_given && sweep.ranks != session.processes())
       throw UsageError(fmt::format("--ranks is {}, but mpirun started {} processes; in the MPI world every process "
@@ -148,6 +137,51 @@ SweepOptions plan_sweep(SweepFlags& f, bool ranks_given, const Session& session)
                                    "and all {} ranks are on one node: give --ranks-per-node below --ranks",
                                    sweep.ranks));
   }
+}
+
+// Refuse up front, before the header, what cannot fit this machine's memory.
+void refuse_unless_sweep_fits(const SweepOptions& sweep, const Session& session) {
+  // A row holds, per rank, the inputs, their pristine copies and the framed
+  // outputs, and the check reads them all (about 3.4 times the row's bytes per
+  // rank, measured with -b 1G -e 1G --ranks 4: 13.6 GB); 4 times, to be safe.
+  size_t es = 1;
+  for (DType t : sweep.dtypes) es = std::max(es, dtype_size(t));
+  const uint64_t row_bytes = sweep.count ? checked_mul(*sweep.count, es).value_or(~uint64_t{0}) : sweep.max_bytes;
+  const uint64_t here = static_cast<uint64_t>(session.ranks_here(sweep.ranks));  // ranks in this process
+  refuse_unless_fits(session, checked_mul(row_bytes, 4 * here).value_or(~uint64_t{0}), [&](uint64_t have) {
+    return fmt::format("the largest row ({} bytes per rank, {} rank(s) in this process) needs about {} (4 x ranks x "
+                       "bytes: inputs, their pristine copies, outputs and the check); {} is available: the largest "
+                       "that fits is {}",
+                       row_bytes, here, format_bytes(checked_mul(row_bytes, 4 * here).value_or(~uint64_t{0})),
+                       format_bytes(have),
+                       sweep.count ? fmt::format("-N {}", have / (4 * here * es)) : fmt::format("-e {}", have / (4 * here)));
+  });
+}
+
+}  // namespace
+
+SweepOptions plan_sweep(SweepFlags& f, bool ranks_given, const Session& session) {
+  SweepOptions& sweep = f.o;
+  sweep.min_bytes = parse_size(f.b, "-b/--minbytes");
+  sweep.max_bytes = parse_size(f.e, "-e/--maxbytes");
+  if (!f.count.empty()) sweep.count = parse_count(f.count, "-N/--count");
+  if (sweep.min_bytes > sweep.max_bytes)
+    throw UsageError(fmt::format("-b/--minbytes ({}) must not exceed -e/--maxbytes ({})", sweep.min_bytes,
+                                 sweep.max_bytes));
+  if (!(sweep.factor > 1.0)) throw UsageError(fmt::format("-f/--stepfactor must be > 1, got {}", sweep.factor));
+  if (!(f.timeout >= 0.001) || f.timeout > 86400)
+    throw UsageError(fmt::format("--timeout must be in [0.001, 86400] seconds, got {}", f.timeout));
+  sweep.timeout = std::chrono::milliseconds(static_cast<long long>(f.timeout * 1000));
+  sweep.dtypes = parse_dtype_list(f.d, "-d/--datatype");
+  sweep.ops = parse_op_list(f.op, "-o/--op");
+  admit_sweep_impls(f, session);
+  sweep.seed = parse_seed(f.seed, "--seed");
+  if (!std::isfinite(sweep.scalar) || std::fabs(sweep.scalar) > 1e30)
+    throw UsageError(fmt::format("--scalar must be a finite number of magnitude at most 1e30, got {}", sweep.scalar));
+  if (sweep.count)
+    for (DType t : sweep.dtypes)
+      if (auto why = count_problem(*sweep.count, t); !why.empty()) throw UsageError("-N/--count: " + why);
+  check_sweep_world(sweep, ranks_given, session);
   if (sweep.iters < 1) throw UsageError(fmt::format("-n/--iters must be >= 1, got {}", sweep.iters));
   check_metrics_flags(f.metrics);
   if (sweep.reps < 1 || sweep.reps > 1000) throw UsageError(fmt::format("--reps must be in 1..1000, got {}", sweep.reps));
@@ -164,22 +198,7 @@ SweepOptions plan_sweep(SweepFlags& f, bool ranks_given, const Session& session)
   auto dc = parse_data_class(f.data);
   if (!dc) throw UsageError(fmt::format("unknown --data '{}'; allowed: {}", f.data, data_class_choices()));
   sweep.data = *dc;
-  // Refuse up front, before the header, what cannot fit this machine's memory:
-  // a row holds, per rank, the inputs, their pristine copies and the framed
-  // outputs, and the check reads them all (about 3.4 times the row's bytes per
-  // rank, measured with -b 1G -e 1G --ranks 4: 13.6 GB); 4 times, to be safe.
-  size_t es = 1;
-  for (DType t : sweep.dtypes) es = std::max(es, dtype_size(t));
-  const uint64_t row_bytes = sweep.count ? checked_mul(*sweep.count, es).value_or(~uint64_t{0}) : sweep.max_bytes;
-  const uint64_t here = static_cast<uint64_t>(session.ranks_here(sweep.ranks));  // ranks in this process
-  refuse_unless_fits(session, checked_mul(row_bytes, 4 * here).value_or(~uint64_t{0}), [&](uint64_t have) {
-    return fmt::format("the largest row ({} bytes per rank, {} rank(s) in this process) needs about {} (4 x ranks x "
-                       "bytes: inputs, their pristine copies, outputs and the check); {} is available: the largest "
-                       "that fits is {}",
-                       row_bytes, here, format_bytes(checked_mul(row_bytes, 4 * here).value_or(~uint64_t{0})),
-                       format_bytes(have),
-                       sweep.count ? fmt::format("-N {}", have / (4 * here * es)) : fmt::format("-e {}", have / (4 * here)));
-  });
+  refuse_unless_sweep_fits(sweep, session);
   return sweep;
 }
 
