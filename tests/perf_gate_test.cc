@@ -50,6 +50,23 @@ TEST(Wilcoxon, KnownValues) {
   EXPECT_DOUBLE_EQ(wilcoxon_signed_rank_less({0.1, -2, -3, -4, -5}), 2.0 / 32);
 }
 
+// Above 40 differences the normal approximation: it meets the exact count at
+// the boundary (n = 40 exact, the same data with one more tiny difference of
+// each sign is approximate), and its extremes are right.
+TEST(Wilcoxon, TheNormalApproximationAgreesWithTheExactTestAtTheBoundary) {
+  std::vector<double> d;
+  for (int i = 1; i <= 40; ++i) d.push_back((i % 3 == 0 ? 1.0 : -1.0) * i);
+  const double exact = wilcoxon_signed_rank_less(d);
+  d.push_back(0.001);
+  d.push_back(-0.002);
+  const double approx = wilcoxon_signed_rank_less(d);
+  EXPECT_NEAR(approx, exact, 0.01) << "exact " << exact << " approx " << approx;
+  EXPECT_GT(exact, 0.001);
+  EXPECT_LT(exact, 0.2);
+  EXPECT_LT(wilcoxon_signed_rank_less(std::vector<double>(60, -1.0)), 1e-10);
+  EXPECT_GT(wilcoxon_signed_rank_less(std::vector<double>(60, 1.0)), 0.999);
+}
+
 TEST(Wilcoxon, MatchesTheCountOverEverySignPatternOnFreshSeeds) {
   // A fresh seed every run, printed; COLLCHECK_SEED replays one.
   const char* replay = std::getenv("COLLCHECK_SEED");

@@ -127,7 +127,7 @@ int perf_gate(GateFlags& f, const Session& session) {
     fmt::print("collcheck gate: timing {} and {} side by side, {} rounds\n", base, cand, o.reps);
     const SweepResult measured = run_sweep(o, stdout, session);
     if (!f.sweep.json.empty())
-      write_file_atomically(f.sweep.json, sweep_to_json(o, measured, "threads", COLLCHECK_VERSION));
+      write_file_atomically(f.sweep.json, sweep_to_json(o, measured, session.name(), COLLCHECK_VERSION));
     try {
       r = compare_side_by_side(measured, measured.rows.size() / 2, limit, f.alpha, f.min_samples);
     } catch (const GateInputError& e) {

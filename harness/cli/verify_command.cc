@@ -307,14 +307,14 @@ int verify_in_mpi(VerifyFlags& f, const collcheck::Session& session, collcheck::
   collcheck::MpiWorld* mpi = session.mpi();
   o.launcher = session.launcher();
   o.run_flags += session.world_flag();
-  o.world_desc = fmt::format("MPI world of {} processes ({})", mpi->size(), collcheck::mpi_library_version());
+  o.world_desc = fmt::format("MPI world of {} processes ({})", session.processes(), collcheck::mpi_library_version());
   if (f.mpi_algo >= 0) o.run_flags += fmt::format(" --mpi-algo {}", f.mpi_algo);
   if (f.isolate == "on") throw UsageError("--isolate on is for the thread world; in the MPI world each rank is a process already");
-  if (mpi->rank() != 0) {
+  if (!session.root()) {
     const auto code = collcheck::serve_cases(*mpi, cfg);
     if (!code) {
-      std::fprintf(stderr, "collcheck: rank %d: ending the job\n", mpi->rank());
-      mpi->abort(1);
+      std::fprintf(stderr, "collcheck: rank %d: ending the job\n", session.rank());
+      session.abort(1);
     }
     return *code;
   }
@@ -326,7 +326,7 @@ int verify_in_mpi(VerifyFlags& f, const collcheck::Session& session, collcheck::
     std::fflush(stdout);
     // Which case: the last one the executor ran.
     collcheck::report_unshrunk_failure(o, exec.last_case(), lost.outcome.failure, stdout);
-    mpi->abort(1);
+    session.abort(1);
   }
   std::fflush(stdout);
   const bool metrics_ok = export_verify_metrics(f, result, session);

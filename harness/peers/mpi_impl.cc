@@ -293,7 +293,10 @@ class MpiImplementation final : public Implementation {
     // The world's communicator comes with its links (a process group's links
     // have none: MPI_Allreduce runs on the whole world only).
     MpiLinks* l = a.links.mpi();
-    if (!l) throw std::runtime_error(*unsupported_world(WorldKind::Threads));
+    if (!l)
+      throw std::runtime_error("mpi (MPI_Allreduce) runs on a whole MPI world's communicator, and these links are not "
+                               "one's (ranks as threads, or a process group's subset): run under mpirun with --world "
+                               "mpi, in the world's group");
     const MPI_Comm comm = l->collectives();
     if (comm == MPI_COMM_NULL)
       throw std::runtime_error(fmt::format("rank {} has no MPI communicator for the world of {} ranks", l->rank(), a.links.size()));
