@@ -252,14 +252,14 @@ CaseOutcome WorldExecutor::run(const Case& c) {
 
 void WorldExecutor::stop(int code) { (void)world_.broadcast(fmt::format("S{}", code), Clock::now() + std::chrono::seconds(30)); }
 
-std::optional<int> serve_cases(World& world, const RunConfig& cfg) {
+std::optional<int> serve_cases(World& world, const RunConfig& cfg, Events& ev) {
   // Between two cases the root runs its ranks and waits for everyone's (two
   // case limits at most), then checks and shrinks, which is quick.
   const auto idle = 2 * case_limit(cfg) + std::chrono::seconds(60);
   for (;;) {
     const auto cmd = world.broadcast("", Clock::now() + idle);
     if (!cmd) {
-      std::fprintf(stderr, "collcheck: no command from rank 0 within %.0f s\n", std::chrono::duration<double>(idle).count());
+      ev.warn("collcheck: no command from rank 0 within {:.0f} s\n", std::chrono::duration<double>(idle).count());
       return std::nullopt;
     }
     if (cmd->starts_with("S")) return std::atoi(cmd->c_str() + 1);
@@ -268,7 +268,7 @@ std::optional<int> serve_cases(World& world, const RunConfig& cfg) {
       continue;
     }
     if (!cmd->starts_with("C")) {
-      std::fprintf(stderr, "collcheck: malformed command from rank 0\n");
+      ev.warn("collcheck: malformed command from rank 0\n");
       return std::nullopt;
     }
     (void)run_case(world, decode_case(std::string_view(*cmd).substr(1)), cfg);

@@ -13,6 +13,7 @@
 #include <stdexcept>
 #include <string>
 
+#include "harness/report/events.h"
 #include "properties/properties.h"
 
 namespace collcheck {
@@ -105,7 +106,9 @@ class WorldExecutor final : public CaseExecutor {
 // The loop of every process but the root's. Returns the code the root sent,
 // or nullopt when the root said nothing for longer than any case could take
 // (the caller ends the job).
-std::optional<int> serve_cases(World& world, const RunConfig& cfg);
+// What went wrong (no command within the idle limit, a malformed one) is a
+// warning event on `ev`, and the result is empty.
+std::optional<int> serve_cases(World& world, const RunConfig& cfg, Events& ev);
 
 // The outcome as one line of JSON, and back (for the pipe to the child).
 std::string outcome_to_json(const CaseOutcome& o);

@@ -45,43 +45,45 @@ struct Stats {
   }
 };
 
-void print_table(std::FILE* out, const VerifyOptions& o, const Stats& s) {
-  fmt::print(out, "\ncases by dtype x op:\n{:<10}", "dtype");
-  for (RedOp op : o.space.ops) fmt::print(out, " {:>9}", op_name(op));
-  fmt::print(out, " {:>9}\n", "total");
+void print_table(Events& ev, const VerifyOptions& o, const Stats& s) {
+  std::string text;
+  auto to = std::back_inserter(text);
+  fmt::format_to(to, "\ncases by dtype x op:\n{:<10}", "dtype");
+  for (RedOp op : o.space.ops) fmt::format_to(to, " {:>9}", op_name(op));
+  fmt::format_to(to, " {:>9}\n", "total");
   std::map<RedOp, size_t> col;
   size_t all = 0;
   for (DType t : o.space.dtypes) {
-    fmt::print(out, "{:<10}", dtype_name(t));
+    fmt::format_to(to, "{:<10}", dtype_name(t));
     size_t row = 0;
     for (RedOp op : o.space.ops) {
       auto it = s.cases.find({t, op});
       const size_t n = it == s.cases.end() ? 0 : it->second;
-      fmt::print(out, " {:>9}", n);
+      fmt::format_to(to, " {:>9}", n);
       row += n;
       col[op] += n;
     }
     all += row;
-    fmt::print(out, " {:>9}\n", row);
+    fmt::format_to(to, " {:>9}\n", row);
   }
-  fmt::print(out, "{:<10}", "total");
-  for (RedOp op : o.space.ops) fmt::print(out, " {:>9}", col[op]);
-  fmt::print(out, " {:>9}\n", all);
-  fmt::print(out, "sequences: {} cases went on with {} more calls on the same communicator ({} of them async); "
+  fmt::format_to(to, "{:<10}", "total");
+  for (RedOp op : o.space.ops) fmt::format_to(to, " {:>9}", col[op]);
+  fmt::format_to(to, " {:>9}\n", all);
+  fmt::format_to(to, "sequences: {} cases went on with {} more calls on the same communicator ({} of them async); "
                   "perturbed schedules: {} cases\n",
              s.sequences, s.further_calls, s.async_calls, s.perturbed);
   if (o.space.nodes)
-    fmt::print(out, "nodes: {} cases ran on two or more simulated nodes (the rest on the world's own)\n", s.multi_node);
-  fmt::print(out, "elements checked: bitwise {}, within bound {}, one-of {}, interval {}\n", s.by_kind[0], s.by_kind[1],
+    fmt::format_to(to, "nodes: {} cases ran on two or more simulated nodes (the rest on the world's own)\n", s.multi_node);
+  fmt::format_to(to, "elements checked: bitwise {}, within bound {}, one-of {}, interval {}\n", s.by_kind[0], s.by_kind[1],
              s.by_kind[2], s.by_kind[3]);
   if (s.order_checked > 0)
-    fmt::print(out, "float sum/prod elements replayed in the declared reduction order, bit for bit: {}\n",
+    fmt::format_to(to, "float sum/prod elements replayed in the declared reduction order, bit for bit: {}\n",
                s.order_checked);
-  fmt::print(out, "worst error: {:.3g} of the bound; worst difference from a peer: {:.3g} of the bound\n", s.max_err,
+  fmt::format_to(to, "worst error: {:.3g} of the bound; worst difference from a peer: {:.3g} of the bound\n", s.max_err,
              s.max_peer);
   for (const auto& [name, n] : s.deviant)
-    fmt::print(out, "documented deviation {}: {} elements differ from NCCL semantics exactly as documented "
-                    "(README, Findings)\n", name, n);
+    fmt::format_to(to, "documented deviation {}: {} elements differ from NCCL semantics exactly as documented "
+                    "(README, Findings)\n", name, n);  ev.print("{}", text);
 }
 
 
@@ -125,7 +127,7 @@ void confirm(const VerifyOptions& o, CaseExecutor& exec, VerifyResult& r, size_t
 
 }  // namespace
 
-VerifyResult run_verify(const VerifyOptions& o, CaseExecutor& real, std::FILE* out) {
+VerifyResult run_verify(const VerifyOptions& o, CaseExecutor& real, Events& ev) {
   VerifyResult r;
   const auto t0 = Clock::now();
   // The executor asks cut_case while a case runs, for this run only.
@@ -140,7 +142,7 @@ VerifyResult run_verify(const VerifyOptions& o, CaseExecutor& real, std::FILE* o
   Stats stats;
 
   if (o.replay) {
-    fmt::print(out, "collcheck verify: replaying one case on {}{}\n  case: {}", o.impl_spec,
+    ev.print("collcheck verify: replaying one case on {}{}\n  case: {}", o.impl_spec,
                o.against.empty() ? "" : " against " + o.against, describe_case(*o.replay, 16));
     if (!o.replay_before.empty()) {
       // A failure's earlier cases, once each: their outcomes are not this
@@ -151,7 +153,7 @@ VerifyResult run_verify(const VerifyOptions& o, CaseExecutor& real, std::FILE* o
         if (cut(ob, r)) break;
         failed_before += !ob.ok;
       }
-      fmt::print(out, "  ran the {} earlier case(s) of the file first, in this process ({} of them failed)\n",
+      ev.print("  ran the {} earlier case(s) of the file first, in this process ({} of them failed)\n",
                  o.replay_before.size(), failed_before);
     }
     const size_t runs = o.repeat == 0 ? 1 : o.repeat;
@@ -166,7 +168,7 @@ VerifyResult run_verify(const VerifyOptions& o, CaseExecutor& real, std::FILE* o
         r.harness_error = true;
         r.failure = one.failure;
         r.original = r.minimal = *o.replay;
-        fmt::print(out, "HARNESS ERROR (exit {}; not a verdict): the harness could not run the case, also after three "
+        ev.print("HARNESS ERROR (exit {}; not a verdict): the harness could not run the case, also after three "
                         "retries: this machine ran out of threads or memory\n{}",
                    kExitHarnessError, one.failure.detail);
         r.seconds = Seconds(Clock::now() - t0).count();
@@ -183,19 +185,19 @@ VerifyResult run_verify(const VerifyOptions& o, CaseExecutor& real, std::FILE* o
     r.replay_failures = failures;
     r.seconds = Seconds(Clock::now() - t0).count();
     if (r.case_cut && failures == 0) {
-      fmt::print(out, "NO VERDICT (exit {}): the end of the run cut the case short after {} of {} runs\n",
+      ev.print("NO VERDICT (exit {}): the end of the run cut the case short after {} of {} runs\n",
                  kExitHarnessError, r.cases_run, runs);
       return r;
     }
     if (runs > 1)
-      fmt::print(out, "{} runs of the case: {} failed{}{}\n", r.cases_run, failures,
+      ev.print("{} runs of the case: {} failed{}{}\n", r.cases_run, failures,
                  failures > 0 && failures < r.cases_run ? " (flaky)" : "",
                  r.case_cut ? fmt::format(" (then the run's end cut run {} short)", r.cases_run + 1) : "");
     if (oc.ok) {
       for (const auto& [name, n] : oc.deviant)
-        fmt::print(out, "documented deviation {}: {} elements differ from NCCL semantics exactly as documented "
+        ev.print("documented deviation {}: {} elements differ from NCCL semantics exactly as documented "
                         "(README, Findings)\n", name, n);
-      fmt::print(out, "PASS: every property holds ({} elements checked)\n",
+      ev.print("PASS: every property holds ({} elements checked)\n",
                  oc.by_kind[0] + oc.by_kind[1] + oc.by_kind[2] + oc.by_kind[3]);
       return r;
     }
@@ -203,26 +205,20 @@ VerifyResult run_verify(const VerifyOptions& o, CaseExecutor& real, std::FILE* o
     r.failing_case = 1;
     r.original = r.minimal = *o.replay;
     r.failure = oc.failure;
-    fmt::print(out, "FAIL: property {} does not hold\n{}", oc.failure.property, oc.failure.detail);
+    ev.print("FAIL: property {} does not hold\n{}", oc.failure.property, oc.failure.detail);
     return r;
   }
 
-  fmt::print(out, "collcheck verify: impl {}{}, {}, seed {:#x}, {} cases, p <= {}, count <= {}{}{}\n", o.impl_spec,
+  ev.print("collcheck verify: impl {}{}, {}, seed {:#x}, {} cases, p <= {}, count <= {}{}{}\n", o.impl_spec,
              o.against.empty() ? "" : " against " + o.against, o.world_desc.empty() ? "ranks as threads" : o.world_desc,
              o.seed, o.cases, o.space.max_ranks, o.space.max_count,
              o.space.large_bytes >= (size_t{64} << 10)
                  ? fmt::format(" (1 case in 100: 64 KiB to {} KiB)", o.space.large_bytes >> 10)
                  : "",
              o.time_budget_s > 0 ? fmt::format(", time budget {} s", o.time_budget_s) : "");
-  std::fflush(out);
   rc::Random base(o.seed);
   const auto gen = gen_case(o.space);
-  std::optional<Progress> progress;
-  if (o.progress != ProgressStyle::Off) {
-    progress.emplace("verify", "cases", o.progress);
-    progress->count(0, o.cases);
-    if (o.time_budget_s > 0) progress->budget(o.time_budget_s);
-  }
+  ev.progress({.count = std::pair{size_t{0}, o.cases}, .budget_s = o.time_budget_s});
   for (size_t i = 0; i < o.cases; ++i) {
     if (o.time_budget_s > 0 && Seconds(Clock::now() - t0).count() >= o.time_budget_s) {
       r.budget_reached = true;
@@ -233,6 +229,7 @@ VerifyResult run_verify(const VerifyOptions& o, CaseExecutor& real, std::FILE* o
     const int size = static_cast<int>((o.first_size + i) % (rc::kNominalSize + 1));
     const rc::Shrinkable<Case> sh = gen(ri, size);
     const Case c = sh.value();
+    ev.emit(CaseStartedEvent{i + 1, o.cases, o.seed});
     const CaseOutcome oc = run_retrying(o, exec, c);
     if (cut(oc, r)) break;
     ++r.cases_run;
@@ -243,7 +240,7 @@ VerifyResult run_verify(const VerifyOptions& o, CaseExecutor& real, std::FILE* o
       r.failure = oc.failure;
       break;
     }
-    if (progress) progress->count(r.cases_run, o.cases);
+    ev.progress({.count = std::pair{r.cases_run, o.cases}});
     if (oc.ok) {
       stats.add(c, oc);
       continue;
@@ -254,15 +251,12 @@ VerifyResult run_verify(const VerifyOptions& o, CaseExecutor& real, std::FILE* o
     r.failing_case = i + 1;
     r.original = c;
     const auto s0 = Clock::now();
-    if (progress) {  // no more cases: the time left is the shrinking's
-      progress->count(r.cases_run, 0);
-      progress->limit_from_now(o.shrink_budget_s);
-    }
+    // No more cases: the time left is the shrinking's.
+    ev.progress({.count = std::pair{r.cases_run, size_t{0}}, .limit_from_now_s = o.shrink_budget_s});
     const auto shrinking = [&] {
-      if (progress)
-        progress->phase(fmt::format("case {} failed ({}): shrinking, {} runs, {} steps, {:.0f} s of {:.0f} s", i + 1,
+      ev.progress({.phase = fmt::format("case {} failed ({}): shrinking, {} runs, {} steps, {:.0f} s of {:.0f} s", i + 1,
                                     oc.failure.property, r.shrink_runs, r.shrink_steps, Seconds(Clock::now() - s0).count(),
-                                    o.shrink_budget_s));
+                                    o.shrink_budget_s)});
     };
     rc::Shrinkable<Case> cur = sh;
     Failure curf = oc.failure;
@@ -299,10 +293,8 @@ VerifyResult run_verify(const VerifyOptions& o, CaseExecutor& real, std::FILE* o
     }
     r.minimal = cur.value();
     r.failure = curf;
-    if (progress) {
-      progress->limit_from_now(0);
-      progress->phase(fmt::format("case {} failed ({}): replaying the minimal case", i + 1, curf.property));
-    }
+    ev.progress({.limit_from_now_s = 0.0,
+                 .phase = fmt::format("case {} failed ({}): replaying the minimal case", i + 1, curf.property)});
     const size_t n = o.repeat == 0 ? 20 : o.repeat;
     confirm(o, exec, r, n);
     // Never fails again: step back along the shrink path to the smallest case
@@ -341,36 +333,37 @@ VerifyResult run_verify(const VerifyOptions& o, CaseExecutor& real, std::FILE* o
     }
     break;
   }
-  progress.reset();  // the bar goes before the summary
+  ev.progress({.end = true});  // the bar goes before the summary
   r.seconds = Seconds(Clock::now() - t0).count();
 
-  print_table(out, o, stats);
+  print_table(ev, o, stats);
   const size_t passed = r.failed || r.harness_error ? r.cases_run - 1 : r.cases_run;
   if (r.harness_error) {
-    fmt::print(out, "\nHARNESS ERROR (exit {}; not a verdict on {}): {} cases passed, then the harness could not run case "
+    ev.print("\nHARNESS ERROR (exit {}; not a verdict on {}): {} cases passed, then the harness could not run case "
                     "{} (seed {:#x}), also after three retries over {:.0f} s: this machine ran out of threads or memory "
                     "(other jobs, ulimit -u, the cgroup's pids.max)\n{}  case: {}\n",
                kExitHarnessError, o.impl_spec, passed, r.failing_case, o.seed, 7 * o.harness_retry_s, r.failure.detail,
                case_summary(r.minimal));
   } else if (r.failed) {
-    fmt::print(out, "\n{} cases passed, then case {} failed (seed {:#x}); shrunk in {} steps ({} runs{}) from: {}\n",
+    ev.print("\n{} cases passed, then case {} failed (seed {:#x}); shrunk in {} steps ({} runs{}) from: {}\n",
                passed, r.failing_case, o.seed, r.shrink_steps, r.shrink_runs,
                r.interrupted             ? ", cut short by the end of the run"
                : r.shrink_budget_reached ? ", stopped by the shrink budget"
                                          : "",
                case_summary(r.original));
-    print_verify_failure(out, o, r);
+    print_verify_failure(ev, o, r);
   } else if (r.case_cut) {
-    fmt::print(out, "\nNO VERDICT (exit {}): {} cases passed, then the end of the run cut case {} short (the isolated "
+    ev.print("\nNO VERDICT (exit {}): {} cases passed, then the end of the run cut case {} short (the isolated "
                     "child running it was killed; its verdict is not known)\n",
                kExitHarnessError, r.cases_run, r.cases_run + 1);
   } else {
-    fmt::print(out, "\nPASS: {} cases in {:.1f} s ({:.0f} cases/s){}\n", r.cases_run, r.seconds,
+    ev.print("\nPASS: {} cases in {:.1f} s ({:.0f} cases/s){}\n", r.cases_run, r.seconds,
                r.seconds > 0 ? static_cast<double>(r.cases_run) / r.seconds : 0.0,
                r.budget_reached ? fmt::format("; stopped by the time budget after {} of {} cases", r.cases_run, o.cases)
                : r.interrupted  ? fmt::format("; cut short by the end of the run after {} of {} cases", r.cases_run, o.cases)
                                 : "");
   }
+  emit_verdicts(ev, o, r);
   return r;
 }
 

@@ -10,7 +10,7 @@
 #include <optional>
 #include <string>
 
-#include "harness/report/progress.h"
+#include "harness/report/events.h"
 #include "harness/report/report.h"
 #include "properties/executor.h"
 #include "properties/generators.h"
@@ -36,7 +36,6 @@ struct VerifyOptions {
   size_t shrink_max_runs = 5000;
   std::optional<Case> replay;    // run exactly this case
   std::vector<Case> replay_before;  // ...after these, once each, in this order (a failure's earlier cases)
-  ProgressStyle progress = ProgressStyle::Off;  // on stderr (harness/report/progress.h)
   // A minimal failing case is replayed up to this many times: three failures
   // in the first three runs call it steady, else it is reported as flaky,
   // "fails k of N", with a command that repeats it. With `replay`: the case
@@ -100,8 +99,9 @@ struct VerifyResult {
   int exit_code() const { return failed ? 1 : harness_error || case_cut ? kExitHarnessError : 0; }
 };
 
-// Runs the verification and prints the report to `out`.
-VerifyResult run_verify(const VerifyOptions& o, CaseExecutor& exec, std::FILE* out);
+// Runs the verification; what it finds goes to `ev` as events (text for the
+// console, progress, the case begun, the finding and the verdict).
+VerifyResult run_verify(const VerifyOptions& o, CaseExecutor& exec, Events& ev);
 
 // After the replays of a steady failure: up to three runs in a fresh process;
 // passing there, the search for the earlier cases it needs (earlier_cases.cc).
@@ -111,10 +111,13 @@ void check_in_fresh_process(const VerifyOptions& o, RecordingExecutor& exec, Ver
 // The run as a report (harness/report): one verdict per property; a failed
 // property carries the minimal case and the replay line.
 Report verify_report(const VerifyOptions& o, const VerifyResult& r);
+// The run's end as events: the finding (a failed property, with its replay)
+// and one verdict per row of verify_report.
+void emit_verdicts(Events& ev, const VerifyOptions& o, const VerifyResult& r);
 
 // The failure's report: the minimal case, what failed, steady or flaky or
 // depending on earlier cases, and the replay lines.
-void print_verify_failure(std::FILE* out, const VerifyOptions& o, const VerifyResult& r);
+void print_verify_failure(Events& ev, const VerifyOptions& o, const VerifyResult& r);
 
 // The command line that replays `c` with the implementation, peers and world of
 // `o`; with `before`, a file of tokens that runs those cases first.
@@ -146,6 +149,6 @@ uint64_t verify_memory_needed(const CaseSpace& space, int ranks_here, size_t npe
 
 // Prints the report of a failure that could not be shrunk (the MPI world was
 // lost) and returns its exit code.
-int report_unshrunk_failure(const VerifyOptions& o, const Case& c, const Failure& f, std::FILE* out);
+int report_unshrunk_failure(const VerifyOptions& o, const Case& c, const Failure& f, Events& ev);
 
 }  // namespace collcheck

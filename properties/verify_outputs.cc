@@ -37,60 +37,59 @@ std::string replay_command(const VerifyOptions& o, const Case& c, size_t repeat,
                      repeat > 1 ? fmt::format(" --repeat {}", repeat) : "");
 }
 
-void print_verify_failure(std::FILE* out, const VerifyOptions& o, const VerifyResult& r) {
-  fmt::print(out, "\nFAIL: property {} does not hold\n", r.failure.property);
-  fmt::print(out, "  minimal case: {}", describe_case(r.minimal, 16).insert(0, ""));
-  fmt::print(out, "{}", r.failure.detail);
+void print_verify_failure(Events& ev, const VerifyOptions& o, const VerifyResult& r) {
+  ev.print("\nFAIL: property {} does not hold\n", r.failure.property);
+  ev.print("  minimal case: {}", describe_case(r.minimal, 16).insert(0, ""));
+  ev.print("{}", r.failure.detail);
   if (r.stepped_back > 0)
-    fmt::print(out, "  note: the {} smaller case(s) at the end of the shrink path did not fail again in {} replays; "
+    ev.print("  note: the {} smaller case(s) at the end of the shrink path did not fail again in {} replays; "
                     "this is the smallest that did\n",
                r.stepped_back, r.replays);
   if (r.natural_replays > 0)
-    fmt::print(out, "  on the natural schedule the minimal case failed {} of {} replays; with the schedule perturbed "
+    ev.print("  on the natural schedule the minimal case failed {} of {} replays; with the schedule perturbed "
                     "(seed {:#x}) {} of {}\n",
                r.natural_failures, r.natural_replays, r.minimal.perturb, r.replay_failures, r.replays);
   if (r.flaky()) {
-    fmt::print(out, "  flaky: the minimal case fails {} of {} replays (a race or a timing dependence); each replay "
+    ev.print("  flaky: the minimal case fails {} of {} replays (a race or a timing dependence); each replay "
                     "below runs it {} times and fails if any run fails\n",
                r.replay_failures, r.replays, r.replays);
-    fmt::print(out, "  replay: {}\n", replay_command(o, r.minimal, r.replays));
+    ev.print("  replay: {}\n", replay_command(o, r.minimal, r.replays));
   } else {
     if (r.replays == 0 && r.interrupted)
-      fmt::print(out, "  not replayed: the run's end came first (steady or flaky is not known)\n");
+      ev.print("  not replayed: the run's end came first (steady or flaky is not known)\n");
     else if (r.depends_on_earlier_cases())
-      fmt::print(out, "  depends on earlier cases: the minimal case failed {} of {} replays in this process, whose rank "
+      ev.print("  depends on earlier cases: the minimal case failed {} of {} replays in this process, whose rank "
                       "threads had run the cases before it, but passed in a fresh process: state the implementation "
                       "keeps across cases (per thread, per world size, per communicator) is wrong\n",
                  r.replay_failures, r.replays);
     else if (r.fresh_impossible)
-      fmt::print(out, "  steady here: the minimal case failed {} of {} replays in this process; a fresh process "
+      ev.print("  steady here: the minimal case failed {} of {} replays in this process; a fresh process "
                       "cannot be started from it (the MPI world), so if the first replay line passes, the failure "
                       "depends on the cases before it: the second runs the last {} of them first\n",
                  r.replay_failures, r.replays, r.history_tail.size());
     else
-      fmt::print(out, "  steady: the minimal case failed {} of {} replays{}\n", r.replay_failures, r.replays,
+      ev.print("  steady: the minimal case failed {} of {} replays{}\n", r.replay_failures, r.replays,
                  r.fresh_checked ? ", and in a fresh process" : "");
-    fmt::print(out, "  replay: {}\n", replay_command(o, r.minimal));
+    ev.print("  replay: {}\n", replay_command(o, r.minimal));
     if (!r.earlier.empty())
-      fmt::print(out, "  replay with the {} earlier case(s) it needs ({}; found in {} fresh processes): {}\n",
+      ev.print("  replay with the {} earlier case(s) it needs ({}; found in {} fresh processes): {}\n",
                  r.earlier.size(), r.earlier_minimal ? "none of them can be left out" : "the search ran out of runs",
                  r.earlier_fresh_runs, replay_command(o, r.minimal, 1, r.earlier));
     else if (r.depends_on_earlier_cases())
-      fmt::print(out, "  (the cases before it, run first in a fresh process, did not make it fail: the state depends on "
+      ev.print("  (the cases before it, run first in a fresh process, did not make it fail: the state depends on "
                       "timing too, or on cases before the last 4096)\n");
     if (!r.history_tail.empty())
-      fmt::print(out, "  replay after the {} cases before it: {}\n", r.history_tail.size(),
+      ev.print("  replay after the {} cases before it: {}\n", r.history_tail.size(),
                  replay_command(o, r.minimal, 1, r.history_tail));
   }
 }
 
-int report_unshrunk_failure(const VerifyOptions& o, const Case& c, const Failure& f, std::FILE* out) {
-  fmt::print(out, "\nFAIL: property {} does not hold, and the world was lost (a rank never returned or never "
+int report_unshrunk_failure(const VerifyOptions& o, const Case& c, const Failure& f, Events& ev) {
+  ev.print("\nFAIL: property {} does not hold, and the world was lost (a rank never returned or never "
                   "answered): the case is not shrunk\n", f.property);
-  fmt::print(out, "  case: {}", describe_case(c, 16));
-  fmt::print(out, "{}", f.detail);
-  fmt::print(out, "  replay: {}\n", replay_command(o, c));
-  std::fflush(out);
+  ev.print("  case: {}", describe_case(c, 16));
+  ev.print("{}", f.detail);
+  ev.print("  replay: {}\n", replay_command(o, c));
   return 1;
 }
 
@@ -126,5 +125,12 @@ Report verify_report(const VerifyOptions& o, const VerifyResult& r) {
   return rep;
 }
 
+void emit_verdicts(Events& ev, const VerifyOptions& o, const VerifyResult& r) {
+  if (r.failed)
+    ev.emit(FindingEvent{r.failure.property,
+                         fmt::format("{} does not hold: {}", r.failure.property, case_summary(r.minimal)),
+                         replay_command(o, r.minimal, r.flaky() ? r.replays : 1)});
+  for (ReportCase& c : verify_report(o, r).cases) ev.emit(VerdictEvent{std::move(c)});
+}
 
 }  // namespace collcheck

@@ -256,7 +256,9 @@ VerifyResult verify_mutant(Bug b, const char* name, size_t cases, uint64_t seed)
   o.space.max_ranks = 16;
   o.space.nodes = true;
   std::FILE* sink = std::fopen("/dev/null", "w");
-  VerifyResult r = run_verify(o, exec, sink);
+  collcheck::Events events;  // the run's text on sink
+  events.add(collcheck::console_sink(sink, stderr));
+  VerifyResult r = run_verify(o, exec, events);
   std::fclose(sink);
   return r;
 }

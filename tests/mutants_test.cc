@@ -45,7 +45,9 @@ VerifyResult verify_plugin(const std::string& path, uint64_t seed, size_t cases 
   // default there.
   o.shrink_budget_s = 900;
   std::FILE* devnull = std::fopen("/dev/null", "w");
-  VerifyResult r = run_verify(o, exec, devnull);
+  collcheck::Events events;  // the run's text on devnull
+  events.add(collcheck::console_sink(devnull, stderr));
+  VerifyResult r = run_verify(o, exec, events);
   std::fclose(devnull);
   return r;
 }
@@ -199,7 +201,9 @@ TEST(Mutants, StateAcrossCallsIsOnlyReachedBySequences) {
     o.cases = 500;
     o.space.sequences = sequences;
     std::FILE* devnull = std::fopen("/dev/null", "w");
-    const VerifyResult r = run_verify(o, exec, devnull);
+    collcheck::Events events;  // the run's text on devnull
+    events.add(collcheck::console_sink(devnull, stderr));
+    const VerifyResult r = run_verify(o, exec, events);
     std::fclose(devnull);
     EXPECT_EQ(r.failed, sequences) << "sequences " << (sequences ? "on" : "off") << ": " << r.failure.detail;
   }

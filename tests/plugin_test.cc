@@ -256,7 +256,9 @@ TEST(Plugin, ACaseInFlightIsCutShortWhenAsked) {
   char* buf = nullptr;
   size_t len = 0;
   std::FILE* out = open_memstream(&buf, &len);
-  const collcheck::VerifyResult r = collcheck::run_verify(o, exec, out);
+  collcheck::Events events;  // the run's text on out
+  events.add(collcheck::console_sink(out, stderr));
+  const collcheck::VerifyResult r = collcheck::run_verify(o, exec, events);
   std::fclose(out);
   const std::string text(buf, len);
   std::free(buf);

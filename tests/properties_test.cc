@@ -68,7 +68,9 @@ TEST_P(NoFalseAlarms, TenThousandCases) {
   o.cases = cases;
   o.seed = 20000;
   o.space.nodes = impl->follows_nodes();  // hierarchical: every case draws its nodes
-  const VerifyResult r = run_verify(o, exec, stdout);
+  collcheck::Events events;  // the run's text on stdout
+  events.add(collcheck::console_sink(stdout, stderr));
+  const VerifyResult r = run_verify(o, exec, events);
   EXPECT_FALSE(r.failed) << r.failure.property << "\n" << r.failure.detail;
   EXPECT_EQ(r.cases_run, cases);
 }
@@ -91,7 +93,9 @@ TEST_P(NoFalseAlarms, AFreshSeedEveryRun) {
   o.space.nodes = impl->follows_nodes();
   std::printf("[ seed    ] %s: fresh seed %#llx, %zu cases\n", GetParam(), static_cast<unsigned long long>(o.seed), cases);
   std::fflush(stdout);
-  const VerifyResult r = run_verify(o, exec, stdout);
+  collcheck::Events events;  // the run's text on stdout
+  events.add(collcheck::console_sink(stdout, stderr));
+  const VerifyResult r = run_verify(o, exec, events);
   EXPECT_FALSE(r.failed) << "seed " << o.seed << ": " << r.failure.property << "\n" << r.failure.detail;
   EXPECT_EQ(r.cases_run, cases);
 }
@@ -134,7 +138,9 @@ VerifyOptions small_float_run(RedOp op = RedOp::Sum) {
 VerifyResult verify_quietly(ImplPtr impl, const VerifyOptions& o, std::vector<ImplPtr> peers = {}) {
   InProcessExecutor exec(RunConfig{std::move(impl), std::move(peers), 5000ms, {}});
   std::FILE* devnull = std::fopen("/dev/null", "w");
-  VerifyResult r = run_verify(o, exec, devnull);
+  collcheck::Events events;  // the run's text on devnull
+  events.add(collcheck::console_sink(devnull, stderr));
+  VerifyResult r = run_verify(o, exec, events);
   std::fclose(devnull);
   return r;
 }
@@ -315,7 +321,9 @@ TEST(Verify, AFlakyFailureSaysHowOftenItFailsAndHowToRepeatIt) {
   char* text = nullptr;
   size_t len = 0;
   std::FILE* out = open_memstream(&text, &len);
-  const VerifyResult r = run_verify(o, exec, out);
+  collcheck::Events events;  // the run's text on out
+  events.add(collcheck::console_sink(out, stderr));
+  const VerifyResult r = run_verify(o, exec, events);
   std::fclose(out);
   const std::string printed(text, len);
   std::free(text);

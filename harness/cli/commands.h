@@ -14,6 +14,7 @@
 
 #include "harness/cli/cli_util.h"
 #include "harness/metrics/metrics.h"
+#include "harness/report/events.h"
 #include "harness/report/progress.h"
 #include "properties/fault_table.h"
 #include "harness/report/report.h"
@@ -30,18 +31,28 @@ inline constexpr int kExitSkipped = 77;
 // say): neither clean nor a diagnosis; what is missing is printed.
 inline constexpr int kExitUndecided = 4;
 
-// --report FORMAT=PATH, on every command, repeatable.
+// --report FORMAT=PATH, on every command, repeatable; and the command's one
+// stream of events (harness/report/events.h), which the lower rooms fill and
+// the console, progress and streaming report sinks render.
 struct ReportFlags {
   std::vector<std::string> specs;
   std::vector<ReportRequest> requests;  // parsed from specs (parse_reports)
   Report* capture = nullptr;            // when set, finish_reports also keeps the report here (gate)
+  std::shared_ptr<Events> events = std::make_shared<Events>();
 };
 void add_report_flag(CLI::App* command, ReportFlags& f);
 // Before the run: every request is a known format and a writable file.
 void parse_reports(ReportFlags& f);
-// After the run, on the root: writes the requested reports. A report that
-// cannot be written is an error (exit 5, kExitOutputLost) unless the verdict
-// already failed.
+// Before the run (main, for every command): the stream's sinks: the console,
+// and (on the root) each streaming --report format.
+void start_events(ReportFlags& f, const Session& session);
+// A command's progress (--progress, on the root): a sink of `what` counting
+// `unit`, put before the console so that the bar makes way for text.
+void add_progress_sink(ReportFlags& f, const Session& session, const std::string& flag, const std::string& what,
+                       const std::string& unit);
+// After the run, on the root: writes the requested reports and closes the
+// stream. A report that cannot be written is an error (exit 5,
+// kExitOutputLost) unless the verdict already failed.
 int finish_reports(const ReportFlags& f, const Report& r, int code);
 
 // --progress (harness/report/progress.h): the flag, and its style for this

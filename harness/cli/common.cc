@@ -52,17 +52,40 @@ ProgressStyle progress_for(const std::string& f, const Session& session) {
   return session.root() ? st : ProgressStyle::Off;
 }
 
+void start_events(ReportFlags& f, const Session& session) {
+  Events& ev = *f.events;
+  ev.add(console_sink());
+  if (!session.root()) return;
+  try {
+    for (auto& sink : open_report_streams(f.requests)) ev.add(std::move(sink));
+  } catch (const std::runtime_error& e) {
+    throw UsageError(e.what());
+  }
+}
+
+void add_progress_sink(ReportFlags& f, const Session& session, const std::string& flag, const std::string& what,
+                       const std::string& unit) {
+  if (const ProgressStyle st = progress_for(flag, session); st != ProgressStyle::Off)
+    f.events->add(progress_sink(what, unit, st), /*first=*/true);
+}
+
 int finish_reports(const ReportFlags& f, const Report& r, int code) {
   if (f.capture) *f.capture = r;
-  if (f.requests.empty()) return code;
+  std::string failed;
   try {
-    write_reports(f.requests, r);
+    if (!f.capture) f.events->close();  // a captured report is part of a larger job, whose end closes the stream
   } catch (const std::runtime_error& e) {
-    // The verdict above stands; a report that could not be written is still an error.
-    std::fprintf(stderr, "collcheck: error: --report: %s\n", e.what());
-    return code == 0 ? kExitOutputLost : code;
+    failed = e.what();
   }
-  return code;
+  try {
+    if (!f.requests.empty()) write_reports(f.requests, r);
+  } catch (const std::runtime_error& e) {
+    failed += (failed.empty() ? "" : "; ") + std::string(e.what());
+  }
+  if (failed.empty()) return code;
+  // The verdict above stands; a report that could not be written is still an error.
+  std::fprintf(stderr, "collcheck: error: --report: %s\n", failed.c_str());
+  return code == 0 ? kExitOutputLost : code;
 }
 
 std::string mpi_algo_choices() {

@@ -125,7 +125,7 @@ int perf_gate(GateFlags& f, const Session& session) {
     if (static_cast<size_t>(o.reps) < f.min_samples)
       throw UsageError(fmt::format("--reps is {}; the gate needs at least --min-samples {} rounds", o.reps, f.min_samples));
     fmt::print("collcheck gate: timing {} and {} side by side, {} rounds\n", base, cand, o.reps);
-    const SweepResult measured = run_sweep(o, stdout, session);
+    const SweepResult measured = run_sweep(o, *f.report.events, session);
     if (!f.sweep.json.empty())
       write_file_atomically(f.sweep.json, sweep_to_json(o, measured, session.name(), COLLCHECK_VERSION));
     try {
@@ -168,11 +168,10 @@ int perf_gate(GateFlags& f, const Session& session) {
 int correctness_gate(GateFlags& f, const Session& session) {
   if (!(f.budget > 0)) throw UsageError(fmt::format("--budget must be > 0 seconds, got {}", f.budget));
   Report verify_rep, faults_rep;
-  // A total budget in time: a deadlocking plugin kept `--budget 10` running
-  // for 596 s (every case to its deadline, shrinking, twenty replays).
-  // verify draws cases for half of it, and its shrinking and replays stop at
-  // the end of it; the fault table has the rest, and rows past the end are
-  // not run (no verdict, exit 3, unless a failure was found).
+  // A total budget in time (a deadlocking plugin kept `--budget 10` running
+  // 596 s): verify draws cases for half of it, its shrinking and replays stop
+  // at its end; the fault table has the rest, and rows past the end are not
+  // run (no verdict, exit 3, unless a failure was found).
   const auto end = std::chrono::steady_clock::now() + std::chrono::duration<double>(f.budget);
   const std::function<bool()> spent = [end] { return std::chrono::steady_clock::now() >= end; };
   VerifyFlags v;
@@ -184,6 +183,7 @@ int correctness_gate(GateFlags& f, const Session& session) {
   v.timeout = f.timeout;
   v.progress = f.progress;  // a long gate says it is alive (a line every 30 s in a CI log)
   v.report.capture = &verify_rep;
+  v.report.events = f.report.events;  // one stream for the gate's whole run
   const int vcode = run_verify_command(v, session);
   collcheck::FaultTableOptions fo;
   fo.impl = f.impl;

@@ -172,7 +172,10 @@ int dispatch(CLI::App& app, Commands& c, const collcheck::Session& session) {
   try {
     for (ReportFlags* r : {&c.sweep.report, &c.verify.report, &c.replay.report, &c.faults.report, &c.analyze.report,
                            &c.soak.report, &c.gate.report})
+    {
       parse_reports(*r);  // before the run: a report that cannot be written is bad input
+      start_events(*r, session);
+    }
     if (app.got_subcommand("sweep")) return run_sweep_command(c.sweep, app.get_subcommand("sweep")->count("--ranks") > 0, session);
     if (app.got_subcommand("verify")) return run_verify_command(c.verify, session);
     if (app.got_subcommand("replay")) return run_replay_command(c.replay, session);

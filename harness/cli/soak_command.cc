@@ -142,7 +142,7 @@ int run_soak_command(SoakFlags& f, const Session& session) {
   check_metrics_flags(f.metrics);  // on every process alike; only the root keeps a registry
   if (!root) {
     try {
-      return serve_soak(o, session);
+      return serve_soak(o, *f.report.events, session);
     } catch (const PlanError& e) {
       throw UsageError(e.what());
     }
@@ -155,7 +155,7 @@ int run_soak_command(SoakFlags& f, const Session& session) {
   o.push = metrics && !f.metrics.pushgateway.empty();
   SoakResult r;
   try {
-    r = run_soak(o, stdout, session);
+    r = run_soak(o, *f.report.events, session);
   } catch (const PlanError& e) {
     if (session.is_mpi()) {
       std::fprintf(stderr, "collcheck: error: %s\n", e.what());

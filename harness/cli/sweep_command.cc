@@ -205,7 +205,7 @@ SweepOptions plan_sweep(SweepFlags& f, bool ranks_given, const Session& session)
 int run_sweep_command(SweepFlags& f, bool ranks_given, const Session& session) {
   const SweepOptions sweep = plan_sweep(f, ranks_given, session);
   const auto start = Clock::now();
-  const SweepResult result = run_sweep(sweep, stdout, session);
+  const SweepResult result = run_sweep(sweep, *f.report.events, session);
   bool outputs_ok = true;
   if (auto m = start_metrics(f.metrics, session)) {  // the rows: a histogram sample, a busbw gauge, a checked case each
     for (const auto& row : result.rows) {

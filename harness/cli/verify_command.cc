@@ -144,7 +144,7 @@ collcheck::VerifyOptions verify_options(VerifyFlags& f, const collcheck::Session
   if (f.one_of_ranks != kOneOfDefaultRanks) o.run_flags += fmt::format(" --one-of-ranks {}", f.one_of_ranks);
   if (f.isolate != "auto" && f.isolate != "on" && f.isolate != "off")
     throw UsageError(fmt::format("--isolate must be auto, on or off, got '{}'", f.isolate));
-  o.progress = progress_for(f.progress, session);
+  add_progress_sink(f.report, session, f.progress, "verify", "cases");
   for (const auto& [flag, value, into] : {std::tuple{"--sequences", &f.sequences, &o.space.sequences},
                                           std::tuple{"--perturb", &f.perturb, &o.space.perturb}}) {
     if (*value != "on" && *value != "off") throw UsageError(fmt::format("{} must be on or off, got '{}'", flag, *value));
@@ -311,7 +311,7 @@ int verify_in_mpi(VerifyFlags& f, const collcheck::Session& session, collcheck::
   if (f.mpi_algo >= 0) o.run_flags += fmt::format(" --mpi-algo {}", f.mpi_algo);
   if (f.isolate == "on") throw UsageError("--isolate on is for the thread world; in the MPI world each rank is a process already");
   if (!session.root()) {
-    const auto code = collcheck::serve_cases(*mpi, cfg);
+    const auto code = collcheck::serve_cases(*mpi, cfg, *f.report.events);
     if (!code) {
       std::fprintf(stderr, "collcheck: rank %d: ending the job\n", session.rank());
       session.abort(1);
@@ -321,11 +321,11 @@ int verify_in_mpi(VerifyFlags& f, const collcheck::Session& session, collcheck::
   collcheck::WorldExecutor exec(*mpi, cfg);
   collcheck::VerifyResult result;
   try {
-    result = collcheck::run_verify(o, exec, stdout);
+    result = collcheck::run_verify(o, exec, *f.report.events);
   } catch (const collcheck::WorldLost& lost) {
-    std::fflush(stdout);
     // Which case: the last one the executor ran.
-    collcheck::report_unshrunk_failure(o, exec.last_case(), lost.outcome.failure, stdout);
+    collcheck::report_unshrunk_failure(o, exec.last_case(), lost.outcome.failure, *f.report.events);
+    std::fflush(stdout);
     session.abort(1);
   }
   std::fflush(stdout);
@@ -384,7 +384,7 @@ int run_verify_command(VerifyFlags& f, const collcheck::Session& session) {
   if (session.is_mpi()) return verify_in_mpi(f, session, o, cfg);
   const bool isolate = f.isolate == "on" || (f.isolate == "auto" && impl->untrusted());
   auto exec = collcheck::make_executor(cfg, isolate);
-  const auto result = collcheck::run_verify(o, *exec, stdout);
+  const auto result = collcheck::run_verify(o, *exec, *f.report.events);
   std::fflush(stdout);
   const bool metrics_ok = export_verify_metrics(f, result, session);
   return finish_reports(f.report, collcheck::verify_report(o, result), output_lost_unless(metrics_ok, result.exit_code()));

@@ -25,6 +25,7 @@ std::string render_junit(const Report& r);     // junit.cc
 std::string render_text(const Report& r);      // text.cc
 std::string render_markdown(const Report& r);  // markdown.cc
 std::string render_trace(const Report& r);     // trace.cc
+std::shared_ptr<EventSink> json_lines_sink(const std::string& path);  // json_lines.cc
 
 namespace {
 std::vector<ReportFormat>& formats() {
@@ -33,6 +34,7 @@ std::vector<ReportFormat>& formats() {
       {"text", "plain text: one line per verdict, then each failure's body", render_text},
       {"markdown", "Markdown: a verdict table and each failure's body (a CI step summary)", render_markdown},
       {"trace", "Chrome/Perfetto trace (Trace Event Format JSON): a track per rank with calls, transfers, waits and stalls, each diagnosis a mark (open in ui.perfetto.dev or chrome://tracing)", render_trace},
+      {"jsonl", "JSON lines, written as the run goes: one object per event (text, case, verdict, finding, row, unit, progress) with its time", nullptr, json_lines_sink},
   };
   return f;
 }
@@ -58,7 +60,10 @@ std::string report_format_choices() {
 
 std::string render_report(std::string_view format, const Report& r) {
   for (const auto& f : report_formats())
-    if (f.name == format) return f.render(r);
+    if (f.name == format) {
+      if (!f.render) throw std::invalid_argument(fmt::format("report format '{}' streams events; it has no end-of-run rendering", format));
+      return f.render(r);
+    }
   throw std::invalid_argument(fmt::format("unknown report format '{}'; formats: {}", format, report_format_choices()));
 }
 
@@ -90,6 +95,14 @@ void check_report_path(const std::string& path, std::string_view flag) {
   std::remove(probe.c_str());
 }
 
+std::vector<std::shared_ptr<EventSink>> open_report_streams(const std::vector<ReportRequest>& requests) {
+  std::vector<std::shared_ptr<EventSink>> sinks;
+  for (const auto& q : requests)
+    for (const auto& f : formats())
+      if (f.name == q.format && f.stream) sinks.push_back(f.stream(q.path));
+  return sinks;
+}
+
 void write_reports(const std::vector<ReportRequest>& requests, const Report& r) {
   std::string failed;
   for (const auto& q : requests) {
@@ -97,6 +110,7 @@ void write_reports(const std::vector<ReportRequest>& requests, const Report& r) 
     auto it = std::find_if(f.begin(), f.end(), [&](const ReportFormat& x) { return x.name == q.format; });
     try {
       if (it == f.end()) throw std::runtime_error(fmt::format("unknown format '{}'", q.format));
+      if (!it->render) continue;  // a stream: written as the run went
       write_file_atomically(q.path, it->render(r));
     } catch (const std::exception& e) {
       failed += (failed.empty() ? "" : "; ") + std::string(e.what());

@@ -10,6 +10,7 @@
 #pragma once
 
 #include <functional>
+#include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -63,10 +64,16 @@ struct Report {
   size_t count(ReportCase::Status s) const;
 };
 
+class EventSink;  // events.h
+
+// A format is either rendered from the Report at the end of the run
+// (`render`), or a sink that takes the run's events as they happen
+// (`stream`, made before the run with the file's path; events.h).
 struct ReportFormat {
   std::string name;      // what --report takes before '='
   std::string describe;  // one line for --help
   std::function<std::string(const Report&)> render;
+  std::function<std::shared_ptr<EventSink>(const std::string& path)> stream = {};
 };
 
 // The formats, in registration order: junit, text, markdown, trace.
@@ -91,7 +98,11 @@ struct ReportRequest {
 ReportRequest parse_report_request(std::string_view text);
 // The same check of a file name given by another flag (`flag` names it in the error).
 void check_report_path(const std::string& path, std::string_view flag);
-// Renders and writes each request atomically. Throws std::runtime_error naming
+// The streaming formats among the requests, each a sink writing its file
+// from now on (the others are written by write_reports at the end).
+std::vector<std::shared_ptr<EventSink>> open_report_streams(const std::vector<ReportRequest>& requests);
+// Renders and writes each end-of-run request atomically (streaming ones were
+// written as the run went). Throws std::runtime_error naming
 // the file on an I/O failure (the other requests are still written).
 void write_reports(const std::vector<ReportRequest>& requests, const Report& r);
 

@@ -215,16 +215,12 @@ SweepRow run_row(World& world, const SweepOptions& o, size_t count, DType t, Red
 
 }  // namespace
 
-SweepResult run_sweep(const SweepOptions& o, std::FILE* out_or_null, const Session& session) {
+SweepResult run_sweep(const SweepOptions& o, Events& events, const Session& session) {
   SweepResult result;
   const WorldLease world = session.world(o.ranks);
-  // Only the root prints: the other MPI ranks write to /dev/null.
-  std::FILE* out = out_or_null;
-  std::unique_ptr<std::FILE, int (*)(std::FILE*)> devnull(nullptr, &std::fclose);
-  if (!world->root()) {
-    devnull.reset(std::fopen("/dev/null", "w"));
-    out = devnull.get();
-  }
+  // Only the root speaks: the other MPI ranks' events go nowhere.
+  Events quiet;
+  Events& ev = world->root() ? events : quiet;
   const bool premul = std::find(o.ops.begin(), o.ops.end(), RedOp::PreMulSum) != o.ops.end();
   // The algo column: as wide as the longest name (gloo:ring_chunked), at least 12.
   size_t aw = 12;
@@ -240,22 +236,21 @@ SweepResult run_sweep(const SweepOptions& o, std::FILE* out_or_null, const Sessi
     nodes = static_cast<int>(std::unique(ids.begin(), ids.end()) - ids.begin());
   }
   const bool slow = o.inter_latency_us > 0 || o.inter_bandwidth_mbps > 0;
-  fmt::print(out, "# collcheck sweep: {} ranks {}, {}, data {}, seed {}{}, {} iters, {} warmup, check {}\n",
+  ev.print("# collcheck sweep: {} ranks {}, {}, data {}, seed {}{}, {} iters, {} warmup, check {}\n",
              world->size(), fmt::format("{} ({} links)", world->how(), session.is_mpi() ? mpi_library_version() : "in-process"),
              o.inplace ? "in-place" : "out-of-place", data_class_name(o.data), o.seed,
              premul ? fmt::format(", premulsum scalar {}", o.scalar) : "", o.iters, o.warmup, o.check ? 1 : 0);
   if (nodes > 1 || o.ranks_per_node > 0 || session.is_mpi())
-    fmt::print(out, "# nodes: {} ({}){}\n", nodes,
+    ev.print("# nodes: {} ({}){}\n", nodes,
                o.ranks_per_node > 0 ? fmt::format("--ranks-per-node {}, simulated", o.ranks_per_node)
                                     : "MPI_Comm_split_type(MPI_COMM_TYPE_SHARED)",
                slow ? fmt::format("; every inter-node edge slowed by the slow_link nemesis: {} us per transfer{}",
                                   o.inter_latency_us,
                                   o.inter_bandwidth_mbps > 0 ? fmt::format(", {} MB/s", o.inter_bandwidth_mbps) : "")
                     : "");
-  fmt::print(out, "# busbw = algbw * 2(p-1)/p; maxerr is the largest |result - exact| in units of the oracle's bound\n");
-  fmt::print(out, "#\n# {:>12} {:>12} {:>9} {:>9} {:>{}} {:>10} {:>11} {:>11} {:>8} {:>9}\n", "size(B)", "count", "type",
+  ev.print("# busbw = algbw * 2(p-1)/p; maxerr is the largest |result - exact| in units of the oracle's bound\n");
+  ev.print("#\n# {:>12} {:>12} {:>9} {:>9} {:>{}} {:>10} {:>11} {:>11} {:>8} {:>9}\n", "size(B)", "count", "type",
              "redop", "algo", aw, "time(us)", "algbw(GB/s)", "busbw(GB/s)", "#wrong", "maxerr");
-  std::fflush(out);
   struct Spec {
     std::string algo;
     DType t;
@@ -277,22 +272,21 @@ SweepResult run_sweep(const SweepOptions& o, std::FILE* out_or_null, const Sessi
         for (size_t count : sweep_counts(o, t)) specs.push_back({algo, t, op, count, impl, peer});
   }
   auto print_row = [&](const SweepRow& row) {
+    ev.emit(RowEvent{sweep_row_json(o, row)});
     if (!row.skipped.empty()) {
-      fmt::print(out, "  {:>12} {:>12} {:>9} {:>9} {:>{}}   skipped: {}\n", row.bytes, row.count, dtype_name(row.dtype),
+      ev.print("  {:>12} {:>12} {:>9} {:>9} {:>{}}   skipped: {}\n", row.bytes, row.count, dtype_name(row.dtype),
                  op_name(row.op), row.algo, aw, row.skipped);
-      std::fflush(out);
-      return;
+          return;
     }
     const std::string err = o.check ? fmt::format("{:.3g}", row.max_err_units) : "N/A";
-    fmt::print(out, "  {:>12} {:>12} {:>9} {:>9} {:>{}} {:>10.1f} {:>11.3f} {:>11.3f} {:>8} {:>9}\n", row.bytes,
+    ev.print("  {:>12} {:>12} {:>9} {:>9} {:>{}} {:>10.1f} {:>11.3f} {:>11.3f} {:>8} {:>9}\n", row.bytes,
                row.count, dtype_name(row.dtype), op_name(row.op), row.algo, aw, row.time_us, row.algbw, row.busbw,
                o.check ? fmt::format("{}", row.wrong) : "N/A", err);
-    if (!row.error.empty()) fmt::print(out, "#   ^ {}\n", row.error);
+    if (!row.error.empty()) ev.print("#   ^ {}\n", row.error);
     if (row.deviant > 0)
-      fmt::print(out, "#   ^ {} element results differ from NCCL's as the documented deviation {} allows (checked, "
+      ev.print("#   ^ {} element results differ from NCCL's as the documented deviation {} allows (checked, "
                       "counted, not wrong)\n", row.deviant, row.deviation);
-    std::fflush(out);
-  };
+    };
   if (o.reps <= 1) {
     for (const auto& sp : specs) {
       SweepRow row = run_row(*world, o, sp.count, sp.t, sp.op, sp.algo, sp.impl);
@@ -352,7 +346,7 @@ SweepResult run_sweep(const SweepOptions& o, std::FILE* out_or_null, const Sessi
     for (const auto& r : result.rows) largest = std::max(largest, r.bytes);
     if (largest > 0) {
       const double mbw = memcpy_bandwidth(largest, std::max(o.iters, 3));
-      fmt::print(out, "#\n# peer: memcpy of {} B in this process: {:.3f} GB/s (single thread, same run)\n", largest,
+      ev.print("#\n# peer: memcpy of {} B in this process: {:.3f} GB/s (single thread, same run)\n", largest,
                  mbw);
       // One ratio per algorithm: float32 sum if swept, else the first dtype and op.
       const bool has_f32_sum = std::count(o.dtypes.begin(), o.dtypes.end(), DType::Float32) &&
@@ -361,22 +355,22 @@ SweepResult run_sweep(const SweepOptions& o, std::FILE* out_or_null, const Sessi
       const RedOp rop = has_f32_sum ? RedOp::Sum : o.ops.front();
       for (const auto& r : result.rows)
         if (r.bytes == largest && r.dtype == rt && r.op == rop && mbw > 0 && r.skipped.empty())
-          fmt::print(out, "#   {:>{}} {:>9} {:>9}: busbw/memcpy = {:.3f}\n", r.algo, aw, dtype_name(r.dtype),
+          ev.print("#   {:>{}} {:>9} {:>9}: busbw/memcpy = {:.3f}\n", r.algo, aw, dtype_name(r.dtype),
                      op_name(r.op), r.busbw / mbw);
-      if (world->kind() == "threads") print_traffic_bound(out, o, result.rows, world->size(), largest, aw);
+      if (world->kind() == "threads") print_traffic_bound(ev, o, result.rows, world->size(), largest, aw);
     }
   }
-  if (slow && nodes > 1 && world->root()) print_model(out, o, result.rows, world->size(), nodes);
-  if (!o.against.empty() && world->root()) print_against(out, o, result.rows);
-  fmt::print(out, "#\n# Out of bounds values : {} {}\n", result.total_wrong, result.total_wrong ? "FAILED" : "OK");
+  if (slow && nodes > 1 && world->root()) print_model(ev, o, result.rows, world->size(), nodes);
+  if (!o.against.empty() && world->root()) print_against(ev, o, result.rows);
+  ev.print("#\n# Out of bounds values : {} {}\n", result.total_wrong, result.total_wrong ? "FAILED" : "OK");
   if (!o.against.empty()) {
     size_t peer_wrong = 0;
     for (const auto& r : result.rows)
       if (r.peer) peer_wrong += r.wrong;
-    fmt::print(out, "# peers' rows: {} wrong elements (checked and printed; the exit code is the --algo rows')\n",
+    ev.print("# peers' rows: {} wrong elements (checked and printed; the exit code is the --algo rows')\n",
                peer_wrong);
   }
-  fmt::print(out, "# {} rows, {} wrong elements\n", result.rows.size(), result.total_wrong);
+  ev.print("# {} rows, {} wrong elements\n", result.rows.size(), result.total_wrong);
   return result;
 }
 

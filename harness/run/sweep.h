@@ -10,7 +10,10 @@
 #include <string>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
 #include "harness/model/data.h"
+#include "harness/report/events.h"
 #include "impl/dtype.h"
 #include "impl/semantics.h"
 
@@ -108,14 +111,16 @@ OutputCheck check_outputs(const Reduction& red, std::span<const void* const> pri
 // The rows as JSON for tools: nccl-tests' field names where they fit (size,
 // count, type, redop, root, and per placement time in us, algbw, busbw,
 // wrong), with collcheck's own (algo, ranks, busbw_samples).
+// sweep_row_json: one row, as the file and the row events hold it.
+nlohmann::json sweep_row_json(const SweepOptions& o, const SweepRow& x);
 std::string sweep_to_json(const SweepOptions& o, const SweepResult& r, const std::string& world, const std::string& version);
 
 class Session;
 
 // Runs the sweep in the session's world (threads: a world of o.ranks made for
-// it; MPI: every process a rank), printing the table to `out` as rows
-// complete (the root only).
-SweepResult run_sweep(const SweepOptions& o, std::FILE* out, const Session& session);
+// it; MPI: every process a rank). The root emits the table as text events and
+// each row as a row event as rows complete; the other processes emit nothing.
+SweepResult run_sweep(const SweepOptions& o, Events& ev, const Session& session);
 
 // Element counts nccl-tests would use for [min_bytes, max_bytes] by `factor`.
 std::vector<size_t> sweep_counts(const SweepOptions& o, DType t);

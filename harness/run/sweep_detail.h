@@ -20,11 +20,11 @@ double memcpy_bandwidth_threads(size_t bytes, int iters, int threads);
 
 // The memory-traffic bound of the ring beside the rows of the largest size
 // (ranks as threads only); `aw`: the algorithm column's width.
-void print_traffic_bound(std::FILE* out, const SweepOptions& o, const std::vector<SweepRow>& rows, int p, size_t largest,
+void print_traffic_bound(Events& ev, const SweepOptions& o, const std::vector<SweepRow>& rows, int p, size_t largest,
                          size_t aw);
 // Measured against modelled, row by row, and ring against hierarchical.
-void print_model(std::FILE* out, const SweepOptions& o, const std::vector<SweepRow>& rows, int p, int nodes);
+void print_model(Events& ev, const SweepOptions& o, const std::vector<SweepRow>& rows, int p, int nodes);
 // The implementation against --against, row by row.
-void print_against(std::FILE* out, const SweepOptions& o, const std::vector<SweepRow>& rows);
+void print_against(Events& ev, const SweepOptions& o, const std::vector<SweepRow>& rows);
 
 }  // namespace collcheck

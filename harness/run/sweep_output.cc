@@ -26,14 +26,14 @@ namespace collcheck {
 // and writes each byte it copies once: 2 bytes of traffic per byte copied.
 // Ranks as threads only: they share this process's memory, which is what the
 // memcpy measures; MPI processes on several hosts have memories of their own.
-void print_traffic_bound(std::FILE* out, const SweepOptions& o, const std::vector<SweepRow>& rows, int p, size_t largest,
+void print_traffic_bound(Events& ev, const SweepOptions& o, const std::vector<SweepRow>& rows, int p, size_t largest,
                          size_t aw) {
   if (p < 2 || largest == 0) return;
   const int cores = std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
   const int threads = std::min(p, cores);
   const double copy = memcpy_bandwidth_threads(largest, std::max(o.iters, 3), threads);
   if (copy <= 0) return;
-  fmt::print(out,
+  ev.print(
              "#\n# memory-traffic bound of the ring: 5(p-1)N bytes read and written over p = {} ranks (reduce-scatter\n"
              "# 3, all-gather 2 per chunk of N/p per step), at memcpy's read+write rate on {} thread{} at once\n"
              "# ({} core{}): {:.3f} GB/s copied, {:.3f} GB/s of traffic (same run)\n",
@@ -41,25 +41,25 @@ void print_traffic_bound(std::FILE* out, const SweepOptions& o, const std::vecto
   for (const auto& r : rows) {
     if (r.algo != "ring" || r.bytes != largest || !r.skipped.empty() || r.time_us <= 0) continue;
     const double bound_us = 5.0 * (p - 1) * static_cast<double>(r.bytes) / (2 * copy * 1e9) * 1e6;
-    fmt::print(out, "#   {:>{}} {:>9} {:>9} {:>12} B: {:>10.1f} us, bound {:>10.1f} us: {:.1f} % of the bound\n", r.algo,
+    ev.print("#   {:>{}} {:>9} {:>9} {:>12} B: {:>10.1f} us, bound {:>10.1f} us: {:.1f} % of the bound\n", r.algo,
                aw, dtype_name(r.dtype), op_name(r.op), r.bytes, r.time_us, bound_us, 100 * bound_us / r.time_us);
   }
 }
 
 // Measured against modelled, row by row, and ring against hierarchical where
 // both were swept: who wins, by how much, and whether the model agrees.
-void print_model(std::FILE* out, const SweepOptions& o, const std::vector<SweepRow>& rows, int p, int nodes) {
+void print_model(Events& ev, const SweepOptions& o, const std::vector<SweepRow>& rows, int p, int nodes) {
   const double alpha = o.inter_latency_us / 1e6, bw = o.inter_bandwidth_mbps * 1e6;
-  fmt::print(out, "#\n# alpha-beta model of the inter-node links: alpha = {} us{}, {} nodes of {} ranks\n",
+  ev.print("#\n# alpha-beta model of the inter-node links: alpha = {} us{}, {} nodes of {} ranks\n",
              o.inter_latency_us, bw > 0 ? fmt::format(", 1/beta = {} MB/s", o.inter_bandwidth_mbps) : "",
              nodes, o.ranks_per_node > 0 ? fmt::format("{}", o.ranks_per_node) : "the world's");
-  fmt::print(out, "#   ring 2(p-1)(alpha + N/p beta); hierarchical 2(L-1)(alpha + N/L beta) among the leaders, its "
+  ev.print("#   ring 2(p-1)(alpha + N/p beta); hierarchical 2(L-1)(alpha + N/L beta) among the leaders, its "
                   "intra-node tree not modelled\n");
-  fmt::print(out, "# {:>12} {:>9} {:>9} {:>13} {:>10} {:>10} {:>13}\n", "size(B)", "type", "redop", "algo",
+  ev.print("# {:>12} {:>9} {:>9} {:>13} {:>10} {:>10} {:>13}\n", "size(B)", "type", "redop", "algo",
              "time(us)", "model(us)", "unmodelled(us)");
   for (const auto& r : rows)
     if (auto m = alpha_beta_seconds(r.algo, p, nodes, r.bytes, alpha, bw))
-      fmt::print(out, "  {:>12} {:>9} {:>9} {:>13} {:>10.1f} {:>10.1f} {:>13.1f}\n", r.bytes, dtype_name(r.dtype),
+      ev.print("  {:>12} {:>9} {:>9} {:>13} {:>10.1f} {:>10.1f} {:>13.1f}\n", r.bytes, dtype_name(r.dtype),
                  op_name(r.op), r.algo, r.time_us, *m * 1e6, r.time_us - *m * 1e6);
   bool header = false;
   for (const auto& ring : rows) {
@@ -69,28 +69,28 @@ void print_model(std::FILE* out, const SweepOptions& o, const std::vector<SweepR
       const auto mr = alpha_beta_seconds("ring", p, nodes, ring.bytes, alpha, bw);
       const auto mh = alpha_beta_seconds("hierarchical", p, nodes, h.bytes, alpha, bw);
       if (!header) {
-        fmt::print(out, "#\n# ring against hierarchical, same run: time(ring) / time(hierarchical), above 1 when "
+        ev.print("#\n# ring against hierarchical, same run: time(ring) / time(hierarchical), above 1 when "
                         "hierarchical wins\n# {:>12} {:>9} {:>9} {:>10} {:>10} {:>14}\n",
                    "size(B)", "type", "redop", "measured", "model", "winner");
         header = true;
       }
       const double measured = h.time_us > 0 ? ring.time_us / h.time_us : 0;
       const double model = mr && mh && *mh > 0 ? *mr / *mh : 0;
-      fmt::print(out, "  {:>12} {:>9} {:>9} {:>10.2f} {:>10.2f} {:>14}\n", ring.bytes, dtype_name(ring.dtype),
+      ev.print("  {:>12} {:>9} {:>9} {:>10.2f} {:>10.2f} {:>14}\n", ring.bytes, dtype_name(ring.dtype),
                  op_name(ring.op), measured, model, measured > 1 ? "hierarchical" : "ring");
     }
   }
 }
 
 // Each --algo row's busbw over each peer's on the same row (size, dtype, op).
-void print_against(std::FILE* out, const SweepOptions& o, const std::vector<SweepRow>& rows) {
-  fmt::print(out, "#\n# against the peers, same run: busbw(algo) / busbw(peer), above 1 when the algorithm is faster\n");
-  fmt::print(out, "# {:>12} {:>9} {:>9} {:>12}", "size(B)", "type", "redop", "algo");
-  for (const auto& peer : o.against) fmt::print(out, " {:>20}", "vs " + peer);
-  fmt::print(out, "\n");
+void print_against(Events& ev, const SweepOptions& o, const std::vector<SweepRow>& rows) {
+  ev.print("#\n# against the peers, same run: busbw(algo) / busbw(peer), above 1 when the algorithm is faster\n");
+  ev.print("# {:>12} {:>9} {:>9} {:>12}", "size(B)", "type", "redop", "algo");
+  for (const auto& peer : o.against) ev.print(" {:>20}", "vs " + peer);
+  ev.print("\n");
   for (const auto& r : rows) {
     if (r.peer) continue;
-    fmt::print(out, "  {:>12} {:>9} {:>9} {:>12}", r.bytes, dtype_name(r.dtype), op_name(r.op), r.algo);
+    ev.print("  {:>12} {:>9} {:>9} {:>12}", r.bytes, dtype_name(r.dtype), op_name(r.op), r.algo);
     for (const auto& peer : o.against) {
       std::string cell = "-";
       for (const auto& q : rows)
@@ -99,29 +99,31 @@ void print_against(std::FILE* out, const SweepOptions& o, const std::vector<Swee
           else if (!q.error.empty() || !r.error.empty()) cell = "failed";
           else if (q.busbw > 0) cell = fmt::format("{:.2f}", r.busbw / q.busbw);
         }
-      fmt::print(out, " {:>20}", cell);
+      ev.print(" {:>20}", cell);
     }
-    fmt::print(out, "\n");
+    ev.print("\n");
   }
+}
+
+nlohmann::json sweep_row_json(const SweepOptions& o, const SweepRow& x) {
+  nlohmann::json perf{{"time", x.time_us}, {"algbw", x.algbw}, {"busbw", x.busbw}, {"wrong", x.wrong}};
+  return {{"size", x.bytes},
+          {"count", x.count},
+          {"type", std::string(dtype_name(x.dtype))},
+          {"redop", std::string(op_name(x.op))},
+          {"root", -1},
+          {"algo", x.algo},
+          {o.inplace ? "in-place" : "out-of-place", perf},
+          {"busbw_samples", x.busbw_samples},
+          {"peer", x.peer},
+          {"skipped", x.skipped},
+          {"memcpy_samples", x.memcpy_samples},
+          {"error", x.error}};
 }
 
 std::string sweep_to_json(const SweepOptions& o, const SweepResult& r, const std::string& world, const std::string& version) {
   nlohmann::json rows = nlohmann::json::array();
-  for (const auto& x : r.rows) {
-    nlohmann::json perf{{"time", x.time_us}, {"algbw", x.algbw}, {"busbw", x.busbw}, {"wrong", x.wrong}};
-    rows.push_back({{"size", x.bytes},
-                    {"count", x.count},
-                    {"type", std::string(dtype_name(x.dtype))},
-                    {"redop", std::string(op_name(x.op))},
-                    {"root", -1},
-                    {"algo", x.algo},
-                    {o.inplace ? "in-place" : "out-of-place", perf},
-                    {"busbw_samples", x.busbw_samples},
-                    {"peer", x.peer},
-                    {"skipped", x.skipped},
-                    {"memcpy_samples", x.memcpy_samples},
-                    {"error", x.error}});
-  }
+  for (const auto& x : r.rows) rows.push_back(sweep_row_json(o, x));
   const nlohmann::json doc{{"collcheck", {{"version", version},
                                           {"command", "sweep"},
                                           {"world", world},

@@ -51,13 +51,13 @@ ResultsFile::~ResultsFile() {
   if (fd_ >= 0) ::close(fd_);  // and with it the lock
 }
 
-void ResultsFile::read_back(const std::function<void(const json&, size_t)>& each, std::FILE* out) {
+void ResultsFile::read_back(const std::function<void(const json&, size_t)>& each, Events& ev) {
   std::ifstream in(path_, std::ios::binary);
   std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
   const auto last_nl = text.rfind('\n');
   const size_t keep = last_nl == std::string::npos ? 0 : last_nl + 1;
   if (keep < text.size()) {
-    fmt::print(out, "note: --resume: dropped an unfinished last line of {} bytes (the unit in flight when the soak was "
+    ev.print("note: --resume: dropped an unfinished last line of {} bytes (the unit in flight when the soak was "
                     "killed)\n", text.size() - keep);
     std::filesystem::resize_file(path_, keep);
     text.resize(keep);
@@ -88,7 +88,7 @@ void ResultsFile::read_back(const std::function<void(const json&, size_t)>& each
     if (type == "start")
       throw PlanError(fmt::format("--resume: {}:{}: a second start line (two soaks wrote this file)", path_, line));
     if (type == "unit" && j.contains("i") && j["i"].is_number_unsigned() && !seen.insert(j["i"].get<size_t>()).second) {
-      fmt::print(out, "note: --resume: {}:{}: unit {} appears again; counted once\n", path_, line, j["i"].get<size_t>());
+      ev.print("note: --resume: {}:{}: unit {} appears again; counted once\n", path_, line, j["i"].get<size_t>());
       continue;
     }
     each(j, line);

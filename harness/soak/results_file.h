@@ -14,6 +14,8 @@
 #include <functional>
 #include <string>
 
+#include "harness/report/events.h"
+
 namespace collcheck {
 
 class ResultsFile {
@@ -28,7 +30,7 @@ class ResultsFile {
   // twice (by two soaks before the lock existed) is passed once. An
   // unfinished last line (the unit in flight when a kill came) is dropped
   // and said on `out`. Throws PlanError for a line that is not JSON.
-  void read_back(const std::function<void(const nlohmann::json& line, size_t number)>& each, std::FILE* out);
+  void read_back(const std::function<void(const nlohmann::json& line, size_t number)>& each, Events& ev);
   void append(const nlohmann::json& j);
   // "" while every write worked; else why the first failed one did not.
   const std::string& error() const { return error_; }

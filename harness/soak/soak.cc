@@ -144,19 +144,17 @@ SoakResult Soak::run() {
     if (o_.metrics) o_.metrics->elapsed(totals_.elapsed_s, std::max(0.0, o_.duration_s - totals_.elapsed_s));
     if (o_.progress_tty && now - last_progress > std::chrono::milliseconds(500)) {
       last_progress = now;
-      std::fprintf(stderr, "\r%s ", progress_line(u).c_str());
-      std::fflush(stderr);
+      ev_.warn("\r{} ", progress_line(u));
     } else if (!o_.progress_tty && seconds_since(last_progress) >= o_.progress_interval_s) {
       last_progress = now;
-      fmt::print(out_, "{}\n", progress_line(u));
-      std::fflush(out_);
+      ev_.print("{}\n", progress_line(u));
     }
     if (seconds_since(last_metrics) >= o_.metrics_interval_s) {
       last_metrics = now;
       export_metrics();
     }
   }
-  if (o_.progress_tty) std::fprintf(stderr, "\r%100s\r", "");
+  if (o_.progress_tty) ev_.warn("\r{:100}\r", "");
   if (mpi_) (void)mpi_->broadcast(fmt::format("E{}", res.exit_code()), Clock::now() + std::chrono::seconds(30));
   totals_.elapsed_s = elapsed_before_ + seconds_since(t0);
   res.totals = totals_;
@@ -166,7 +164,7 @@ SoakResult Soak::run() {
   print_summary(res);
   if (o_.metrics && o_.push)
     if (const std::string why = o_.metrics->finish_pushes(); !why.empty())
-      fmt::print(stderr, "collcheck soak: warning: --pushgateway: {}\n", why);
+      ev_.warn("collcheck soak: warning: --pushgateway: {}\n", why);
   std::signal(SIGINT, SIG_DFL);
   std::signal(SIGTERM, SIG_DFL);
   return res;
@@ -178,8 +176,7 @@ int Soak::serve(World& world) {
   for (;;) {
     const auto cmd = world.broadcast("", Clock::now() + idle);
     if (!cmd) {
-      std::fprintf(stderr, "collcheck soak: rank %d: no word from rank 0 within %.0f s; ending\n",
-                   mpi_ ? mpi_->rank() : -1, std::chrono::duration<double>(idle).count());
+      ev_.warn("collcheck soak: rank {}: no word from rank 0 within {:.0f} s; ending\n", mpi_ ? mpi_->rank() : -1, std::chrono::duration<double>(idle).count());
       return 1;
     }
     if (cmd->starts_with("E")) return std::atoi(cmd->c_str() + 1);
@@ -187,16 +184,15 @@ int Soak::serve(World& world) {
     const std::string w = j.at("w");
     Lane& l = lanes_.at(j.at("x").get<size_t>());
     if (w == "verify") {
-      const auto code = serve_cases(world, l.cfg);
+      const auto code = serve_cases(world, l.cfg, ev_);
       if (!code) return 1;
     } else if (w == "faults") {
       const Scenario s = parse_scenario(j.at("scenario").get<std::string>(), "soak scenario");
       ReplayOptions ro;
       (void)replay_scenario(s, ro, world);
     } else if (w == "perf") {
-      std::FILE* sink = std::fopen("/dev/null", "w");
-      (void)run_sweep(perf_options(l, j), sink ? sink : stdout, session_);
-      if (sink) std::fclose(sink);
+      Events quiet;
+      (void)run_sweep(perf_options(l, j), quiet, session_);
     }
     world.drain(Clock::now() + std::chrono::seconds(120));
   }
@@ -243,13 +239,14 @@ void Soak::restore() {
           elapsed_before_ = std::max(elapsed_before_, j.value("t", 0.0));
         }
       },
-      out_);
+      ev_);
   totals_.elapsed_s = elapsed_before_;
-  fmt::print(out_, "resuming {}: {} units done in {:.0f} s, {} failed; going on from unit {}\n", o_.results_path,
+  ev_.print("resuming {}: {} units done in {:.0f} s, {} failed; going on from unit {}\n", o_.results_path,
              totals_.units, elapsed_before_, totals_.failed_units, next_index_);
 }
 
 void Soak::append(const json& j) {
+  if (j.value("type", "") == "unit") ev_.emit(UnitEvent{j});
   if (results_) results_->append(j);
 }
 
@@ -313,19 +310,20 @@ SoakHeader read_soak_header(const std::string& path) {
 }
 
 uint64_t soak_memory_needed(const SoakOptions& o, const Session& session) {
-  Soak s(o, stdout, session);
+  Events quiet;  // planning only: nothing is said
+  Soak s(o, quiet, session);
   s.prepare_lanes(false);
   return s.memory_needed();
 }
 
-SoakResult run_soak(const SoakOptions& o, std::FILE* out, const Session& session) {
-  Soak s(o, out, session);
+SoakResult run_soak(const SoakOptions& o, Events& ev, const Session& session) {
+  Soak s(o, ev, session);
   s.prepare_lanes(true);
   return s.run();
 }
 
-int serve_soak(const SoakOptions& o, const Session& session) {
-  Soak s(o, stdout, session);
+int serve_soak(const SoakOptions& o, Events& ev, const Session& session) {
+  Soak s(o, ev, session);
   s.prepare_lanes(true);
   return s.serve(*session.mpi());
 }

@@ -23,6 +23,7 @@
 #include <vector>
 
 #include "harness/model/atomic_file.h"
+#include "harness/report/events.h"
 #include "harness/report/report.h"
 #include "harness/soak/plan.h"
 
@@ -101,10 +102,10 @@ SoakHeader read_soak_header(const std::string& results_path);
 // a rank; the root draws the units and the others serve them).
 uint64_t soak_memory_needed(const SoakOptions& o, const Session& session);
 // Throws PlanError (bad plan or results file: exit 2) before any work.
-SoakResult run_soak(const SoakOptions& o, std::FILE* out, const Session& session);
+SoakResult run_soak(const SoakOptions& o, Events& ev, const Session& session);
 // The loop of every MPI process but the root's: runs what rank 0 says until it
 // says stop; returns the exit code it sends (1 when it goes silent).
-int serve_soak(const SoakOptions& o, const Session& session);
+int serve_soak(const SoakOptions& o, Events& ev, const Session& session);
 
 Report soak_report(const SoakOptions& o, const SoakResult& r);
 

@@ -64,7 +64,7 @@ inline std::string shape_of(const Case& c) {
 
 class Soak {
  public:
-  Soak(const SoakOptions& o, std::FILE* out, const Session& session) : o_(o), out_(out), session_(session), mpi_(session.mpi()) {}
+  Soak(const SoakOptions& o, Events& ev, const Session& session) : o_(o), ev_(ev), session_(session), mpi_(session.mpi()) {}
   Soak(const Soak&) = delete;
   Soak& operator=(const Soak&) = delete;
 
@@ -125,7 +125,7 @@ class Soak {
 
  private:
   const SoakOptions& o_;
-  std::FILE* out_;
+  Events& ev_;  // what the user sees: text, unit and progress events
   const Session& session_;
   MpiWorld* mpi_;  // session_.mpi(): nullptr for threads
   Clock::time_point t0_ = Clock::now();  // when this part of the soak began

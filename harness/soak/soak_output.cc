@@ -4,27 +4,26 @@
 namespace collcheck::soak_detail {
 
 void Soak::print_header() {
-  fmt::print(out_, "collcheck soak: {} s, seed {:#x}, {}, plan {}\n", o_.duration_s, o_.seed,
+  ev_.print("collcheck soak: {} s, seed {:#x}, {}, plan {}\n", o_.duration_s, o_.seed,
              mpi_ ? fmt::format("MPI world of {} processes", mpi_->size())
                   : fmt::format("ranks as threads (p {} to {})", o_.plan.min_ranks, o_.plan.max_ranks),
              o_.plan.file);
-  fmt::print(out_, "  workloads (weight): verify {} ({} cases a unit), faults {} (random fault scenarios on the "
+  ev_.print("  workloads (weight): verify {} ({} cases a unit), faults {} (random fault scenarios on the "
                    "reference algorithms: collcheck's own diagnosis), perf {} (checked sweep rows, {} to {} B)\n",
              o_.plan.verify.weight, o_.plan.verify.cases, o_.plan.faults.weight, o_.plan.perf.weight,
              o_.plan.perf.min_bytes, o_.plan.perf.max_bytes);
   if (o_.plan.algorithms.weight > 0)
-    fmt::print(out_, "  algorithms {} ({} cases a unit, each a child collcheck verify of one of: {}){}\n",
+    ev_.print("  algorithms {} ({} cases a unit, each a child collcheck verify of one of: {}){}\n",
                o_.plan.algorithms.weight, o_.plan.algorithms.cases, fmt::join(algorithm_peers_, " "),
                mpi_ ? "; in the MPI world its units run verify instead (an algorithm is fixed for an MPI process's life)"
                     : "");
   for (const auto& l : lanes_) {
     std::string peers;
     for (const auto& p : l.cfg.peers) peers += (peers.empty() ? "" : ",") + p->name();
-    fmt::print(out_, "  {} against {}{}\n", l.spec.impl, peers.empty() ? "the oracle alone" : peers,
+    ev_.print("  {} against {}{}\n", l.spec.impl, peers.empty() ? "the oracle alone" : peers,
                l.note.empty() ? "" : "; " + l.note);
   }
-  fmt::print(out_, "  results: {} (one JSON line per unit; --resume continues it)\n", o_.results_path);
-  std::fflush(out_);
+  ev_.print("  results: {} (one JSON line per unit; --resume continues it)\n", o_.results_path);
 }
 
 std::string Soak::progress_line(const Unit& u) const {
@@ -56,35 +55,34 @@ json Soak::summary_json(const SoakResult& r) const {
 }
 
 void Soak::print_summary(const SoakResult& r) {
-  fmt::print(out_, "\ncollcheck soak: {} after {:.0f} s of {:.0f} s{}\n",
+  ev_.print("\ncollcheck soak: {} after {:.0f} s of {:.0f} s{}\n",
              r.stop_reason == "duration" ? "done" : "stopped by " + r.stop_reason, totals_.elapsed_s, o_.duration_s,
              r.stop_reason == "SIGINT" || r.stop_reason == "SIGTERM"
                  ? fmt::format(" (--resume --results {} goes on)", o_.results_path)
                  : "");
-  fmt::print(out_, "  {:<8} {:<24} {:>8} {:>10} {:>8}\n", "workload", "impl", "units", "cases", "failed");
+  ev_.print("  {:<8} {:<24} {:>8} {:>10} {:>8}\n", "workload", "impl", "units", "cases", "failed");
   for (const auto& [k, v] : totals_.by_workload_impl)
-    fmt::print(out_, "  {:<8} {:<24} {:>8} {:>10} {:>8}\n", k.first, k.second, v.units, v.cases, v.failed);
-  fmt::print(out_, "  {:<8} {:<24} {:>8} {:>10} {:>8}\n", "all", "", totals_.units, [&] {
+    ev_.print("  {:<8} {:<24} {:>8} {:>10} {:>8}\n", k.first, k.second, v.units, v.cases, v.failed);
+  ev_.print("  {:<8} {:<24} {:>8} {:>10} {:>8}\n", "all", "", totals_.units, [&] {
     size_t n = 0;
     for (const auto& [w, c] : totals_.cases_by_workload) n += c;
     return n;
   }(), totals_.failed_units);
-  fmt::print(out_, "  (cases: verify cases, fault scenarios, sweep rows)\n");
+  ev_.print("  (cases: verify cases, fault scenarios, sweep rows)\n");
   if (!write_error().empty())
-    fmt::print(out_, "ERROR: --results {}: {}; the soak stopped, and the units above are not all in the file (exit {})\n",
+    ev_.print("ERROR: --results {}: {}; the soak stopped, and the units above are not all in the file (exit {})\n",
                o_.results_path, write_error(), r.exit_code());
   if (totals_.groups.empty() && r.exit_code() != 0) {
-    fmt::print(out_, "STOPPED: {} units, no failure so far; the run was cut short by {} (exit {}), not a pass\n",
+    ev_.print("STOPPED: {} units, no failure so far; the run was cut short by {} (exit {}), not a pass\n",
                totals_.units, r.stop_reason, r.exit_code());
   } else if (totals_.groups.empty()) {
-    fmt::print(out_, "PASS: {} units, no failure\n", totals_.units);
+    ev_.print("PASS: {} units, no failure\n", totals_.units);
   } else {
-    fmt::print(out_, "FAIL: {} failed unit(s) in {} signature(s):\n", totals_.failed_units, totals_.groups.size());
+    ev_.print("FAIL: {} failed unit(s) in {} signature(s):\n", totals_.failed_units, totals_.groups.size());
     for (const auto& [sig, g] : totals_.groups)
-      fmt::print(out_, "  {:>6} x {}\n         first unit {}, last {}; replay: {}\n", g.count, sig, g.first_unit,
+      ev_.print("  {:>6} x {}\n         first unit {}, last {}; replay: {}\n", g.count, sig, g.first_unit,
                  g.last_unit, g.replay.empty() ? "(none)" : g.replay);
   }
-  std::fflush(out_);
 }
 
 void Soak::export_metrics() {
@@ -93,7 +91,7 @@ void Soak::export_metrics() {
     try {
       o_.metrics->write_textfile(o_.metrics_textfile);
     } catch (const std::exception& e) {
-      fmt::print(stderr, "collcheck soak: warning: --metrics-textfile: {}\n", e.what());
+      ev_.warn("collcheck soak: warning: --metrics-textfile: {}\n", e.what());
     }
   }
   if (o_.push) o_.metrics->push();  // on the pusher's thread, bounded; failures are said when they start and end
