@@ -363,7 +363,7 @@ VerifyResult run_verify(const VerifyOptions& o, CaseExecutor& real, Events& ev) 
                : r.interrupted  ? fmt::format("; cut short by the end of the run after {} of {} cases", r.cases_run, o.cases)
                                 : "");
   }
-  emit_verdicts(ev, o, r);
+  emit_finding(ev, o, r);
   return r;
 }
 

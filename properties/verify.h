@@ -111,9 +111,9 @@ void check_in_fresh_process(const VerifyOptions& o, RecordingExecutor& exec, Ver
 // The run as a report (harness/report): one verdict per property; a failed
 // property carries the minimal case and the replay line.
 Report verify_report(const VerifyOptions& o, const VerifyResult& r);
-// The run's end as events: the finding (a failed property, with its replay)
-// and one verdict per row of verify_report.
-void emit_verdicts(Events& ev, const VerifyOptions& o, const VerifyResult& r);
+// A failed property as a finding event, with its replay line (the command's
+// verdicts are emitted where its report is finished).
+void emit_finding(Events& ev, const VerifyOptions& o, const VerifyResult& r);
 
 // The failure's report: the minimal case, what failed, steady or flaky or
 // depending on earlier cases, and the replay lines.

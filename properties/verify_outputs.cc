@@ -125,12 +125,11 @@ Report verify_report(const VerifyOptions& o, const VerifyResult& r) {
   return rep;
 }
 
-void emit_verdicts(Events& ev, const VerifyOptions& o, const VerifyResult& r) {
+void emit_finding(Events& ev, const VerifyOptions& o, const VerifyResult& r) {
   if (r.failed)
     ev.emit(FindingEvent{r.failure.property,
                          fmt::format("{} does not hold: {}", r.failure.property, case_summary(r.minimal)),
                          replay_command(o, r.minimal, r.flaky() ? r.replays : 1)});
-  for (ReportCase& c : verify_report(o, r).cases) ev.emit(VerdictEvent{std::move(c)});
 }
 
 }  // namespace collcheck

@@ -202,3 +202,25 @@ TEST(Events, SweepsRowsAreRowEvents) {
   std::filesystem::remove(path);
   std::filesystem::remove(js);
 }
+
+// Every command's stream ends with its verdicts, as its other formats list
+// them: a replay's stream has the same verdicts as its JUnit report.
+TEST(Events, EveryCommandsStreamEndsWithItsVerdicts) {
+  const std::string path = tmp_path("replay.jsonl"), xml = tmp_path("replay.xml");
+  const auto r = testutil::collcheck(std::string("replay ") + SOURCE_DIR +
+                                         "/examples/bugs/late_rank_after_checkpoint.yaml --progress off --report jsonl=" +
+                                         path + " --report junit=" + xml,
+                                     300);
+  ASSERT_EQ(r.code, 0) << r.out;
+  std::vector<std::string> names;
+  for (const json& j : read_lines(path))
+    if (j.at("event") == "verdict") names.push_back(j.at("name"));
+  ASSERT_FALSE(names.empty());
+  const std::string junit = testutil::slurp(xml);
+  size_t testcases = 0;
+  for (size_t at = junit.find("<testcase "); at != std::string::npos; at = junit.find("<testcase ", at + 1)) ++testcases;
+  EXPECT_EQ(names.size(), testcases) << junit;
+  for (const auto& n : names) EXPECT_NE(junit.find(n), std::string::npos) << n;
+  std::filesystem::remove(path);
+  std::filesystem::remove(xml);
+}
