@@ -58,6 +58,8 @@ struct VerifyOptions {
 // Exit code of a run the harness could not complete for want of threads or
 // memory on this machine: not a verdict on the implementation.
 inline constexpr int kExitHarnessError = 3;
+// Exit code of a run that could not happen here (no GPU for nccl): not a pass.
+inline constexpr int kExitSkipped = 77;
 
 struct VerifyResult {
   size_t cases_run = 0;

@@ -12,14 +12,10 @@
 
 #include "harness/model/data.h"
 #include "impl/dtype.h"
+#include "harness/model/usage_error.h"
 #include "impl/semantics.h"
 
 namespace collcheck {
-
-class UsageError : public std::runtime_error {
- public:
-  using std::runtime_error::runtime_error;
-};
 
 // "64M", "1K", "4096", "1G" (powers of 1024, like nccl-tests). Negative or
 // malformed values throw UsageError naming `flag`.

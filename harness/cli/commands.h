@@ -21,12 +21,10 @@
 #include "harness/run/scenario_runner.h"
 #include "harness/run/sweep.h"
 #include "harness/session/session.h"
+#include "properties/verify_job.h"
 
 namespace collcheck::cli {
 
-inline constexpr int kMaxThreadRanks = 512;
-// Exit code of a run that could not happen here (no GPU for nccl): not a pass.
-inline constexpr int kExitSkipped = 77;
 // Exit code of `analyze` when the dumps cannot decide (a rank left no dump,
 // say): neither clean nor a diagnosis; what is missing is printed.
 inline constexpr int kExitUndecided = 4;
@@ -61,12 +59,6 @@ int finish_reports(const ReportFlags& f, const Report& r, int code);
 void add_progress_flag(CLI::App* command, std::string& f);
 ProgressStyle progress_for(const std::string& f, const Session& session);
 
-// The up-front memory check of every command (issue 13): refuses with a
-// UsageError, before any work, when this process needs `need` bytes and its
-// node has less available. `why(have)` is the message, naming what would fit.
-// In the MPI world `need` is one process's, every process on a node counts,
-// and all agree: when any node is short, every process refuses.
-void refuse_unless_fits(const Session& session, uint64_t need, const std::function<std::string(uint64_t have)>& why);
 
 // The metrics flags of the long-running commands (soak; sweep and verify at
 // their end): --metrics-listen, --pushgateway, --push-job, --metrics-textfile.
@@ -138,9 +130,8 @@ struct VerifyFlags {
 };
 void add_verify(CLI::App& app, VerifyFlags& f);
 int run_verify_command(VerifyFlags& f, const Session& session);
-// Open MPI's coll/tuned allreduce algorithms (4.1), for --mpi-algo.
-inline constexpr const char* kMpiAllreduceAlgos[] = {"default (tuned's decision rules)", "basic_linear", "nonoverlapping",
-                                                     "recursive_doubling", "ring", "segmented_ring", "rabenseifner"};
+// The flags checked and turned into a job (UsageError names the flag): verify's and the gate's.
+VerifyJob verify_job(VerifyFlags& f, const Session& session);
 // "0 default, 1 basic_linear, ..., 6 rabenseifner": for help and errors.
 std::string mpi_algo_choices();
 

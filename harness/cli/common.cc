@@ -92,27 +92,11 @@ int finish_reports(const ReportFlags& f, const Report& r, int code) {
 
 std::string mpi_algo_choices() {
   std::string s;
-  for (size_t i = 0; i < std::size(kMpiAllreduceAlgos); ++i)
-    s += fmt::format("{}{} {}", i ? ", " : "", i, i ? kMpiAllreduceAlgos[i] : "default");
+  for (size_t i = 0; i < std::size(collcheck::kMpiAllreduceAlgos); ++i)
+    s += fmt::format("{}{} {}", i ? ", " : "", i, i ? collcheck::kMpiAllreduceAlgos[i] : "default");
   return s;
 }
 
-void refuse_unless_fits(const Session& session, uint64_t need, const std::function<std::string(uint64_t have)>& why) {
-  const auto have = memory_available();
-  if (!session.is_mpi()) {
-    if (have && need > *have) throw UsageError(why(*have));
-    return;
-  }
-  // The processes of one node share its memory.
-  const uint64_t on_node = static_cast<uint64_t>(session.processes_on_node(true));
-  const uint64_t node_need = checked_mul(need, on_node).value_or(~uint64_t{0});
-  const bool short_here = have && node_need > *have;
-  if (!session.any_process(short_here)) return;
-  if (short_here) throw UsageError(why(*have / on_node) + fmt::format(" (per process: {} processes share this node)", on_node));
-  throw UsageError(fmt::format("another node of this job cannot fit the run: {} per process is more than its memory "
-                               "available allows (rank 0's node has {} for each of its {} processes)",
-                               format_bytes(need), format_bytes(have.value_or(0) / on_node), on_node));
-}
 
 void add_metrics_flags(CLI::App* c, MetricsFlags& f, const std::string& default_job, bool periodic) {
   f.push_job = default_job;

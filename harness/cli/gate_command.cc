@@ -165,6 +165,24 @@ int perf_gate(GateFlags& f, const Session& session) {
   return finish_reports(out, rep, md_code);
 }
 
+// verify's verdicts and the fault table's as one report.
+Report gate_report(const GateFlags& f, const Report& verify_rep, const Report& faults_rep) {
+  Report rep;
+  rep.command = "gate";
+  rep.suite = fmt::format("collcheck gate {}", f.impl);
+  rep.properties = verify_rep.properties;
+  rep.seconds = verify_rep.seconds + faults_rep.seconds;
+  for (auto c : verify_rep.cases) {
+    c.name = "verify: " + c.name;
+    rep.cases.push_back(std::move(c));
+  }
+  for (auto c : faults_rep.cases) {
+    c.name = "faults: " + c.name;
+    rep.cases.push_back(std::move(c));
+  }
+  return rep;
+}
+
 int correctness_gate(GateFlags& f, const Session& session) {
   if (!(f.budget > 0)) throw UsageError(fmt::format("--budget must be > 0 seconds, got {}", f.budget));
   Report verify_rep, faults_rep;
@@ -181,10 +199,12 @@ int correctness_gate(GateFlags& f, const Session& session) {
   v.time_budget = 0.5 * f.budget;
   v.should_stop = spent;
   v.timeout = f.timeout;
-  v.progress = f.progress;  // a long gate says it is alive (a line every 30 s in a CI log)
-  v.report.capture = &verify_rep;
-  v.report.events = f.report.events;  // one stream for the gate's whole run
-  const int vcode = run_verify_command(v, session);
+  collcheck::VerifyJob job = verify_job(v, session);
+  add_progress_sink(f.report, session, f.progress, "gate", "cases");  // a long gate says it is alive
+  const int vcode = run_verify_job(job, session, *f.report.events, [&](const VerifyOptions& o, const VerifyResult& r) {
+    verify_rep = verify_report(o, r);
+    return r.exit_code();
+  });
   collcheck::FaultTableOptions fo;
   fo.impl = f.impl;
   fo.should_stop = spent;  // gate runs with ranks as threads only (main.cc starts no MPI world for it)
@@ -198,19 +218,7 @@ int correctness_gate(GateFlags& f, const Session& session) {
     faults_rep.suite = "collcheck faults";
     faults_rep.cases.push_back({"fault table", ReportCase::Status::Skipped, e.what(), "", 0});
   }
-  Report rep;
-  rep.command = "gate";
-  rep.suite = fmt::format("collcheck gate {}", f.impl);
-  rep.properties = verify_rep.properties;
-  rep.seconds = verify_rep.seconds + faults_rep.seconds;
-  for (auto c : verify_rep.cases) {
-    c.name = "verify: " + c.name;
-    rep.cases.push_back(std::move(c));
-  }
-  for (auto c : faults_rep.cases) {
-    c.name = "faults: " + c.name;
-    rep.cases.push_back(std::move(c));
-  }
+  const Report rep = gate_report(f, verify_rep, faults_rep);
   // Bad input or a skip (no GPU) outranks a verdict; else any failure fails.
   int code = 0;
   for (int c : {vcode, fcode})

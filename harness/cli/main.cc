@@ -14,6 +14,7 @@
 
 #include "harness/cli/commands.h"
 #include "harness/cli/supervisor.h"
+#include "harness/peers/mpi_impl.h"
 #include "harness/peers/peer_registry.h"
 #include "harness/world/crash_handler.h"
 #include "harness/world/mpi_world.h"
@@ -100,8 +101,8 @@ std::optional<int> start_session(CLI::App& app, Commands& c, int& argc, char**& 
       return 2;
     }
   if (app.got_subcommand("verify") && c.verify.mpi_algo != -1 &&
-      (c.verify.mpi_algo < 0 || c.verify.mpi_algo >= static_cast<int>(std::size(kMpiAllreduceAlgos)))) {
-    fmt::print(stderr, "collcheck: error: --mpi-algo must be 0..{} ({}), got {}\n", std::size(kMpiAllreduceAlgos) - 1,
+      (c.verify.mpi_algo < 0 || c.verify.mpi_algo >= static_cast<int>(std::size(collcheck::kMpiAllreduceAlgos)))) {
+    fmt::print(stderr, "collcheck: error: --mpi-algo must be 0..{} ({}), got {}\n", std::size(collcheck::kMpiAllreduceAlgos) - 1,
                mpi_algo_choices(), c.verify.mpi_algo);
     return 2;
   }

@@ -144,7 +144,6 @@ collcheck::VerifyOptions verify_options(VerifyFlags& f, const collcheck::Session
   if (f.one_of_ranks != kOneOfDefaultRanks) o.run_flags += fmt::format(" --one-of-ranks {}", f.one_of_ranks);
   if (f.isolate != "auto" && f.isolate != "on" && f.isolate != "off")
     throw UsageError(fmt::format("--isolate must be auto, on or off, got '{}'", f.isolate));
-  add_progress_sink(f.report, session, f.progress, "verify", "cases");
   for (const auto& [flag, value, into] : {std::tuple{"--sequences", &f.sequences, &o.space.sequences},
                                           std::tuple{"--perturb", &f.perturb, &o.space.perturb}}) {
     if (*value != "on" && *value != "off") throw UsageError(fmt::format("{} must be on or off, got '{}'", flag, *value));
@@ -192,154 +191,27 @@ void read_replay_tokens(const VerifyFlags& f, collcheck::VerifyOptions& o) {
   }
 }
 
-// Every implementation must run in this world and on this machine (a GPU
-// library needs its GPUs; without them the run is skipped, exit 77, never a
-// pass), and fit the ranks asked for. nullopt: admitted.
-std::optional<int> admit_implementations(const VerifyFlags& f, const collcheck::Session& session, const Impls& all,
-                                         collcheck::VerifyOptions& o, const Say& say) {
-  for (const auto& [flag, x] : all)
-    if (auto why = x->no_fork(); why && f.isolate == "on")
-      throw UsageError(fmt::format("--isolate on cannot be used with {}: {}", x->name(), *why));
-  for (const auto& [flag, x] : all) {
-    if (auto why = x->unavailable()) {
-      say(fmt::format("collcheck verify: SKIPPED (not a pass): {} {} cannot run here: {}", flag, x->name(), *why));
-      return kExitSkipped;
-    }
-  }
-  for (const auto& [flag, x] : all) {
-    if (auto why = x->unsupported_world(session.kind())) throw UsageError(fmt::format("{} {}: {}", flag, x->name(), *why));
-    try {
-      x->fit_world(session.mpi(), o.space.max_ranks, say);
-    } catch (const collcheck::ImplementationError& e) {
-      throw UsageError(e.what());
-    }
-  }
-  return std::nullopt;
-}
 
-// The per-peer limits (Gloo's p <= 8, --mpi-algo's peer), then the dtype/op
-// pairs every implementation can reduce, and the replay's case against them.
-void restrict_to_what_runs(const VerifyFlags& f, const collcheck::Session& session, const Impls& all,
-                           collcheck::VerifyOptions& o, const Say& say) {
-  // Gloo's float16 sums and products are checked against Gloo's own (buggy)
-  // step over every order (finding gloo-f16-assign), which is exact only up to
-  // p = 8: by default Gloo worlds stay there.
-  bool uses_gloo = false;
-  for (const auto& [flag, x] : all) uses_gloo |= x->name().rfind("gloo:", 0) == 0;
-  if (uses_gloo && f.max_ranks == -1 && o.space.max_ranks > 8) {
-    say("note: gloo: p <= 8 by default, where its float16 finding (gloo-f16-assign) is checked exactly over every "
-        "reduction order; --max-ranks goes higher, and a float16 sum or product hit above p = 8 is then reported");
-    o.space.max_ranks = 8;
-  }
-  if (f.mpi_algo >= 0) {
-    bool uses_mpi = false;
-    for (const auto& [flag, x] : all) uses_mpi |= x->name() == "mpi";
-    if (!uses_mpi) throw UsageError("--mpi-algo applies to MPI_Allreduce: use it with --impl mpi or --against mpi");
-    say(fmt::format("MPI_Allreduce algorithm asked for: {} ({}) via coll_tuned_use_dynamic_rules=1 "
-                    "coll_tuned_allreduce_algorithm={}",
-                    f.mpi_algo, kMpiAllreduceAlgos[f.mpi_algo], f.mpi_algo));
-  }
 
-  // Draw only what every implementation can reduce; say what is left out, and why.
-  std::vector<collcheck::ImplPtr> impls;
-  for (const auto& [flag, x] : all) impls.push_back(x);
-  const auto skipped = collcheck::restrict_space(o.space, impls);
-  for (const auto& [why, pairs] : skipped)
-    say(fmt::format("skipped {} dtype/op pair(s), {}: {}", pairs.size(), why, fmt::join(pairs, " ")));
-  if (o.space.dtypes.empty() || o.space.ops.empty())
-    throw UsageError("nothing left to verify: every dtype/op pair asked for is unsupported (see the lines above)");
-  if (o.replay) {
-    std::vector<const collcheck::Case*> every{&*o.replay};
-    for (const auto& b : o.replay_before) every.push_back(&b);
-    for (const collcheck::Case* c : every) {
-      for (const auto& [flag, x] : all)
-        if (auto why = x->unsupported(c->dtype, c->op))
-          throw UsageError(fmt::format("--replay: {} cannot run this case: {}", x->name(), *why));
-      if (c->p > (session.max_ranks(kMaxThreadRanks)))
-        throw UsageError(fmt::format("--replay: the case has {} ranks and this world has {}", c->p,
-                                     session.max_ranks(kMaxThreadRanks)));
-    }
-  }
-}
 
-// Refuse up front what the largest case drawn could not fit (issue 13).
-void refuse_unless_verify_fits(const collcheck::Session& session, const collcheck::VerifyOptions& o, size_t npeers) {
-  const int here_max = session.ranks_here(o.space.max_ranks);
-  if (o.replay) {
-    const uint64_t need = collcheck::case_memory_needed(*o.replay, session.ranks_here(o.replay->p), npeers);
-    refuse_unless_fits(session, need, [&](uint64_t have) {
-      return fmt::format("--replay: the case needs about {} in this process ((11 + {} peer(s)) x its buffer, per "
-                         "rank); {} is available",
-                         collcheck::format_bytes(need), npeers, collcheck::format_bytes(have));
-    });
-  } else {
-    const uint64_t need = collcheck::verify_memory_needed(o.space, here_max, npeers);
-    refuse_unless_fits(session, need, [&](uint64_t have) {
-      // The largest of each flag that fits, the others as given.
-      auto fits = [&](collcheck::CaseSpace s) {
-        return collcheck::verify_memory_needed(s, session.ranks_here(s.max_ranks), npeers) <= have;
-      };
-      std::vector<std::string> alt;
-      collcheck::CaseSpace s = o.space;
-      while (s.large_bytes >= (size_t{64} << 10) && !fits(s)) s.large_bytes /= 2;
-      if (fits(s) && s.large_bytes != o.space.large_bytes)
-        alt.push_back(fmt::format("--large-bytes {}", s.large_bytes < (size_t{64} << 10) ? 0 : s.large_bytes));
-      s = o.space;
-      while (s.max_count > 1 && !fits(s)) s.max_count /= 2;
-      if (fits(s) && s.max_count != o.space.max_count) alt.push_back(fmt::format("--max-count {}", s.max_count));
-      s = o.space;
-      if (!session.is_mpi()) {
-        while (s.max_ranks > 1 && !fits(s)) --s.max_ranks;
-        if (fits(s)) alt.push_back(fmt::format("--max-ranks {}", s.max_ranks));
-      }
-      return fmt::format("the largest case verify can draw ({} rank(s) in this process, up to {} elements, or {} "
-                         "bytes in its large counts) needs about {} ((11 + {} peer(s)) x its buffer, per rank); {} "
-                         "is available; what fits, each alone: {}",
-                         here_max, o.space.max_count, o.space.large_bytes, collcheck::format_bytes(need), npeers,
-                         collcheck::format_bytes(have), alt.empty() ? "nothing" : fmt::format("{}", fmt::join(alt, ", ")));
-    });
-  }
-}
-
-// The MPI world: rank 0 draws and judges the cases, every other rank serves.
-int verify_in_mpi(VerifyFlags& f, const collcheck::Session& session, collcheck::VerifyOptions& o,
-                  const collcheck::RunConfig& cfg) {
-  collcheck::MpiWorld* mpi = session.mpi();
-  o.launcher = session.launcher();
-  o.run_flags += session.world_flag();
-  o.world_desc = fmt::format("MPI world of {} processes ({})", session.processes(), collcheck::mpi_library_version());
-  if (f.mpi_algo >= 0) o.run_flags += fmt::format(" --mpi-algo {}", f.mpi_algo);
-  if (f.isolate == "on") throw UsageError("--isolate on is for the thread world; in the MPI world each rank is a process already");
-  if (!session.root()) {
-    const auto code = collcheck::serve_cases(*mpi, cfg, *f.report.events);
-    if (!code) {
-      std::fprintf(stderr, "collcheck: rank %d: ending the job\n", session.rank());
-      session.abort(1);
-    }
-    return *code;
-  }
-  collcheck::WorldExecutor exec(*mpi, cfg);
-  collcheck::VerifyResult result;
-  try {
-    result = collcheck::run_verify(o, exec, *f.report.events);
-  } catch (const collcheck::WorldLost& lost) {
-    // Which case: the last one the executor ran.
-    collcheck::report_unshrunk_failure(o, exec.last_case(), lost.outcome.failure, *f.report.events);
-    std::fflush(stdout);
-    session.abort(1);
-  }
-  std::fflush(stdout);
-  const bool metrics_ok = export_verify_metrics(f, result, session);
-  const int code = finish_reports(f.report, collcheck::verify_report(o, result),
-                                  output_lost_unless(metrics_ok, result.exit_code()));
-  exec.stop(code);
-  return code;
-}
 }  // namespace
 
+// The flags as a job: the case space, the replay tokens, the peers, the world's limits.
+collcheck::VerifyJob verify_job(VerifyFlags& f, const collcheck::Session& session) {
+  collcheck::VerifyJob job;
+  job.o = verify_options(f, session);
+  if (!f.replay.empty()) read_replay_tokens(f, job.o);
+  job.impl = f.impl;
+  job.against = f.against;
+  job.mpi_algo = f.mpi_algo;
+  job.max_ranks_given = f.max_ranks != -1;
+  job.isolate = f.isolate;
+  job.timeout_s = f.timeout;
+  return job;
+}
+
 int run_verify_command(VerifyFlags& f, const collcheck::Session& session) {
-  collcheck::VerifyOptions o = verify_options(f, session);
-  if (!f.replay.empty()) read_replay_tokens(f, o);
+  collcheck::VerifyJob job = verify_job(f, session);
   check_metrics_flags(f.metrics);
   if (!f.junit.empty()) {  // --junit PATH is --report junit=PATH; fail before the run, not after it
     try {
@@ -351,43 +223,15 @@ int run_verify_command(VerifyFlags& f, const collcheck::Session& session) {
   }
   // A replay token too long for a command line goes next to the reports.
   if (!f.report.requests.empty())
-    o.token_dir = std::filesystem::absolute(f.report.requests.front().path).parent_path().string();
-  collcheck::ImplPtr impl;
-  try {
-    impl = collcheck::make_implementation(f.impl);
-  } catch (const collcheck::ImplementationError& e) {
-    throw UsageError(fmt::format("--impl: {}", e.what()));
-  }
-  collcheck::RunConfig cfg;
-  cfg.impl = impl;
-  try {
-    cfg.peers = f.against.empty() ? collcheck::default_peers(*impl) : collcheck::make_implementations(f.against);
-  } catch (const collcheck::ImplementationError& e) {
-    throw UsageError(fmt::format("--against: {}", e.what()));
-  }
-  o.against = f.against;
-  // An implementation that follows the nodes is checked on every topology:
-  // each case draws its nodes (and in the MPI world may keep the hosts').
-  o.space.nodes = impl->follows_nodes();
-  cfg.world_nodes = session.nodes();
-  cfg.timeout = std::chrono::milliseconds(static_cast<long long>(f.timeout * 1000));
-  const bool root = session.root();
-  auto say = [&](const std::string& line) {
-    if (root) fmt::print("{}\n", line);
-  };
-
-  Impls all{{"--impl", impl}};
-  for (const auto& p : cfg.peers) all.emplace_back("--against", p);
-  if (const auto skipped = admit_implementations(f, session, all, o, say)) return *skipped;
-  restrict_to_what_runs(f, session, all, o, say);
-  refuse_unless_verify_fits(session, o, cfg.peers.size());
-  if (session.is_mpi()) return verify_in_mpi(f, session, o, cfg);
-  const bool isolate = f.isolate == "on" || (f.isolate == "auto" && impl->untrusted());
-  auto exec = collcheck::make_executor(cfg, isolate);
-  const auto result = collcheck::run_verify(o, *exec, *f.report.events);
-  std::fflush(stdout);
-  const bool metrics_ok = export_verify_metrics(f, result, session);
-  return finish_reports(f.report, collcheck::verify_report(o, result), output_lost_unless(metrics_ok, result.exit_code()));
+    job.o.token_dir = std::filesystem::absolute(f.report.requests.front().path).parent_path().string();
+  add_progress_sink(f.report, session, f.progress, "verify", "cases");
+  return collcheck::run_verify_job(job, session, *f.report.events,
+                                   [&](const collcheck::VerifyOptions& o, const collcheck::VerifyResult& r) {
+                                     std::fflush(stdout);
+                                     const bool metrics_ok = export_verify_metrics(f, r, session);
+                                     return finish_reports(f.report, collcheck::verify_report(o, r),
+                                                           output_lost_unless(metrics_ok, r.exit_code()));
+                                   });
 }
 
 }  // namespace collcheck::cli

@@ -9,6 +9,10 @@
 
 namespace collcheck {
 
+// Open MPI's coll/tuned allreduce algorithms (4.1), for --mpi-algo.
+inline constexpr const char* kMpiAllreduceAlgos[] = {"default (tuned's decision rules)", "basic_linear", "nonoverlapping",
+                                                     "recursive_doubling", "ring", "segmented_ring", "rabenseifner"};
+
 enum class MpiSupport : uint8_t {
   Native,       // an MPI type and an MPI op
   UserDefined,  // no MPI type: contiguous bytes and an MPI_Op_create'd op with NCCL semantics

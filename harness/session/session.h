@@ -10,6 +10,8 @@
 // communicator through their links (Links::mpi()).
 #pragma once
 
+#include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -19,6 +21,9 @@
 #include "harness/world/world.h"
 
 namespace collcheck {
+
+// The largest world of ranks as threads that a command makes.
+inline constexpr int kMaxThreadRanks = 512;
 
 // A world for one run: one the session made for it (threads), or the MPI
 // world itself, which outlives it.
@@ -91,5 +96,12 @@ class Session {
   explicit Session(MpiWorld& w) : mpi_(&w) {}
   MpiWorld* mpi_ = nullptr;
 };
+
+// The up-front memory check of every job (issue 13): refuses with a
+// UsageError, before any work, when this process needs `need` bytes and its
+// node has less available. `why(have)` is the message, naming what would fit.
+// In the MPI world `need` is one process's, every process on a node counts,
+// and all agree: when any node is short, every process refuses.
+void refuse_unless_fits(const Session& session, uint64_t need, const std::function<std::string(uint64_t have)>& why);
 
 }  // namespace collcheck
