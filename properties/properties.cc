@@ -202,7 +202,7 @@ void execute_rank_calls(const Case& c, CaseExecution& st, const RunConfig& cfg, 
 CaseRunner::CaseRunner(RunConfig cfg) : cfg_(std::move(cfg)) {}
 CaseRunner::~CaseRunner() = default;
 
-ThreadWorld& CaseRunner::world(int p) {
+World& CaseRunner::world(int p) {
   last_used_[p] = ++clock_;
   if (!worlds_.count(p)) {
     // Make room: drop the least recently used worlds first.
@@ -217,7 +217,7 @@ ThreadWorld& CaseRunner::world(int p) {
     }
   }
   auto& w = worlds_[p];
-  if (!w) w = std::make_unique<ThreadWorld>(p);
+  if (!w) w = cfg_.make_world({.ranks = p});
   return *w;
 }
 
@@ -268,11 +268,11 @@ bool shared_threads(const Case& c) {
 }
 
 CaseOutcome CaseRunner::run(const Case& c) {
-  ThreadWorld* w = nullptr;
+  World* w = nullptr;
   const bool shared = shared_threads(c);
   try {
     if (shared) {
-      if (!shared_) shared_ = std::make_unique<ThreadWorld>(kSharedThreadRanks);
+      if (!shared_) shared_ = cfg_.make_world({.ranks = kSharedThreadRanks});
       w = shared_.get();
     } else {
       w = &world(c.p);

@@ -29,7 +29,6 @@
 #include "harness/peers/implementation.h"
 #include "harness/check/oracle.h"
 #include "harness/check/output_check.h"
-#include "harness/world/thread_world.h"
 #include "properties/case.h"
 
 namespace collcheck {
@@ -79,6 +78,8 @@ struct RunConfig {
   // world: MpiWorld::nodes()); empty: one node. A case's ranks_per_node
   // overrides it.
   std::vector<int> world_nodes;
+  // How a case's world is made (Session::worlds()); threads by default.
+  WorldFactory make_world = thread_worlds();
 };
 
 // The nodes of a case's ranks as the implementation sees them (node_map()
@@ -118,7 +119,7 @@ struct CaseExecution {
   std::vector<int> failed_phase;  // [rank]: -1 none, 0 the implementation, 1 + i peer i, kHarnessFailed
   bool hung = false;
   std::chrono::milliseconds limit{0};  // what the world allowed the rank bodies
-  ThreadWorld::RankFn fn;
+  World::RankFn fn;
 };
 
 // The buffers of every rank, inputs and canaries in place.
@@ -212,10 +213,10 @@ class CaseRunner {
   }
 
  private:
-  ThreadWorld& world(int p);
+  World& world(int p);
   RunConfig cfg_;
-  std::map<int, std::unique_ptr<ThreadWorld>> worlds_;
-  std::unique_ptr<ThreadWorld> shared_;  // kSharedThreadRanks rank threads, for cases of any p up to that
+  std::map<int, std::unique_ptr<World>> worlds_;
+  std::unique_ptr<World> shared_;  // kSharedThreadRanks rank threads, for cases of any p up to that
   std::map<int, uint64_t> last_used_;  // world size -> when it last ran a case
   uint64_t clock_ = 0;
 };

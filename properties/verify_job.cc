@@ -174,6 +174,7 @@ RunConfig make_config(const VerifyJob& job, const Session& session) {
     throw UsageError(fmt::format("--against: {}", e.what()));
   }
   cfg.world_nodes = session.nodes();
+  cfg.make_world = session.worlds();
   cfg.timeout = std::chrono::milliseconds(static_cast<long long>(job.timeout_s * 1000));
   return cfg;
 }

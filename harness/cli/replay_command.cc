@@ -39,7 +39,9 @@ void add_replay(CLI::App& app, ReplayFlags& f) {
 collcheck::ReplayResult replay_here(const collcheck::Scenario& s, const collcheck::ReplayOptions& o,
                                     const collcheck::Session& session) {
   if (auto* mpi = session.mpi()) return collcheck::replay_scenario(s, o, *mpi);
-  return collcheck::replay_scenario(s, o);
+  collcheck::ReplayOptions here = o;
+  here.make_world = session.worlds();
+  return collcheck::replay_scenario(s, here);
 }
 
 void print_replay(const collcheck::Scenario& s, const collcheck::ReplayResult& r, bool temporary, const collcheck::Session& session) {

@@ -25,7 +25,6 @@
 #include "harness/model/data.h"
 #include "harness/check/guard.h"
 #include "harness/check/oracle.h"
-#include "harness/world/thread_world.h"
 #include "harness/model/atomic_file.h"
 
 #include <nlohmann/json.hpp>

@@ -19,7 +19,6 @@
 #include "harness/model/data.h"
 #include "harness/check/guard.h"
 #include "harness/check/oracle.h"
-#include "harness/world/thread_world.h"
 #include "harness/model/atomic_file.h"
 
 #include <nlohmann/json.hpp>
@@ -81,12 +80,11 @@ double replay_limit_s(const Scenario& s) {
 }
 
 ReplayResult replay_scenario(const Scenario& in, const ReplayOptions& o) {
-  ThreadWorld world(in.ranks);
   // Unguarded mode is production: a size mismatch is not an error at the
   // transfer but what NCCL makes of it, a hang until the deadline or wrong
   // data (the symptom says which). MPI checks sizes itself (MPI_ERR_TRUNCATE).
-  world.set_sizes_as_nccl(!o.guarded.value_or(in.guarded));
-  return replay_scenario(in, o, world);
+  const auto world = o.make_world({.ranks = in.ranks, .sizes_as_nccl = !o.guarded.value_or(in.guarded)});
+  return replay_scenario(in, o, *world);
 }
 
 ReplayResult replay_scenario(const Scenario& in, const ReplayOptions& o, World& world) {

@@ -27,6 +27,8 @@ struct ReplayOptions {
   // it, the oldest are checked and released as the run goes. 0: 512 MiB over
   // the world's ranks, 1 MiB at least.
   uint64_t kept_output_bytes = 0;
+  // How the replay's world is made when none is given (Session::worlds()).
+  WorldFactory make_world = thread_worlds();
 };
 
 struct ReplayResult {

@@ -7,7 +7,6 @@
 
 #include "harness/model/size.h"
 #include "harness/model/usage_error.h"
-#include "harness/world/thread_world.h"
 
 namespace collcheck {
 
@@ -26,10 +25,12 @@ Session Session::start_mpi(int* argc, char*** argv, std::string& warning) {
   return Session(w);
 }
 
+WorldFactory Session::worlds() const { return thread_worlds(); }
+
 std::string Session::launcher() const { return mpi_ ? fmt::format("mpirun -np {} ", mpi_->size()) : ""; }
 
 WorldLease Session::world(int p) const {
-  if (!mpi_) return WorldLease(std::make_unique<ThreadWorld>(p), nullptr);
+  if (!mpi_) return WorldLease(worlds()({.ranks = p}), nullptr);
   if (p != mpi_->size())
     throw std::invalid_argument(fmt::format("a world of {} ranks, but mpirun started {} processes", p, mpi_->size()));
   return WorldLease(nullptr, mpi_);

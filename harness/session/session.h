@@ -74,6 +74,10 @@ class Session {
   // A world of p ranks for one run: a new thread world, or the MPI world
   // (whose size mpirun fixed: p must be it).
   WorldLease world(int p) const;
+  // How this session's jobs make worlds of their own sizes (a verify case, a
+  // scenario's replay): the one factory of its kind. Under MPI these are
+  // still thread worlds, for what runs in one process (the fault table).
+  WorldFactory worlds() const;
 
   // Rank 0's text on every process (threads: `text`); nullopt if it did not
   // come by `deadline`.

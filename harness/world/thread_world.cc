@@ -180,6 +180,14 @@ std::unique_ptr<CallGuard> ThreadWorld::call_guard(Clock::time_point epoch, std:
 int ThreadWorld::size() const { return static_cast<int>(state_->links.size()); }
 void ThreadWorld::set_sizes_as_nccl(bool on) { state_->fabric.set_sizes_as_nccl(on); }
 
+WorldFactory thread_worlds() {
+  return [](const WorldSpec& spec) -> std::unique_ptr<World> {
+    auto w = std::make_unique<ThreadWorld>(spec.ranks);
+    w->set_sizes_as_nccl(spec.sizes_as_nccl);
+    return w;
+  };
+}
+
 WorldRun ThreadWorld::run(const RankFn& fn, std::chrono::milliseconds limit, int ranks) {
   const int active = ranks == 0 ? size() : ranks;
   if (active < 1 || active > size())

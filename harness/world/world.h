@@ -109,4 +109,17 @@ class World {
   virtual std::unique_ptr<CallGuard> call_guard(Clock::time_point epoch, std::chrono::milliseconds deadline) = 0;
 };
 
+// The worlds a job makes for itself, of any size (a verify case, a scenario's
+// replay): one kind per session, chosen once where the session is made
+// (threads today; the simulated world of issue 33 plugs in here).
+struct WorldSpec {
+  int ranks = 1;
+  // A size mismatch is what NCCL makes of it (a hang or wrong data), not an
+  // error at the transfer: unguarded replays (InProcFabric::set_sizes_as_nccl).
+  bool sizes_as_nccl = false;
+};
+using WorldFactory = std::function<std::unique_ptr<World>(const WorldSpec&)>;
+// Ranks as threads of this process (thread_world.cc).
+WorldFactory thread_worlds();
+
 }  // namespace collcheck
