@@ -126,7 +126,7 @@ std::string unfired(const Scenario& s, const FaultSpec& f, const FaultTally& t) 
 
 }  // namespace
 
-const NemesisInfo kCorruptedPayload{"corrupted_payload", "one bit flipped in one transfer on a directed edge",
+extern const NemesisInfo kCorruptedPayload{"corrupted_payload", "one bit flipped in one transfer on a directed edge",
                                     validate, nullptr, wrap, expected, random, table_instance, nullptr, adapt,
                                     nullptr, nullptr, unfired};
 

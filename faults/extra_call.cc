@@ -51,7 +51,7 @@ FaultSpec table_instance(const Scenario&) {
 
 }  // namespace
 
-const NemesisInfo kExtraCall{"extra_call", "one more call on chosen ranks, before call k", validate, mutate, nullptr,
+extern const NemesisInfo kExtraCall{"extra_call", "one more call on chosen ranks, before call k", validate, mutate, nullptr,
                              expected, random, table_instance};
 
 }  // namespace collcheck

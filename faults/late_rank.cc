@@ -79,7 +79,7 @@ double extra_time(const Scenario& s) { return s.deadline_s * (kDefaultDeadlines 
 
 }  // namespace
 
-const NemesisInfo kLateRank{"late_rank", "a rank that enters a call after its peers' deadline", validate, mutate,
+extern const NemesisInfo kLateRank{"late_rank", "a rank that enters a call after its peers' deadline", validate, mutate,
                             nullptr, expected, random, table_instance, fits, nullptr, extra_time};
 
 }  // namespace collcheck

@@ -78,7 +78,7 @@ bool fits(const Scenario& s) { return s.ranks >= 3; }
 
 }  // namespace
 
-const NemesisInfo kMismatchedShape{"mismatched_shape", "count, dtype or op of one call differs on chosen ranks",
+extern const NemesisInfo kMismatchedShape{"mismatched_shape", "count, dtype or op of one call differs on chosen ranks",
                                    validate, mutate, nullptr, expected, random, table_instance, fits};
 
 }  // namespace collcheck

@@ -65,7 +65,7 @@ bool fits(const Scenario& s) { return s.ranks >= 3 && calls_in(s.defaults) >= 2;
 
 }  // namespace
 
-const NemesisInfo kMisordered{"misordered", "two calls swapped on chosen ranks", validate, mutate, nullptr, expected,
+extern const NemesisInfo kMisordered{"misordered", "two calls swapped on chosen ranks", validate, mutate, nullptr, expected,
                               random, table_instance, fits};
 
 }  // namespace collcheck

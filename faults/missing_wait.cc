@@ -73,7 +73,7 @@ FaultSpec table_instance(const Scenario&) {
 
 }  // namespace
 
-const NemesisInfo kMissingWait{"missing_wait", "an async call never waited for, or read or written before its wait",
+extern const NemesisInfo kMissingWait{"missing_wait", "an async call never waited for, or read or written before its wait",
                                validate, mutate, nullptr, expected, random, table_instance};
 
 }  // namespace collcheck

@@ -8,11 +8,21 @@
 
 namespace collcheck {
 
+// The registry: one row per nemesis, its declaration beside it (the
+// definition is in the nemesis's own file).
+extern const NemesisInfo kMismatchedShape;   // mismatched_shape.cc
+extern const NemesisInfo kMisordered;        // misordered.cc
+extern const NemesisInfo kMissingWait;       // missing_wait.cc
+extern const NemesisInfo kSlowLink;          // slow_link.cc
+extern const NemesisInfo kStalledRank;       // stalled_rank.cc
+extern const NemesisInfo kCorruptedPayload;  // corrupted_payload.cc
+extern const NemesisInfo kExtraCall;         // extra_call.cc
+extern const NemesisInfo kSkippedCall;       // skipped_call.cc
+extern const NemesisInfo kLateRank;          // late_rank.cc
+
 namespace {
-// The registry: one line per nemesis.
-const std::array<const NemesisInfo*, 9> kNemeses = {&kMismatchedShape, &kMisordered,       &kMissingWait,
-                                                    &kSlowLink,        &kStalledRank,      &kCorruptedPayload,
-                                                    &kExtraCall,       &kSkippedCall,      &kLateRank};
+const NemesisInfo* const kNemeses[] = {&kMismatchedShape, &kMisordered, &kMissingWait, &kSlowLink, &kStalledRank,
+                                       &kCorruptedPayload, &kExtraCall, &kSkippedCall, &kLateRank};
 std::vector<NemesisInfo> registry() {
   std::vector<NemesisInfo> v;
   for (const auto* n : kNemeses) v.push_back(*n);

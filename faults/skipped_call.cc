@@ -59,7 +59,7 @@ bool fits(const Scenario& s) { return calls_in(s.defaults) >= 2; }
 
 }  // namespace
 
-const NemesisInfo kSkippedCall{"skipped_call", "call k left out on chosen ranks", validate, mutate, nullptr, expected,
+extern const NemesisInfo kSkippedCall{"skipped_call", "call k left out on chosen ranks", validate, mutate, nullptr, expected,
                                random, table_instance, fits};
 
 }  // namespace collcheck

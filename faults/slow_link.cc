@@ -252,7 +252,7 @@ std::string unfired(const Scenario& s, const FaultSpec& f, const FaultTally&) {
 
 }  // namespace
 
-const NemesisInfo kSlowLink{"slow_link", "added latency and a bandwidth cap on one directed edge, or on every edge between nodes", validate, nullptr,
+extern const NemesisInfo kSlowLink{"slow_link", "added latency and a bandwidth cap on one directed edge, or on every edge between nodes", validate, nullptr,
                             wrap, expected, random, table_instance, nullptr, adapt, extra_time, call_delay, unfired};
 
 }  // namespace collcheck

@@ -57,7 +57,7 @@ double extra_time(const Scenario& s) { return s.deadline_s; }
 
 }  // namespace
 
-const NemesisInfo kStalledRank{"stalled_rank", "a rank that never enters a call", validate, mutate, nullptr, expected,
+extern const NemesisInfo kStalledRank{"stalled_rank", "a rank that never enters a call", validate, mutate, nullptr, expected,
                                random, table_instance, nullptr, nullptr, extra_time};
 
 }  // namespace collcheck

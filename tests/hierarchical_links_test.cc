@@ -33,7 +33,7 @@ TEST(InterNodeSlowLink, EveryRingEdgeSlowDoesNotWaitOnItself) {
   auto run = world.run(
       [&](RankContext& ctx) {
         auto nodes = node_links(ctx.links(), 1);
-        auto slow = kSlowLink.wrap(*nodes, f, ctx.rank());
+        auto slow = find_nemesis("slow_link")->wrap(*nodes, f, ctx.rank());
         ASSERT_TRUE(slow);
         {
           Communicator comm(*slow, {"ring", 5000ms});
@@ -61,7 +61,7 @@ TEST(InterNodeSlowLink, SlowsOnlyTheEdgesBetweenNodes) {
     auto run = world.run(
         [&](RankContext& ctx) {
           auto nodes = node_links(ctx.links(), per);
-          auto slow = kSlowLink.wrap(*nodes, f, ctx.rank());
+          auto slow = find_nemesis("slow_link")->wrap(*nodes, f, ctx.rank());
           {
             Communicator comm(*slow, {"ring", 5000ms});
             std::vector<float> in(64, 1.0f), o(64);
@@ -82,11 +82,11 @@ TEST(InterNodeSlowLink, ScenarioFieldsAreChecked) {
   FaultSpec f;
   f.kind = "slow_link";
   f.fields = {{"edges", "intra"}};
-  EXPECT_THROW(kSlowLink.validate(s, f), ScenarioError);
+  EXPECT_THROW(find_nemesis("slow_link")->validate(s, f), ScenarioError);
   f.fields = {{"edges", "inter-node"}, {"from", "0"}};
-  EXPECT_THROW(kSlowLink.validate(s, f), ScenarioError);
+  EXPECT_THROW(find_nemesis("slow_link")->validate(s, f), ScenarioError);
   f.fields = {{"edges", "inter-node"}, {"latency_ms", "5"}};
-  EXPECT_NO_THROW(kSlowLink.validate(s, f));
+  EXPECT_NO_THROW(find_nemesis("slow_link")->validate(s, f));
 }
 
 // ---- the sweep ----

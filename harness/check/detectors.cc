@@ -15,6 +15,19 @@ void one(const Dumps& dumps, const AnalysisOptions&, std::vector<Diagnosis>& out
 }
 }  // namespace
 
+// The detectors of the rows, each in its file. Those with at most one finding
+// return it, and the table adapts them (one<>).
+std::optional<Diagnosis> mismatch(const Dumps&);      // detect_mismatch.cc
+std::optional<Diagnosis> crash(const Dumps&);         // detect_crash.cc
+std::optional<Diagnosis> missing_rank(const Dumps&);  // detect_missing_rank.cc
+std::optional<Diagnosis> deadlock(const Dumps&);      // detect_deadlock.cc
+void late_rank(const Dumps&, const AnalysisOptions&, std::vector<Diagnosis>&);          // detect_late_rank.cc
+void hung_call(const Dumps&, const AnalysisOptions&, std::vector<Diagnosis>&);          // detect_hung_call.cc
+void corrupted_payload(const Dumps&, const AnalysisOptions&, std::vector<Diagnosis>&);  // detect_corrupted_payload.cc
+void slow_link(const Dumps&, const AnalysisOptions&, std::vector<Diagnosis>&);          // detect_slow_link.cc
+void async_work(const Dumps&, const AnalysisOptions&, std::vector<Diagnosis>&);         // detect_async_work.cc
+void call_failed(const Dumps&, const AnalysisOptions&, std::vector<Diagnosis>&);        // detect_call_failed.cc
+
 const std::vector<Detector>& detectors() {
   using K = DiagnosisKind;
   // A mismatch is named first even when a rank then crashed (a mismatched

@@ -2,7 +2,8 @@
 // own file (detect_<family>.cc). analyze() (diagnosis.cc) runs the rows in
 // order; a row's precedence says which earlier findings make it moot (a
 // mismatch or a missing rank explains the timeouts that follow it). A new
-// fault family is one detector file and one row in detectors.cc. A detector
+// fault family is one detector file (CMake takes every detect_*.cc) and one
+// row in detectors.cc, with its declaration beside it. A detector
 // reads only the dumps: it never knows which fault was injected.
 #pragma once
 
@@ -33,11 +34,8 @@ struct Detector {
 // The rows, in order of precedence.
 const std::vector<Detector>& detectors();
 
-// Detectors with at most one finding return it; the table adapts them.
-std::optional<Diagnosis> mismatch(const Dumps&);      // detect_mismatch.cc
-std::optional<Diagnosis> crash(const Dumps&);         // detect_crash.cc
-std::optional<Diagnosis> missing_rank(const Dumps&);  // detect_missing_rank.cc
-std::optional<Diagnosis> deadlock(const Dumps&);      // detect_deadlock.cc
+// The rows' detectors are declared beside the table (detectors.cc). These
+// two run apart from it, over every communicator's dumps (diagnosis.cc).
 // Across process groups and point-to-point calls: every communicator's dumps.
 std::optional<Diagnosis> call_cycle(const Dumps&);    // detect_deadlock.cc
 // The wait-for graph's first cycle among `stuck` ranks (each edge r -> q: r
@@ -45,12 +43,6 @@ std::optional<Diagnosis> call_cycle(const Dumps&);    // detect_deadlock.cc
 // replay's cycle detector and the analysis of PyTorch dumps both use it.
 std::vector<int> find_wait_cycle(const std::map<int, std::vector<int>>& edges, const std::set<int>& stuck);
 void p2p(const Dumps&, const AnalysisOptions&, std::vector<Diagnosis>&);  // detect_p2p.cc: the p2p dumps
-void late_rank(const Dumps&, const AnalysisOptions&, std::vector<Diagnosis>&);  // detect_late_rank.cc
-void hung_call(const Dumps&, const AnalysisOptions&, std::vector<Diagnosis>&);          // detect_hung_call.cc
-void corrupted_payload(const Dumps&, const AnalysisOptions&, std::vector<Diagnosis>&);  // detect_corrupted_payload.cc
-void slow_link(const Dumps&, const AnalysisOptions&, std::vector<Diagnosis>&);          // detect_slow_link.cc
-void async_work(const Dumps&, const AnalysisOptions&, std::vector<Diagnosis>&);         // detect_async_work.cc
-void call_failed(const Dumps&, const AnalysisOptions&, std::vector<Diagnosis>&);        // detect_call_failed.cc
 
 // What several detectors read (detectors.cc).
 const CallRecord* call_of(const RankDump& d, uint64_t seq);

@@ -18,6 +18,7 @@
 #include "harness/world/mpi_world.h"
 #include "impl/algorithm.h"
 #include "properties/detection.h"
+#include "properties/detection_job.h"
 #include "properties/fault_table.h"
 #include "properties/verify.h"
 
@@ -43,90 +44,12 @@ void add_faults(CLI::App& app, FaultsFlags& f) {
 
 namespace {
 
-ReportCase detection_verdict(size_t i, const collcheck::DetectionCase& c, const collcheck::DetectionOutcome& o) {
-  const std::string fault = c.fault ? c.fault->kind : "none (clean)";
-  ReportCase v{fmt::format("case {}: {} ({})", i + 1, fault, c.guarded ? "guarded" : "unguarded"),
-               o.ok ? ReportCase::Status::Passed : ReportCase::Status::Failed, o.ok ? "" : o.why, "", o.seconds};
-  if (!o.ok) {
-    for (const auto& d : o.result.diagnoses) v.detail += collcheck::format_diagnosis(d) + "\n";
-    v.detail += "the case as a scenario (replay it with collcheck replay):\n" + collcheck::scenario_to_yaml(c.scenario());
-  }
-  return v;
-}
-
-// A case whose diagnosis was not the fault injected: what was found, and the
-// case as a scenario file that `collcheck replay` reruns.
-void print_missed_case(size_t i, const collcheck::DetectionCase& c, const collcheck::DetectionOutcome& o) {
-  fmt::print("case {}: {} ({}): {}\n", i + 1, c.fault ? c.fault->kind : "none (clean)", c.guarded ? "guarded" : "unguarded",
-             o.why);
-  for (const auto& d : o.result.diagnoses) fmt::print("  {}\n", collcheck::format_diagnosis(d));
-  fmt::print("  the case as a scenario (replay it with collcheck replay):\n");
-  std::string yaml = collcheck::scenario_to_yaml(c.scenario());
-  for (size_t a = 0; a < yaml.size();) {
-    const size_t b = std::min(yaml.find('\n', a), yaml.size());
-    fmt::print("    {}\n", std::string_view(yaml).substr(a, b - a));
-    a = b + 1;
-  }
-}
-
-// The detection property as a command: `random` generated clean scenarios
-// with a random fault each, replayed in this world (every MPI rank generates
-// the same cases from the seed), each diagnosis compared with the fault.
-int run_detection_command(FaultsFlags& f, int p, uint64_t seed, const Session& session) {
-  collcheck::MpiWorld* mpi = session.mpi();
-  const bool root = session.root();
-  if (root)
-    fmt::print("collcheck faults --random {}: the detection property, {} ranks {}, seed {:#x}\n", f.random, p,
-               session.how(), seed);
-  const auto start = Clock::now();
-  Report rep;
-  rep.command = "faults";
-  rep.suite = fmt::format("collcheck faults --random {} ({} ranks)", f.random, p);
-  rep.properties = {{"seed", fmt::format("{:#x}", seed)}, {"world", session.name()}};
-  rc::Random base(seed);
-  const auto gen = collcheck::gen_detection_case(p, p);
-  size_t missed = 0;
-  double worst_over = 0;
-  std::map<std::string, std::pair<size_t, size_t>> by_fault;  // fault -> (diagnosed as injected, drawn)
-  std::optional<collcheck::Progress> progress;
-  if (const auto st = progress_for(f.progress, session); st != collcheck::ProgressStyle::Off) {
-    progress.emplace("faults", "cases", st);
-    progress->count(0, f.random);
-  }
-  for (size_t i = 0; i < f.random; ++i) {
-    if (progress) progress->count(i, f.random);
-    const rc::Random ri = base.split();
-    const collcheck::DetectionCase c = gen(ri, static_cast<int>(i % (rc::kNominalSize + 1))).value();
-    const auto replay = [&](const collcheck::Scenario& s) {
-      return replay_here(s, {}, session);
-    };
-    const collcheck::DetectionOutcome o = collcheck::check_detection(c, replay, /*rerun_if_slow=*/mpi == nullptr);
-    if (!root) continue;
-    worst_over = std::max(worst_over, o.seconds - o.limit_s);
-    const std::string fault = c.fault ? c.fault->kind : "none (clean)";
-    auto& tally = by_fault[fault];
-    tally.first += o.ok ? 1 : 0;
-    ++tally.second;
-    rep.cases.push_back(detection_verdict(i, c, o));
-    if (!o.ok) {
-      ++missed;
-      if (progress) progress->clear();
-      print_missed_case(i, c, o);
-    }
-  }
-  progress.reset();
-  int code = missed ? 1 : 0;
-  if (root) {
-    fmt::print("{} of {} cases diagnosed as injected (no miss, no false alarm: {}); worst time beyond the limit: "
-               "{:.3f} s\n",
-               f.random - missed, f.random, missed ? "NO" : "yes", worst_over);
-    std::vector<std::string> tallies;
-    for (const auto& [fault, t] : by_fault) tallies.push_back(fmt::format("{} {}/{}", fault, t.first, t.second));
-    fmt::print("by fault (diagnosed as injected/drawn): {}\n", fmt::join(tallies, ", "));
-    std::fflush(stdout);
-    rep.seconds = std::chrono::duration<double>(Clock::now() - start).count();
-    code = finish_reports(f.report, rep, code);
-  }
+// The detection property (properties/detection_job.h), its report and exit code.
+int run_detection(FaultsFlags& f, int p, uint64_t seed, const Session& session) {
+  add_progress_sink(f.report, session, f.progress, "faults", "cases");
+  int code = 0;
+  const Report rep = collcheck::run_detection_job({f.random, p, seed}, session, *f.report.events, code);
+  if (session.root()) code = finish_reports(f.report, rep, code);
   return session.agree_exit_code(code);
 }
 
@@ -151,7 +74,7 @@ int run_faults_command(FaultsFlags& f, const Session& session) {
   if (f.random > 0) {
     const uint64_t seed = parse_seed(f.seed, "--seed");
     if (ranks > 8) throw UsageError(fmt::format("--random draws worlds of at most 8 ranks, got {}", ranks));
-    return run_detection_command(f, ranks, seed, session);
+    return run_detection(f, ranks, seed, session);
   }
   collcheck::FaultTableOptions o;
   o.ranks = ranks;

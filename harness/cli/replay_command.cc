@@ -38,10 +38,7 @@ void add_replay(CLI::App& app, ReplayFlags& f) {
 
 collcheck::ReplayResult replay_here(const collcheck::Scenario& s, const collcheck::ReplayOptions& o,
                                     const collcheck::Session& session) {
-  if (auto* mpi = session.mpi()) return collcheck::replay_scenario(s, o, *mpi);
-  collcheck::ReplayOptions here = o;
-  here.make_world = session.worlds();
-  return collcheck::replay_scenario(s, here);
+  return collcheck::replay_in_session(s, o, session);
 }
 
 void print_replay(const collcheck::Scenario& s, const collcheck::ReplayResult& r, bool temporary, const collcheck::Session& session) {

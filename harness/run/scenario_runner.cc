@@ -1,5 +1,7 @@
 #include "harness/run/scenario_runner.h"
 
+#include "harness/session/session.h"
+
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 #include <unistd.h>
@@ -85,6 +87,13 @@ ReplayResult replay_scenario(const Scenario& in, const ReplayOptions& o) {
   // data (the symptom says which). MPI checks sizes itself (MPI_ERR_TRUNCATE).
   const auto world = o.make_world({.ranks = in.ranks, .sizes_as_nccl = !o.guarded.value_or(in.guarded)});
   return replay_scenario(in, o, *world);
+}
+
+ReplayResult replay_in_session(const Scenario& s, const ReplayOptions& o, const Session& session) {
+  if (auto* mpi = session.mpi()) return replay_scenario(s, o, *mpi);
+  ReplayOptions here = o;
+  here.make_world = session.worlds();
+  return replay_scenario(s, here);
 }
 
 ReplayResult replay_scenario(const Scenario& in, const ReplayOptions& o, World& world) {

@@ -69,6 +69,10 @@ double replay_limit_s(const Scenario& s);
 ReplayResult replay_scenario(const Scenario& s, const ReplayOptions& o, World& world);
 // The same in a thread world of s.ranks ranks.
 ReplayResult replay_scenario(const Scenario& s, const ReplayOptions& o = {});
+// A scenario in the session's world: under MPI every process is a rank of the
+// MPI world; otherwise a world from the session's factory.
+class Session;
+ReplayResult replay_in_session(const Scenario& s, const ReplayOptions& o, const Session& session);
 
 // The memory a replay of `s` needs in one process holding `ranks` of its
 // ranks (all of them in the thread world, one under MPI), at the most: each

@@ -39,7 +39,7 @@ Links& sweep_links(const SweepOptions& o, RankContext& ctx, std::vector<std::uni
     f.kind = "slow_link";
     f.fields = {{"edges", "inter-node"}, {"latency_ms", fmt::format("{}", o.inter_latency_us / 1e3)}};
     if (o.inter_bandwidth_mbps > 0) f.fields["bandwidth_mbps"] = fmt::format("{}", o.inter_bandwidth_mbps);
-    if (auto w = kSlowLink.wrap(*l, f, l->rank())) {
+    if (auto w = find_nemesis("slow_link")->wrap(*l, f, l->rank())) {
       keep.push_back(std::move(w));
       l = keep.back().get();
     }
