@@ -74,6 +74,7 @@ void check_in_fresh_process(const VerifyOptions& o, RecordingExecutor& exec, Ver
     const auto fresh = exec.run_fresh(r.minimal);
     if (!fresh) {
       r.fresh_impossible = true;
+      r.fresh_why = exec.why_no_fresh();
       break;
     }
     if (fresh->interrupted) {

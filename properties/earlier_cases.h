@@ -29,6 +29,7 @@ class RecordingExecutor final : public CaseExecutor {
   std::optional<CaseOutcome> run_fresh(const Case& c, std::span<const Case> before = {}) override {
     return inner_.run_fresh(c, before);
   }
+  std::string why_no_fresh() const override { return inner_.why_no_fresh(); }
   std::vector<Case> history() const { return {history_.begin(), history_.end()}; }
 
  private:

@@ -1,6 +1,7 @@
 #include "properties/executor.h"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <poll.h>
 #include <signal.h>
 #include <sys/prctl.h>
@@ -225,6 +226,15 @@ std::optional<CaseOutcome> InProcessExecutor::run_fresh(const Case& c, std::span
   for (const auto& peer : cfg.peers)
     if (!peer->forks_cleanly_after_use()) return std::nullopt;
   return run_in_new_child(cfg, c, before, [this] { return stop_asked(); });
+}
+
+std::string InProcessExecutor::why_no_fresh() const {
+  const RunConfig& cfg = runner_.config();
+  std::vector<std::string> names;
+  if (!cfg.impl->forks_cleanly_after_use()) names.push_back(cfg.impl->name());
+  for (const auto& peer : cfg.peers)
+    if (!peer->forks_cleanly_after_use()) names.push_back(peer->name());
+  return fmt::format("{} cannot be forked cleanly once used here", fmt::join(names, ", "));
 }
 
 std::optional<CaseOutcome> IsolatedExecutor::run_fresh(const Case& c, std::span<const Case> before) {

@@ -30,6 +30,8 @@ class CaseExecutor {
   virtual std::optional<CaseOutcome> run_fresh(const Case&, std::span<const Case> /*before*/ = {}) {
     return std::nullopt;
   }
+  // Why run_fresh cannot be done here, for the report.
+  virtual std::string why_no_fresh() const { return "the MPI world"; }
   // Asked while a case runs, where the executor can cut a case short (the
   // isolated child is killed within 0.2 s): true ends the case with an
   // `interrupted` outcome. In process and in the MPI world a case ends by its
@@ -47,6 +49,7 @@ class InProcessExecutor final : public CaseExecutor {
  public:
   explicit InProcessExecutor(RunConfig cfg) : runner_(std::move(cfg)) {}
   CaseOutcome run(const Case& c) override { return runner_.run(c); }
+  std::string why_no_fresh() const override;
   std::optional<CaseOutcome> run_fresh(const Case& c, std::span<const Case> before = {}) override;
 
  private:

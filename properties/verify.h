@@ -83,6 +83,7 @@ struct VerifyResult {
   // on earlier cases (state the implementation kept across them).
   bool fresh_checked = false, fresh_failed = false;
   bool fresh_impossible = false;  // the executor cannot start a fresh process (the MPI world)
+  std::string fresh_why;          // why not ("the MPI world", "gloo:ring cannot be forked cleanly ...")
   // Depending on earlier cases: the ones found to make it fail in a fresh
   // process too (earlier_cases.h), and whether none of them can be left out.
   std::vector<Case> earlier;

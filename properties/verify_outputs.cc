@@ -64,9 +64,9 @@ void print_verify_failure(Events& ev, const VerifyOptions& o, const VerifyResult
                  r.replay_failures, r.replays);
     else if (r.fresh_impossible)
       ev.print("  steady here: the minimal case failed {} of {} replays in this process; a fresh process "
-                      "cannot be started from it (the MPI world), so if the first replay line passes, the failure "
+                      "cannot be started from it ({}), so if the first replay line passes, the failure "
                       "depends on the cases before it: the second runs the last {} of them first\n",
-                 r.replay_failures, r.replays, r.history_tail.size());
+                 r.replay_failures, r.replays, r.fresh_why, r.history_tail.size());
     else
       ev.print("  steady: the minimal case failed {} of {} replays{}\n", r.replay_failures, r.replays,
                  r.fresh_checked ? ", and in a fresh process" : "");

@@ -235,6 +235,11 @@ TEST(GlooCli, RingAgainstGlooAsPeer) {
 TEST(GlooCli, BcubeFindingIsReportedWithAReplayableCase) {
   const auto r = testutil::collcheck("verify --impl gloo:bcube --against ring --max-ranks 3 --cases 2000 --seed 3", 600);
   ASSERT_EQ(r.code, 1) << r.out;
+  // Gloo's threads keep a used process from forking cleanly: the report says
+  // so, not "the MPI world" (it once did, in the thread world).
+  EXPECT_NE(r.out.find("a fresh process cannot be started from it (gloo:bcube cannot be forked cleanly once used here)"),
+            std::string::npos)
+      << r.out;
   const std::string line = line_after(r.out, "replay: collcheck ");
   ASSERT_FALSE(line.empty()) << r.out;
   const auto again = testutil::collcheck(line, 120);
