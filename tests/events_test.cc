@@ -224,3 +224,28 @@ TEST(Events, EveryCommandsStreamEndsWithItsVerdicts) {
   std::filesystem::remove(path);
   std::filesystem::remove(xml);
 }
+
+// What a command prints on stdout is its stream's text, for every command
+// that prints: the JSON-lines file holds the whole run, not a part of it.
+TEST(Events, EachCommandsStdoutIsItsStreamsText) {
+  const std::string path = tmp_path("cmd.jsonl");
+  const std::string dumps = std::string(SOURCE_DIR) + "/tests/fixtures/torch-gloo/sets/rank_crashes";
+  std::vector<std::string> commands{
+      std::string("replay ") + SOURCE_DIR + "/examples/bugs/late_rank_after_checkpoint.yaml --progress off",
+      "faults --mode guarded --progress off",
+      "faults --random 4 --seed 2 --progress off",
+      "sweep -b 1K -e 1K -n 2 --ranks 2",
+  };
+  ASSERT_TRUE(std::filesystem::is_directory(dumps)) << dumps;
+  commands.push_back("analyze " + dumps);
+  for (const auto& c : commands) {
+    SCOPED_TRACE(c);
+    const auto r = testutil::run_command(std::string(COLLCHECK_BIN) + " " + c + " --report jsonl=" + path + " 2>/dev/null", 300);
+    ASSERT_LE(r.code, 1) << r.out;
+    std::string text;
+    for (const json& j : read_lines(path))
+      if (j.at("event") == "text" && j.at("to") == "out") text += j.at("text").get<std::string>();
+    EXPECT_EQ(text, r.out);
+    std::filesystem::remove(path);
+  }
+}

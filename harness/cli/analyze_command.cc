@@ -105,17 +105,17 @@ void emit_torch_scenario(const AnalyzeFlags& f, const std::vector<collcheck::Tor
   }
   size_t calls = 0;
   for (const auto& [r, p] : s.overrides) calls += p.size();
-  fmt::print("scenario written: {} ({} ranks, {} process groups, {} calls; expects {}); run it: collcheck replay {}\n",
+  f.report.events->print("scenario written: {} ({} ranks, {} process groups, {} calls; expects {}); run it: collcheck replay {}\n",
              f.emit_scenario, s.ranks, s.groups.size(), calls, s.expect ? s.expect->diagnosis : "nothing",
              f.emit_scenario);
-  for (const auto& n : t.notes) fmt::print("  note: {}\n", n);
+  for (const auto& n : t.notes) f.report.events->print("  note: {}\n", n);
 }
 
 // PyTorch Flight Recorder dumps: per process group, who is missing where.
 // The process groups whose ranks stopped at different collectives.
-void print_lags(const collcheck::TorchAnalysis& a) {
-  fmt::print("process groups whose ranks stopped at different collectives, the first entered first:\n");
-  fmt::print("  {:<9} {:<36} {:<18} {:<16} {:<10} {:<16} {}\n", "PGID", "description", "collective", "size", "dtype",
+void print_lags(collcheck::Events& ev, const collcheck::TorchAnalysis& a) {
+  ev.print("process groups whose ranks stopped at different collectives, the first entered first:\n");
+  ev.print("  {:<9} {:<36} {:<18} {:<16} {:<10} {:<16} {}\n", "PGID", "description", "collective", "size", "dtype",
              "missing ranks", "entered");
   for (const auto& l : a.lags) {
     std::string op = "?", size = "?", dtype = "?";
@@ -126,7 +126,7 @@ void print_lags(const collcheck::TorchAnalysis& a) {
     }
     std::string missing = collcheck::rank_ranges_text(l.missing);
     missing = missing.substr(missing.find(' ') + 1);
-    fmt::print("  {:<9} {:<36} {:<18} {:<16} {:<10} {:<16} {}\n", fixed(l.name, 9), fixed(l.desc, 36),
+    ev.print("  {:<9} {:<36} {:<18} {:<16} {:<10} {:<16} {}\n", fixed(l.name, 9), fixed(l.desc, 36),
                fixed(op, 18), fixed(size, 16), fixed(dtype, 10), missing,
                l.stuck ? fmt::format("+{:.3f} s", static_cast<double>(l.entered_ns - a.lags.front().entered_ns) / 1e9)
                        : "?");
@@ -171,30 +171,32 @@ int analyze_torch_dumps(AnalyzeFlags& f) {
   const bool gloo = std::any_of(dumps.begin(), dumps.end(), [](const collcheck::TorchDump& d) {
     return std::any_of(d.entries.begin(), d.entries.end(), [](const auto& e) { return e.op.starts_with("gloo:"); });
   });
-  fmt::print("collcheck analyze: PyTorch Flight Recorder dumps of {} from {} (format {}{}); world: {} ranks{}\n",
+  f.report.events->print("collcheck analyze: PyTorch Flight Recorder dumps of {} from {} (format {}{}); world: {} ranks{}\n",
              collcheck::rank_ranges_text(ranks), f.dir, dumps.front().version,
              dumps.front().nccl_version.empty() ? (gloo ? ", Gloo" : "") : ", NCCL " + dumps.front().nccl_version,
              a.world, a.world_known ? "" : " at least");
-  fmt::print("outcome: {}\n", collcheck::torch_outcome_name(a.outcome));
+  f.report.events->print("outcome: {}\n", collcheck::torch_outcome_name(a.outcome));
   if (a.outcome == collcheck::TorchOutcome::Clean)
-    fmt::print("  every rank of the world left a dump, and every process group's last call ended on all of its "
+    f.report.events->print("  every rank of the world left a dump, and every process group's last call ended on all of its "
                "members\n");
-  for (const auto& d : a.diagnoses) fmt::print("  {}\n", collcheck::format_diagnosis(d));
-  if (!a.lags.empty()) print_lags(a);
+  for (const auto& d : a.diagnoses) {
+    f.report.events->print("  {}\n", collcheck::format_diagnosis(d));
+    f.report.events->emit(collcheck::FindingEvent{std::string(collcheck::diagnosis_name(d.kind)), collcheck::format_diagnosis(d), ""});
+  }
+  if (!a.lags.empty()) print_lags(*f.report.events, a);
   if (!a.undecided.empty())
-    fmt::print("{}:\n", a.outcome == collcheck::TorchOutcome::Undecided ? "cannot decide, because"
+    f.report.events->print("{}:\n", a.outcome == collcheck::TorchOutcome::Undecided ? "cannot decide, because"
                                                                           : "what the dumps cannot tell");
-  for (const auto& u : a.undecided) fmt::print("  {}\n", u);
+  for (const auto& u : a.undecided) f.report.events->print("  {}\n", u);
   if (!a.diagnoses.empty() && !a.in_flight.empty()) {
-    fmt::print("{} process groups had a last call that every rank known to be in it had issued and that had not ended "
+    f.report.events->print("{} process groups had a last call that every rank known to be in it had issued and that had not ended "
                "when they were dumped (behind the findings above, or in flight):\n",
                a.in_flight.size());
-    for (size_t k = 0; k < a.in_flight.size() && k < 3; ++k) fmt::print("  {}\n", a.in_flight[k]);
-    if (a.in_flight.size() > 3) fmt::print("  ... and {} more (--report text=PATH lists them all)\n", a.in_flight.size() - 3);
+    for (size_t k = 0; k < a.in_flight.size() && k < 3; ++k) f.report.events->print("  {}\n", a.in_flight[k]);
+    if (a.in_flight.size() > 3) f.report.events->print("  ... and {} more (--report text=PATH lists them all)\n", a.in_flight.size() - 3);
   }
-  for (const auto& n : a.notes) fmt::print("note: {}\n", n);
+  for (const auto& n : a.notes) f.report.events->print("note: {}\n", n);
   if (!f.emit_scenario.empty()) emit_torch_scenario(f, dumps, a);
-  std::fflush(stdout);
   const Report rep = analyze_report(f, dumps, a);
   const int code = a.outcome == collcheck::TorchOutcome::Clean       ? 0
                    : a.outcome == collcheck::TorchOutcome::Diagnosis ? 1
@@ -223,11 +225,13 @@ int run_analyze_command(AnalyzeFlags& f) {
   ao.run_finished = true;
   for (const auto& d : dumps) ao.run_finished = ao.run_finished && d.reason == "end of run";
   const auto found = collcheck::analyze(dumps, ao);
-  fmt::print("collcheck analyze: {} ranks from {} (dumped on: {})\n", dumps.size(), dir, dumps.front().reason);
-  if (found.empty()) fmt::print("diagnosis: none\n");
-  for (const auto& d : found) fmt::print("  {}\n", collcheck::format_diagnosis(d));
-  fmt::print("{}", collcheck::format_timeline(dumps));
-  std::fflush(stdout);
+  f.report.events->print("collcheck analyze: {} ranks from {} (dumped on: {})\n", dumps.size(), dir, dumps.front().reason);
+  if (found.empty()) f.report.events->print("diagnosis: none\n");
+  for (const auto& d : found) {
+    f.report.events->print("  {}\n", collcheck::format_diagnosis(d));
+    f.report.events->emit(collcheck::FindingEvent{std::string(collcheck::diagnosis_name(d.kind)), collcheck::format_diagnosis(d), ""});
+  }
+  f.report.events->print("{}", collcheck::format_timeline(dumps));
   Report rep;
   rep.command = "analyze";
   rep.suite = fmt::format("collcheck analyze {}", dir);

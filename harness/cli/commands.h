@@ -219,6 +219,6 @@ int run_faults_command(FaultsFlags& f, const Session& session);
 // line per row as it ends and the verdict on the root; the rows as `rep`'s
 // verdicts. Returns the root's code (0, 1, or 3 when rows were not run); the
 // caller writes the reports and agrees on the exit code.
-int fault_table_job(const FaultTableOptions& o, Report& rep, const Session& session);
+int fault_table_job(const FaultTableOptions& o, Report& rep, const Session& session, Events& ev);
 
 }  // namespace collcheck::cli

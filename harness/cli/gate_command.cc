@@ -124,7 +124,7 @@ int perf_gate(GateFlags& f, const Session& session) {
     const SweepOptions o = plan_sweep(f.sweep, true, session);
     if (static_cast<size_t>(o.reps) < f.min_samples)
       throw UsageError(fmt::format("--reps is {}; the gate needs at least --min-samples {} rounds", o.reps, f.min_samples));
-    fmt::print("collcheck gate: timing {} and {} side by side, {} rounds\n", base, cand, o.reps);
+    f.report.events->print("collcheck gate: timing {} and {} side by side, {} rounds\n", base, cand, o.reps);
     const SweepResult measured = run_sweep(o, *f.report.events, session);
     if (!f.sweep.json.empty())
       write_file_atomically(f.sweep.json, sweep_to_json(o, measured, session.name(), COLLCHECK_VERSION));
@@ -140,23 +140,23 @@ int perf_gate(GateFlags& f, const Session& session) {
       throw UsageError(e.what());
     }
   }
-  fmt::print("collcheck gate: performance, {} row(s) of {} against {}; max regression {:.1f} %\n", r.rows.size(), cand,
+  f.report.events->print("collcheck gate: performance, {} row(s) of {} against {}; max regression {:.1f} %\n", r.rows.size(), cand,
              base, limit * 100);
-  fmt::print("  {:<44} {:>12} {:>12} {:>8} {:>9}  {}\n", "row", "base GB/s", "cand GB/s", "change", "p", "verdict");
+  f.report.events->print("  {:<44} {:>12} {:>12} {:>8} {:>9}  {}\n", "row", "base GB/s", "cand GB/s", "change", "p", "verdict");
   for (const auto& x : r.rows)
     if (!x.unusable.empty())
-      fmt::print("  {:<44} {:>12.4g} {:>12} {:>8} {:>9}  FAILED: the candidate row is {}\n", x.key, x.base_median, "-", "-",
+      f.report.events->print("  {:<44} {:>12.4g} {:>12} {:>8} {:>9}  FAILED: the candidate row is {}\n", x.key, x.base_median, "-", "-",
                  "-", x.unusable);
     else
-      fmt::print("  {:<44} {:>12.4g} {:>12.4g} {:>+7.1f}% {:>9.2g}  {}\n", x.key, x.base_median, x.cand_median,
+      f.report.events->print("  {:<44} {:>12.4g} {:>12.4g} {:>+7.1f}% {:>9.2g}  {}\n", x.key, x.base_median, x.cand_median,
                  x.change * 100, x.p_value, x.regressed ? "REGRESSED" : "ok");
   if (side)
-    fmt::print("  (change: the median of the per-round busbw ratios; p: Wilcoxon signed-rank over the rounds)\n");
+    f.report.events->print("  (change: the median of the per-round busbw ratios; p: Wilcoxon signed-rank over the rounds)\n");
   if (!r.rows.empty() && r.rows.front().relative)
-    fmt::print("  (change and p: busbw relative to a memcpy measured in the same process after each sample)\n");
-  for (const auto& k : r.only_in_baseline) fmt::print("  note: only in the baseline, not compared: {}\n", k);
-  for (const auto& k : r.only_in_candidate) fmt::print("  note: only in the candidate, not compared: {}\n", k);
-  fmt::print("{}\n", r.failed() ? "FAIL: " + gate_verdict(r) : "PASS: no row regressed");
+    f.report.events->print("  (change and p: busbw relative to a memcpy measured in the same process after each sample)\n");
+  for (const auto& k : r.only_in_baseline) f.report.events->print("  note: only in the baseline, not compared: {}\n", k);
+  for (const auto& k : r.only_in_candidate) f.report.events->print("  note: only in the candidate, not compared: {}\n", k);
+  f.report.events->print("{}\n", r.failed() ? "FAIL: " + gate_verdict(r) : "PASS: no row regressed");
   const Report rep = perf_report(r, base, cand, f.max_regression);
   const int code = r.failed() ? 1 : 0;
   const int md_code = write_markdown(f, gate_markdown(r, limit), code);
@@ -210,11 +210,11 @@ int correctness_gate(GateFlags& f, const Session& session) {
   fo.should_stop = spent;  // gate runs with ranks as threads only (main.cc starts no MPI world for it)
   int fcode = 0;
   try {
-    fcode = fault_table_job(fo, faults_rep, session);
+    fcode = fault_table_job(fo, faults_rep, session, *f.report.events);
   } catch (const collcheck::ScenarioError& e) {
     // The fault table replays scenarios; an implementation that cannot run
     // in one (a plugin, say) is said, not failed.
-    fmt::print("collcheck gate: the fault table cannot run {}: {}\n", f.impl, e.what());
+    f.report.events->print("collcheck gate: the fault table cannot run {}: {}\n", f.impl, e.what());
     faults_rep.suite = "collcheck faults";
     faults_rep.cases.push_back({"fault table", ReportCase::Status::Skipped, e.what(), "", 0});
   }
@@ -227,7 +227,7 @@ int correctness_gate(GateFlags& f, const Session& session) {
   // before the fault table ended, say) or an output lost (5).
   if (vcode == 1 || fcode == 1) code = 1;
   else if (vcode != 0 || fcode != 0) code = std::max(vcode, fcode);
-  fmt::print("\ncollcheck gate: {}\n", code == 0 ? "PASS" : fmt::format("FAIL (exit {})", code));
+  f.report.events->print("\ncollcheck gate: {}\n", code == 0 ? "PASS" : fmt::format("FAIL (exit {})", code));
   const int md_code = write_markdown(f, render_report("markdown", rep), code);
   ReportFlags out = f.report;
   if (!f.junit.empty()) out.requests.push_back({"junit", f.junit});

@@ -41,35 +41,40 @@ collcheck::ReplayResult replay_here(const collcheck::Scenario& s, const collchec
   return collcheck::replay_in_session(s, o, session);
 }
 
-void print_replay(const collcheck::Scenario& s, const collcheck::ReplayResult& r, bool temporary, const collcheck::Session& session) {
+void print_replay(collcheck::Events& ev, const collcheck::Scenario& s, const collcheck::ReplayResult& r, bool temporary,
+                  const collcheck::Session& session) {
   std::string faults;
   for (const auto& f : s.faults) faults += (faults.empty() ? "" : ", ") + f.kind;
-  fmt::print("collcheck replay: {} ({})\n", s.file, s.name);
-  fmt::print("  {} ranks {}, impl {}, deadline {} s per call, {} mode; faults: {}\n", s.ranks,
+  ev.print("collcheck replay: {} ({})\n", s.file, s.name);
+  ev.print("  {} ranks {}, impl {}, deadline {} s per call, {} mode; faults: {}\n", s.ranks,
              session.how(), s.impl, s.deadline_s,
              r.guarded ? "guarded" : "unguarded", faults.empty() ? "none" : faults);
   if (!r.dump_error.empty())
-    fmt::print("  flight-recorder dumps: NOT all written to {}: {} (the diagnosis below is from the dumps in memory)\n",
+    ev.print("  flight-recorder dumps: NOT all written to {}: {} (the diagnosis below is from the dumps in memory)\n",
                r.dump_dir, r.dump_error);
   else if (!r.dump_dir.empty() && temporary)
-    fmt::print("  flight-recorder dumps: written, read and removed at the end (--dump-dir DIR keeps them)\n");
+    ev.print("  flight-recorder dumps: written, read and removed at the end (--dump-dir DIR keeps them)\n");
   else if (!r.dump_dir.empty())
-    fmt::print("  flight-recorder dumps: {} (collcheck analyze {})\n", r.dump_dir, r.dump_dir);
+    ev.print("  flight-recorder dumps: {} (collcheck analyze {})\n", r.dump_dir, r.dump_dir);
   if (r.diagnoses.empty()) {
     if (r.unexplained.empty())
-      fmt::print("diagnosis: none (clean run, {} results checked against the oracle)\n", r.results_checked);
+      ev.print("diagnosis: none (clean run, {} results checked against the oracle)\n", r.results_checked);
     else
-      fmt::print("diagnosis: none found, but the run failed (see below)\n");
+      ev.print("diagnosis: none found, but the run failed (see below)\n");
   } else {
-    fmt::print("diagnosis ({:.3f} s after the start{}):\n", r.time_to_diagnosis,
+    ev.print("diagnosis ({:.3f} s after the start{}):\n", r.time_to_diagnosis,
                r.first_failure >= 0 && !r.guarded
                    ? fmt::format("; the first call failed at {:.3f} s", r.first_failure)
                    : "");
-    for (const auto& d : r.diagnoses) fmt::print("  {}\n", collcheck::format_diagnosis(d));
+    for (const auto& d : r.diagnoses) {
+      ev.print("  {}\n", collcheck::format_diagnosis(d));
+      ev.emit(collcheck::FindingEvent{std::string(collcheck::diagnosis_name(d.kind)), collcheck::format_diagnosis(d),
+                                      "collcheck replay " + s.file});
+    }
   }
-  if (!r.symptom.empty()) fmt::print("what production would have shown: {}\n", r.symptom);
-  fmt::print("{}", collcheck::format_timeline(r.dumps));
-  for (const auto& u : r.unfired) fmt::print("note: {}\n", u);
+  if (!r.symptom.empty()) ev.print("what production would have shown: {}\n", r.symptom);
+  ev.print("{}", collcheck::format_timeline(r.dumps));
+  for (const auto& u : r.unfired) ev.print("note: {}\n", u);
 }
 
 namespace {
@@ -155,7 +160,8 @@ int judge_replay(const ReplayFlags& f, const collcheck::Scenario& s, const collc
   // Dumps in a temporary directory nobody named are removed: every
   // unguarded replay left a collcheck-dumps-* folder in /tmp.
   const bool temporary = f.dump_dir.empty() && !r.dump_dir.empty();
-  print_replay(s, r, temporary, session);
+  collcheck::Events& ev = *f.report.events;
+  print_replay(ev, s, r, temporary, session);
   if (temporary) {
     std::error_code ec;
     std::filesystem::remove_all(r.dump_dir, ec);
@@ -163,13 +169,12 @@ int judge_replay(const ReplayFlags& f, const collcheck::Scenario& s, const collc
   if (!r.unexplained.empty()) {
     // Never a clean run: a rank failed, and no diagnosis says why.
     const int code = collcheck::kExitHarnessError;
-    fmt::print("the run did not complete, and no diagnosis explains why (not a verdict; exit {}):\n", code);
+    ev.print("the run did not complete, and no diagnosis explains why (not a verdict; exit {}):\n", code);
     for (size_t a = 0, b; a < r.unexplained.size(); a = b + 1) {
       b = r.unexplained.find('\n', a);
       if (b == std::string::npos) b = r.unexplained.size();
-      fmt::print("  {}\n", r.unexplained.substr(a, b - a));
+      ev.print("  {}\n", r.unexplained.substr(a, b - a));
     }
-    std::fflush(stdout);
     return session.agree_exit_code(code);
   }
   const collcheck::ExpectSpec none{"none", {}, {}, {}, {}, {}};
@@ -184,9 +189,8 @@ int judge_replay(const ReplayFlags& f, const collcheck::Scenario& s, const collc
   };
   std::string expected = text(e) + (s.also_expect.empty() ? "" : " first");
   for (const auto& x : s.also_expect) expected += "; and " + text(x);
-  fmt::print("expected: {} -> {}\n", expected,
+  ev.print("expected: {} -> {}\n", expected,
              ok ? "holds" : "DOES NOT HOLD: " + why + (r.unfired.empty() ? "" : " (a fault never fired: see the note above)"));
-  std::fflush(stdout);
   Report rep;
   rep.command = "replay";
   rep.suite = fmt::format("collcheck replay {}", s.file);
@@ -227,20 +231,16 @@ int run_replay_command(ReplayFlags& f, const collcheck::Session& session) {
                        s.file, collcheck::format_bytes(need), session.ranks_here(s.ranks), collcheck::format_bytes(have));
   });
   collcheck::ReplayResult r;
-  std::optional<collcheck::Progress> progress;
-  if (const auto st = progress_for(f.progress, session); st != collcheck::ProgressStyle::Off) {
-    progress.emplace("replay", "", st);
-    progress->phase(fmt::format("{} ranks {}, {} mode; the run's limit is {:.0f} s", s.ranks,
-                                session.how(), o.guarded.value_or(s.guarded) ? "guarded" : "unguarded",
-                                collcheck::replay_limit_s(s)));
-  }
+  collcheck::Events& ev = *f.report.events;
+  add_progress_sink(f.report, session, f.progress, "replay", "");
+  ev.progress({.phase = fmt::format("{} ranks {}, {} mode; the run's limit is {:.0f} s", s.ranks, session.how(),
+                                    o.guarded.value_or(s.guarded) ? "guarded" : "unguarded", collcheck::replay_limit_s(s))});
   try {
     r = replay_here(s, o, session);
-    progress.reset();
+    ev.progress({.end = true});
   } catch (const collcheck::ScenarioUnavailable& e) {
     // As verify does: exit 77, which CI reads as a skip.
-    if (session.root()) fmt::print("collcheck replay: SKIPPED (not a pass): {}\n", e.what());
-    std::fflush(stdout);
+    if (session.root()) ev.print("collcheck replay: SKIPPED (not a pass): {}\n", e.what());
     return session.agree_exit_code(kExitSkipped);
   } catch (const collcheck::ScenarioError& e) {
     throw collcheck::UsageError(e.what());
