@@ -35,7 +35,6 @@ inline constexpr int kExitUndecided = 4;
 struct ReportFlags {
   std::vector<std::string> specs;
   std::vector<ReportRequest> requests;  // parsed from specs (parse_reports)
-  Report* capture = nullptr;            // when set, finish_reports also keeps the report here (gate)
   std::shared_ptr<Events> events = std::make_shared<Events>();
 };
 void add_report_flag(CLI::App* command, ReportFlags& f);

@@ -70,12 +70,11 @@ void add_progress_sink(ReportFlags& f, const Session& session, const std::string
 }
 
 int finish_reports(const ReportFlags& f, const Report& r, int code) {
-  if (f.capture) *f.capture = r;
   std::string failed;
   // Every command's stream ends with its verdicts, as the other formats list them.
   for (const ReportCase& c : r.cases) f.events->emit(VerdictEvent{c});
   try {
-    if (!f.capture) f.events->close();  // a captured report is part of a larger job, whose end closes the stream
+    f.events->close();
   } catch (const std::runtime_error& e) {
     failed = e.what();
   }

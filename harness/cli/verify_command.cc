@@ -97,8 +97,6 @@ int output_lost_unless(bool ok, int code) { return ok || code != 0 ? code : coll
 
 namespace {
 using collcheck::UsageError;
-using Say = std::function<void(const std::string&)>;
-using Impls = std::vector<std::pair<std::string, collcheck::ImplPtr>>;
 
 // The flags of the case space, the budget and the replay line, checked.
 collcheck::VerifyOptions verify_options(VerifyFlags& f, const collcheck::Session& session) {

@@ -5,16 +5,6 @@
 namespace collcheck {
 
 namespace {
-const char* status_name(ReportCase::Status s) {
-  switch (s) {
-    case ReportCase::Status::Passed: return "passed";
-    case ReportCase::Status::Failed: return "failed";
-    case ReportCase::Status::Error: return "error";
-    case ReportCase::Status::Skipped: return "skipped";
-  }
-  return "?";
-}
-
 struct Namer {
   const char* operator()(const TextEvent&) const { return "text"; }
   const char* operator()(const CaseStartedEvent&) const { return "case"; }
@@ -38,7 +28,7 @@ struct ToJson {
   }
   void operator()(const VerdictEvent& e) const {
     j["name"] = e.verdict.name;
-    j["status"] = status_name(e.verdict.status);
+    j["status"] = report_status_name(e.verdict.status);
     j["message"] = e.verdict.message;
     j["detail"] = e.verdict.detail;
     j["seconds"] = e.verdict.seconds;

@@ -14,6 +14,16 @@
 
 namespace collcheck {
 
+const char* report_status_name(ReportCase::Status s) {
+  switch (s) {
+    case ReportCase::Status::Passed: return "passed";
+    case ReportCase::Status::Failed: return "failed";
+    case ReportCase::Status::Error: return "error";
+    case ReportCase::Status::Skipped: return "skipped";
+  }
+  return "?";
+}
+
 size_t Report::count(ReportCase::Status s) const {
   return static_cast<size_t>(std::count_if(cases.begin(), cases.end(), [&](const ReportCase& c) { return c.status == s; }));
 }

@@ -27,6 +27,8 @@ struct ReportCase {
   std::string detail;   // the body: minimal case, replay line, diagnosis, numbers
   double seconds = 0;
 };
+// "passed", "failed", "error", "skipped": a verdict's status as the JSON formats write it.
+const char* report_status_name(ReportCase::Status s);
 
 // What a run did over time, to look at (the trace format draws it; the
 // others leave it out): one track per rank and communicator, the calls,

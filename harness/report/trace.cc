@@ -31,16 +31,6 @@ nlohmann::json meta(const char* what, int pid, int tid, const nlohmann::json& ar
   return e;
 }
 
-const char* status_name(ReportCase::Status s) {
-  switch (s) {
-    case ReportCase::Status::Passed: return "passed";
-    case ReportCase::Status::Failed: return "failed";
-    case ReportCase::Status::Error: return "error";
-    case ReportCase::Status::Skipped: return "skipped";
-  }
-  return "?";
-}
-
 }  // namespace
 
 std::string render_trace(const Report& r) {
@@ -95,9 +85,9 @@ std::string render_trace(const Report& r) {
   for (const ReportCase& c : r.cases) {
     const double start = at * kMicros;
     at += std::max(c.seconds, 1e-6);
-    events.push_back({{"ph", "X"}, {"name", c.name}, {"cat", status_name(c.status)}, {"pid", pid}, {"tid", 1},
+    events.push_back({{"ph", "X"}, {"name", c.name}, {"cat", report_status_name(c.status)}, {"pid", pid}, {"tid", 1},
                       {"ts", start}, {"dur", at * kMicros - start},
-                      {"args", {{"status", status_name(c.status)}, {"message", c.message}, {"detail", c.detail}}}});
+                      {"args", {{"status", report_status_name(c.status)}, {"message", c.message}, {"detail", c.detail}}}});
   }
   nlohmann::json other = {{"command", r.command}, {"suite", r.suite}, {"seconds", r.seconds}};
   for (const auto& [k, v] : r.properties) other[k] = v;
