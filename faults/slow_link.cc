@@ -16,6 +16,7 @@
 #include <thread>
 
 #include "faults/nemesis.h"
+#include "impl/sched.h"
 
 namespace collcheck {
 namespace {
@@ -72,11 +73,14 @@ struct Held {
   // Hands the send over if its time has come (or, with `block`, once it has,
   // at the latest by `deadline`).
   void release(bool block, Deadline deadline) {
-    std::lock_guard<std::mutex> g(mu);
+    std::unique_lock<std::mutex> g(mu);
     if (req || cancelled) return;
-    if (Clock::now() < ready) {
+    if (sched::now() < ready) {
       if (!block) return;
-      std::this_thread::sleep_until(std::min(ready, deadline));
+      g.unlock();  // a fiber parks here: nothing may wait on a lock it holds
+      sched::sleep_until(std::min(ready, deadline));
+      g.lock();
+      if (req || cancelled) return;
     }
     req = inner.isend(peer, tag, data);
   }
@@ -159,7 +163,7 @@ class SlowLinks final : public FaultLinks {
     ++fired_;  // every send on a slow edge is delayed
     double delay = p_.latency_s;
     if (p_.bytes_per_s > 0) delay += static_cast<double>(data.size()) / p_.bytes_per_s;
-    const auto ready = Clock::now() + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(delay));
+    const auto ready = sched::now() + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(delay));
     return std::make_unique<DelayedSend>(held_, std::make_shared<Held>(inner_, peer, tag, data, ready));
   }
   RequestPtr irecv(int peer, Tag tag, std::span<std::byte> data) override {

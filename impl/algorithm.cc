@@ -61,13 +61,19 @@ bool begin_all_reduce(const AllReduceArgs& a) {
 }
 
 std::byte* scratch_buffer(size_t bytes) {
-  thread_local std::unique_ptr<std::byte[]> buf;
-  thread_local size_t capacity = 0;
-  if (bytes > capacity) {
-    buf.reset(new std::byte[bytes]);  // uninitialised: callers write before they read
-    capacity = bytes;
+  // The rank's own: it is used across link waits, where a fiber of the
+  // simulated world lets the other ranks (on the same thread) run.
+  struct Scratch {
+    std::unique_ptr<std::byte[]> buf;
+    size_t capacity = 0;
+  };
+  static const char key = 0;
+  Scratch& s = sched::rank_local<Scratch>(&key);
+  if (bytes > s.capacity) {
+    s.buf.reset(new std::byte[bytes]);  // uninitialised: callers write before they read
+    s.capacity = bytes;
   }
-  return buf.get();
+  return s.buf.get();
 }
 
 void send_recv(Links& links, int to, std::span<const std::byte> out, int from, std::span<std::byte> in, Tag tag,

@@ -8,7 +8,10 @@
 #include <deque>
 #include <map>
 #include <mutex>
+#include <optional>
 #include <utility>
+
+#include "impl/sched.h"
 
 namespace collcheck {
 
@@ -34,6 +37,9 @@ struct Op {
   // Sizes as NCCL runs them: a receive matched by a shorter send got these
   // bytes and waits for the rest, which never come (SIZE_MAX: not so).
   size_t arrived = SIZE_MAX;
+  // A simulated world's α-β cost: the transfer completes, for both sides, at
+  // this virtual time (min(): at once).
+  Clock::time_point ready_at = Clock::time_point::min();
   std::shared_ptr<Op> partner;  // while Matched or Copying
 };
 using Key = std::pair<int, Tag>;  // (source rank, tag) within a destination's mailbox
@@ -63,6 +69,7 @@ struct InProcFabric::Impl {
   // The process group of that call: other groups' transfers all fail.
   std::atomic<uint64_t> abort_group{0};
   std::atomic<bool> nccl_sizes{false};  // InProcFabric::set_sizes_as_nccl
+  std::optional<LinkModel> model;       // InProcFabric::set_link_model
   std::mutex abort_mu;
   std::string abort_reason;
 
@@ -78,7 +85,7 @@ struct InProcFabric::Impl {
   }
 
   // Matches `op` against the opposite queue or enqueues it. Called with box.mu held.
-  static void post(Mailbox& box, const std::shared_ptr<Op>& op, Key key, bool nccl_sizes) {
+  static void post(Mailbox& box, const std::shared_ptr<Op>& op, Key key, bool nccl_sizes, const LinkModel* model) {
     auto& opposite = op->dir == LinkDirection::Send ? box.recvs : box.sends;
     auto& mine = op->dir == LinkDirection::Send ? box.sends : box.recvs;
     auto it = opposite.find(key);
@@ -115,8 +122,9 @@ struct InProcFabric::Impl {
       send.state = recv.state = OpState::Matched;
       op->partner = other;
       other->partner = op;
+      if (model != nullptr) send.ready_at = recv.ready_at = sched::now() + model->message(send.rank, recv.rank, send.size);
     }
-    box.cv.notify_all();
+    sched::notify_all(box.cv);
   }
 
   // Moves a matched pair's bytes: claims the pair, copies with the lock
@@ -133,13 +141,13 @@ struct InProcFabric::Impl {
     send.state = recv.state = OpState::Done;
     send.partner.reset();
     recv.partner.reset();
-    box.cv.notify_all();
+    sched::notify_all(box.cv);
   }
   // Brings op past Matched and Copying (moving the bytes, or waiting while
   // the partner's thread does: a copy's time, not a peer's). Lock held.
   static void settle(Mailbox& box, const std::shared_ptr<Op>& op, std::unique_lock<std::mutex>& lk) {
     if (op->state == OpState::Matched) move_bytes(box, op, lk);
-    box.cv.wait(lk, [&] { return op->state != OpState::Copying; });
+    sched::wait(box.cv, lk, [&] { return op->state != OpState::Copying; });
   }
 
   // Unlinks a pending op and records its cancellation. Called with box.mu held.
@@ -183,17 +191,26 @@ class InProcRequest final : public LinkRequest {
   bool test() override {
     std::unique_lock<std::mutex> lk(box_->mu);
     InProcFabric::Impl::settle(*box_, op_, lk);
-    return check_locked();
+    if (!check_locked()) return false;
+    if (sched::now() >= op_->ready_at) return true;
+    lk.unlock();
+    sched::yield();  // a poll in virtual time: the others run, the clock moves
+    return false;
   }
 
   void wait(Deadline deadline) override {
-    const auto start = Clock::now();
+    const auto start = sched::now();
     std::unique_lock<std::mutex> lk(box_->mu);
-    box_->cv.wait_until(lk, deadline, [&] {
+    sched::wait_until(box_->cv, lk, deadline, [&] {
       return op_->state != OpState::Pending || fabric_->aborts(op_->tag);
     });
     InProcFabric::Impl::settle(*box_, op_, lk);
-    if (check_locked()) return;
+    if (check_locked()) {
+      const auto ready = op_->ready_at;
+      lk.unlock();
+      if (ready > sched::now()) sched::sleep_until(ready);  // the message's α + β·bytes
+      return;
+    }
     // Still pending: the deadline expired or the world was aborted. Cancel first
     // so the peer can never write into (or read from) our buffer afterwards.
     InProcFabric::Impl::cancel(*box_, op_, key_, "gave up on it at its own deadline");
@@ -209,7 +226,7 @@ class InProcRequest final : public LinkRequest {
                               opposite == LinkDirection::Send ? "send" : "recv", it->second.second,
                               it->second.first > 1 ? fmt::format(" ({} times)", it->second.first) : "");
     lk.unlock();
-    const auto waited = std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - start);
+    const auto waited = std::chrono::duration_cast<std::chrono::milliseconds>(sched::now() - start);
     if (fabric_->aborts(op_->tag)) {
       throw LinkAborted(fmt::format("rank {}: {} rank {} on {} aborted: {}", op_->rank, dir_name(op_->dir),
                                     op_->peer, describe_tag(op_->tag), fabric_->reason()),
@@ -279,7 +296,8 @@ class InProcLinks final : public Links {
   RequestPtr post(Mailbox& box, const std::shared_ptr<Op>& op, Key key) {
     {
       std::lock_guard<std::mutex> g(box.mu);
-      InProcFabric::Impl::post(box, op, key, fabric_->nccl_sizes.load(std::memory_order_relaxed));
+      InProcFabric::Impl::post(box, op, key, fabric_->nccl_sizes.load(std::memory_order_relaxed),
+                               fabric_->model ? &*fabric_->model : nullptr);
     }
     return std::make_unique<InProcRequest>(fabric_, &box, op, key);
   }
@@ -317,11 +335,12 @@ void InProcFabric::abort(const std::string& reason, uint64_t from_call, uint64_t
   impl_->aborted.store(true, std::memory_order_release);
   for (auto& b : impl_->boxes) {
     std::lock_guard<std::mutex> g(b->mu);
-    b->cv.notify_all();
+    sched::notify_all(b->cv);
   }
 }
 
 void InProcFabric::set_sizes_as_nccl(bool on) { impl_->nccl_sizes.store(on); }
+void InProcFabric::set_link_model(std::optional<LinkModel> m) { impl_->model = std::move(m); }
 
 bool InProcFabric::aborted() const { return impl_->aborted.load(std::memory_order_acquire); }
 std::string InProcFabric::abort_reason() const { return impl_->reason(); }

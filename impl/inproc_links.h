@@ -5,6 +5,7 @@
 #pragma once
 
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "impl/links.h"
@@ -35,6 +36,9 @@ class InProcFabric {
   // leaves the receive waiting for the rest until its deadline (a hang).
   // What production shows of a size mismatch.
   void set_sizes_as_nccl(bool on);
+  // A simulated world's cost of a message (impl/sched.h): a matched transfer
+  // completes α + β·bytes of virtual time after it matched. Set between runs.
+  void set_link_model(std::optional<LinkModel> m);
   // True once any abort happened (scoped or not).
   bool aborted() const;
   std::string abort_reason() const;

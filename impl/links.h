@@ -13,10 +13,10 @@
 #include <string>
 #include <vector>
 
+#include "impl/sched.h"
+
 namespace collcheck {
 
-using Clock = std::chrono::steady_clock;
-using Deadline = Clock::time_point;
 using Tag = uint64_t;
 
 enum class LinkDirection : uint8_t { Send, Recv };

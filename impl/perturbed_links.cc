@@ -4,6 +4,8 @@
 #include <optional>
 #include <thread>
 
+#include "impl/sched.h"
+
 namespace collcheck {
 namespace {
 
@@ -23,16 +25,18 @@ class PerturbedRequest final : public LinkRequest {
   bool test() override {
     if (!done_) {
       if (!inner_->test()) return false;
-      done_ = Clock::now();
+      done_ = sched::now();
     }
-    return Clock::now() >= *done_ + visible_after_;
+    if (sched::now() >= *done_ + visible_after_) return true;
+    sched::yield();
+    return false;
   }
   void wait(Deadline deadline) override {
     if (!done_) {
       inner_->wait(deadline);
-      done_ = Clock::now();
+      done_ = sched::now();
     }
-    std::this_thread::sleep_until(std::min(*done_ + visible_after_, deadline));
+    sched::sleep_until(std::min(*done_ + visible_after_, deadline));
   }
 
  private:
@@ -51,12 +55,12 @@ class PerturbedLinks final : public LinksDecorator {
   PerturbedLinks(Links& inner, uint64_t seed) : LinksDecorator(inner), state_(mix(seed ^ mix(static_cast<uint64_t>(inner.rank())))) {}
   RequestPtr isend(int peer, Tag tag, std::span<const std::byte> data) override {
     const auto [late, visible] = draw();
-    if (late > Clock::duration::zero()) std::this_thread::sleep_for(late);
+    if (late > Clock::duration::zero()) sched::sleep_for(late);
     return std::make_unique<PerturbedRequest>(inner_.isend(peer, tag, data), visible);
   }
   RequestPtr irecv(int peer, Tag tag, std::span<std::byte> data) override {
     const auto [late, visible] = draw();
-    if (late > Clock::duration::zero()) std::this_thread::sleep_for(late);
+    if (late > Clock::duration::zero()) sched::sleep_for(late);
     return std::make_unique<PerturbedRequest>(inner_.irecv(peer, tag, data), visible);
   }
 

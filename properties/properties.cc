@@ -230,6 +230,7 @@ CaseOutcome run_case(World& world, const Case& c, const RunConfig& cfg, bool* ra
   // The rank body captures by value and lives in st: a hung rank may outlive
   // this call, and st is then never freed.
   st->fn = [s, c, cfg](RankContext& ctx) { execute_rank(c, *s, cfg, ctx.links()); };
+  world.set_schedule_seed(c.seed);  // the simulated world: the case's seed is its schedule's
   const WorldRun run = world.run(st->fn, st->limit, c.p);
   if (ranks_ok) *ranks_ok = run.ok();
   if (run.hung) new std::shared_ptr<CaseExecution>(st);

@@ -7,6 +7,8 @@
 #include <algorithm>
 #include <tuple>
 
+#include "impl/sched.h"
+
 namespace collcheck {
 
 FingerprintGuard::FingerprintGuard(int nranks, Clock::time_point epoch, std::chrono::milliseconds settle)
@@ -45,7 +47,7 @@ void FingerprintGuard::check(int rank, const CallFingerprint& fp) {
   row[rank] = fp;
   auto& last = last_checked_[rank];
   last = std::max(last, fp.seq);
-  cv_.notify_all();
+  sched::notify_all(cv_);
   if (violation_) throw GuardViolation("guarded mode: " + violation_->text);
   const Key first = key_of(row.begin()->second);
   bool same = true;
@@ -59,8 +61,8 @@ void FingerprintGuard::check(int rank, const CallFingerprint& fp) {
     if (ended_.empty()) return;
     violation_ = missing();
     if (!violation_) return;
-    when_ = std::chrono::duration<double>(Clock::now() - epoch_).count();
-    cv_.notify_all();
+    when_ = std::chrono::duration<double>(sched::now() - epoch_).count();
+    sched::notify_all(cv_);
     throw GuardViolation("guarded mode: " + violation_->text);
   }
   // A mismatch. Who is the odd one out is clear once a strict majority of the
@@ -72,7 +74,7 @@ void FingerprintGuard::check(int rank, const CallFingerprint& fp) {
       if (2 * ++n[key_of(f)] > nranks_) return true;
     return false;
   };
-  cv_.wait_until(lk, Clock::now() + settle_, settled);
+  sched::wait_until(cv_, lk, sched::now() + settle_, settled);
   if (!violation_) {
     violation_ = classify(fp.seq);
     if (!violation_) {  // cannot happen with differing fingerprints; keep the message meaningful anyway
@@ -82,8 +84,8 @@ void FingerprintGuard::check(int rank, const CallFingerprint& fp) {
       d.text = fmt::format("fingerprints differ at call #{}", fp.seq);
       violation_ = d;
     }
-    when_ = std::chrono::duration<double>(Clock::now() - epoch_).count();
-    cv_.notify_all();
+    when_ = std::chrono::duration<double>(sched::now() - epoch_).count();
+    sched::notify_all(cv_);
   }
   throw GuardViolation("guarded mode: " + violation_->text);
 }
@@ -95,8 +97,8 @@ void FingerprintGuard::ended(int rank) {
   if (violation_) return;
   violation_ = missing();
   if (!violation_) return;
-  when_ = std::chrono::duration<double>(Clock::now() - epoch_).count();
-  cv_.notify_all();
+  when_ = std::chrono::duration<double>(sched::now() - epoch_).count();
+  sched::notify_all(cv_);
   // This rank's program is over; its throw aborts the waits of the ranks
   // inside the call it will never join.
   throw GuardViolation("guarded mode: " + violation_->text);

@@ -83,12 +83,21 @@ bool finish_metrics(const MetricsFlags& f, Metrics* m);
 // A seed as the user writes it: decimal or 0x hex, non-negative.
 uint64_t parse_seed(const std::string& text, const std::string& flag);
 
+// --world sim: the schedule, its seed, the α-β link model (docs/simulation.md).
+struct SimFlags {
+  std::string schedule = "random";
+  std::string schedule_seed = "1";
+  std::string link_model;
+};
+void add_sim_flags(CLI::App* command, SimFlags& f);
+
 struct SweepFlags {
   SweepOptions o;
   std::string b = "1K", e = "256K", d = "float32", op = "sum", algo = "ring", count, data = "mixed", seed = "1";
   std::string against;  // --against: peers timed on the same rows
   int check = 1;
   std::string world = "threads";
+  SimFlags sim;  // --world sim's schedule and link model
   std::string json;  // --json FILE
   double timeout = 60;  // --timeout: the deadline of each call, seconds
   MetricsFlags metrics;
@@ -104,6 +113,7 @@ struct VerifyFlags {
   std::string impl = "ring";
   std::string against;
   std::string world = "threads";
+  SimFlags sim;  // --world sim's schedule and link model
   int mpi_algo = -1;
   std::string cases = "2000";
   std::string seed;
@@ -136,6 +146,7 @@ std::string mpi_algo_choices();
 
 struct SoakFlags {
   std::string world = "threads";
+  SimFlags sim;  // --world sim's schedule and link model
   std::string plan;  // "" = the default plan
   double duration = 600;
   std::string seed;
@@ -176,6 +187,7 @@ int run_gate_command(GateFlags& f, const Session& session);
 
 struct ReplayFlags {
   std::string world = "threads";
+  SimFlags sim;  // --world sim's schedule and link model
   std::string file;
   std::string mode;  // "" = the scenario's
   std::string dump_dir;
@@ -205,6 +217,7 @@ struct FaultsFlags {
   int ranks = -1;  // -1: 4, or every process in the MPI world
   std::string mode = "both";
   std::string world = "threads";
+  SimFlags sim;  // --world sim's schedule and link model
   size_t random = 0;  // > 0: the detection property, this many random cases
   std::string seed = "1";
   std::string keep_dumps;  // --keep-dumps DIR: where a failed row's dumps are kept ("" = not kept)

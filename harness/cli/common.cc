@@ -37,6 +37,16 @@ void parse_reports(ReportFlags& f) {
   }
 }
 
+void add_sim_flags(CLI::App* command, SimFlags& f) {
+  command->add_option("--schedule", f.schedule, "--world sim: random, or pct / pct:D (PCT with bug depth D, default 3)")
+      ->capture_default_str();
+  command->add_option("--schedule-seed", f.schedule_seed, "--world sim: the schedule's seed (mixed with each case's)")
+      ->capture_default_str();
+  command->add_option("--link-model", f.link_model,
+                      "--world sim: the α-β model, as alpha_node=1us,beta_node=20GB/s,alpha_net=5us,beta_net=12.5GB/s,"
+                      "reduce=10GB/s (any subset; these are the defaults)");
+}
+
 void add_progress_flag(CLI::App* command, std::string& f) {
   command->add_option("--progress", f, "progress on stderr: auto (a bar on a terminal, a line every 30 s elsewhere), bar, lines, off")
       ->capture_default_str();

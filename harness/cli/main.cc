@@ -91,15 +91,37 @@ bool wants_mpi(CLI::App& app, const Commands& c) {
          (app.got_subcommand("soak") && c.soak.world == "mpi");
 }
 
+// The --world sim flags of the command run, when it asked for that world.
+const SimFlags* sim_asked(CLI::App& app, const Commands& c) {
+  if (app.got_subcommand("sweep") && c.sweep.world == "sim") return &c.sweep.sim;
+  if (app.got_subcommand("verify") && c.verify.world == "sim") return &c.verify.sim;
+  if (app.got_subcommand("replay") && c.replay.world == "sim") return &c.replay.sim;
+  if (app.got_subcommand("faults") && c.faults.world == "sim") return &c.faults.sim;
+  if (app.got_subcommand("soak") && c.soak.world == "sim") return &c.soak.sim;
+  return nullptr;
+}
+
 // The world asked for, checked, then made once: the session every command is
 // handed. Every process parsed the same command line, so they all reach
 // here, or all failed before alike. nullopt: started; else the exit code.
 std::optional<int> start_session(CLI::App& app, Commands& c, int& argc, char**& argv, collcheck::Session& session) {
   for (const std::string* w : {&c.sweep.world, &c.verify.world, &c.replay.world, &c.faults.world, &c.soak.world})
-    if (*w != "threads" && *w != "mpi") {
-      std::fprintf(stderr, "collcheck: error: --world must be threads or mpi, got '%s'\n", w->c_str());
+    if (*w != "threads" && *w != "mpi" && *w != "sim") {
+      std::fprintf(stderr, "collcheck: error: --world must be sim, threads or mpi, got '%s'\n", w->c_str());
       return 2;
     }
+  if (const auto* sim = sim_asked(app, c)) {
+    try {
+      collcheck::SimOptions o;
+      o.schedule = collcheck::ScheduleOptions::parse(sim->schedule, parse_seed(sim->schedule_seed, "--schedule-seed"));
+      if (!sim->link_model.empty()) o.model = collcheck::LinkModel::parse(sim->link_model);
+      session = collcheck::Session::simulated(o);
+    } catch (const std::exception& ex) {
+      std::fprintf(stderr, "collcheck: error: %s\n", ex.what());
+      return 2;
+    }
+    return std::nullopt;
+  }
   if (app.got_subcommand("verify") && c.verify.mpi_algo != -1 &&
       (c.verify.mpi_algo < 0 || c.verify.mpi_algo >= static_cast<int>(std::size(collcheck::kMpiAllreduceAlgos)))) {
     fmt::print(stderr, "collcheck: error: --mpi-algo must be 0..{} ({}), got {}\n", std::size(collcheck::kMpiAllreduceAlgos) - 1,

@@ -54,7 +54,8 @@ void add_sweep(CLI::App& app, SweepFlags& f) {
       ->capture_default_str();
   s->add_flag("--no-memcpy-peer", [&o](int64_t) { o.memcpy_peer = false; },
               "skip the memcpy bandwidth peer printed after the table");
-  s->add_option("--world", f.world, "threads (the default) or mpi (under mpirun; every process is a rank)")
+  add_sim_flags(s, f.sim);
+  s->add_option("--world", f.world, "sim (ranks as fibers in virtual time: one seed, one output, however busy the host), threads (the default) or mpi (under mpirun; every process is a rank)")
       ->capture_default_str();
   add_report_flag(s, f.report);
 }

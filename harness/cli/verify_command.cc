@@ -32,7 +32,8 @@ void add_verify(CLI::App& app, VerifyFlags& f) {
       ->capture_default_str();
   v->add_option("--against", f.against,
                 "peers to compare with, comma list of the same names (default: the other reference algorithms)");
-  v->add_option("--world", f.world, "threads (ranks as threads, the default) or mpi (one rank per process, under "
+  add_sim_flags(v, f.sim);
+  v->add_option("--world", f.world, "sim (ranks as fibers in virtual time: one seed, one output, however busy the host), threads (ranks as threads, the default) or mpi (one rank per process, under "
                                     "mpirun)")
       ->capture_default_str();
   v->add_option("--mpi-algo", f.mpi_algo,

@@ -57,7 +57,7 @@ struct TransferRecord {
   size_t bytes = 0;
   double t_posted = -1;     // the sender posted (src's record) or the receiver posted (dst's record)
   double t_completed = -1;  // completed on this side
-  uint64_t checksum = 0;    // FNV-1a of the bytes, when completed
+  uint64_t checksum = 0;    // payload_checksum of the bytes, when completed
   bool send = false;        // recorded by the sender (true) or the receiver (false)
 };
 
@@ -88,7 +88,10 @@ class FlightRecorder {
   // Every live recorder is registered, so a crash can dump them all
   // (dump_live_recorders, harness/crash_handler.h).
   // `capacity` calls are kept, and `transfer_capacity` transfers (0: four per call).
-  FlightRecorder(int rank, int size, Clock::time_point epoch, size_t capacity = 4096, size_t transfer_capacity = 0);
+  // `host`: the simulated world's scheduler, whose virtual time the records
+  // take (no host stalls are measured then: none can change a verdict).
+  FlightRecorder(int rank, int size, Clock::time_point epoch, size_t capacity = 4096, size_t transfer_capacity = 0,
+                 const FiberHost* host = nullptr);
   ~FlightRecorder();
   FlightRecorder(const FlightRecorder&) = delete;
   FlightRecorder& operator=(const FlightRecorder&) = delete;
@@ -141,6 +144,7 @@ class FlightRecorder {
   CallRecord* find(uint64_t seq);
   int rank_, size_;
   Clock::time_point epoch_;
+  const FiberHost* host_ = nullptr;
   size_t capacity_, transfer_capacity_;
   mutable std::mutex mu_;
   std::deque<CallRecord> calls_;
@@ -189,6 +193,9 @@ RankDump rank_dump_from_json(const nlohmann::json& j);
 nlohmann::json rank_dump_to_json(const RankDump& d);
 
 uint64_t fnv1a(const void* data, size_t bytes);
+// A transfer's or a result's checksum: any one changed word changes it; at
+// memory speed.
+uint64_t payload_checksum(const void* data, size_t bytes);
 
 // Dumps every live recorder of this process into `dir` (rank-<r>.json each);
 // returns how many were written.

@@ -41,7 +41,7 @@ class RecordingRequest final : public LinkRequest {
   void finish() {
     done_ = true;
     t_.t_completed = rec_.now();
-    t_.checksum = fnv1a(data_.data(), data_.size());
+    t_.checksum = payload_checksum(data_.data(), data_.size());
     rec_.transfer(t_);
   }
   RequestPtr inner_;

@@ -64,7 +64,7 @@ void Work::wait() {
   std::unique_lock<std::mutex> lk(state_->mu);
   // The worker's own link waits end by the same deadline, so a short grace is
   // enough for it to report its error rather than ours.
-  if (!state_->cv.wait_until(lk, state_->deadline + std::chrono::seconds(1), [&] { return state_->done; })) {
+  if (!sched::wait_until(state_->cv, lk, state_->deadline + std::chrono::seconds(1), [&] { return state_->done; })) {
     throw std::runtime_error(fmt::format("{}: wait() deadline expired before the call completed",
                                          state_->call.describe()));
   }
@@ -111,7 +111,7 @@ class Stream {
   std::deque<std::unique_ptr<StreamTask>> queue;
   size_t in_flight = 0;  // queued + running
   bool stopping = false;
-  std::thread thread;
+  sched::Task thread;  // an OS thread, or a fiber in the simulated world
 
   static void execute(StreamTask& t) {
     std::exception_ptr err;
@@ -130,7 +130,7 @@ class Stream {
     std::lock_guard<std::mutex> g(t.state->mu);
     t.state->error = err;
     t.state->done = true;
-    t.state->cv.notify_all();
+    sched::notify_all(t.state->cv);
   }
 
   void loop() {
@@ -138,7 +138,7 @@ class Stream {
       std::unique_ptr<StreamTask> t;
       {
         std::unique_lock<std::mutex> lk(mu);
-        cv.wait(lk, [&] { return stopping || !queue.empty(); });
+        sched::wait(cv, lk, [&] { return stopping || !queue.empty(); });
         if (queue.empty()) return;  // stopping and drained
         t = std::move(queue.front());
         queue.pop_front();
@@ -146,28 +146,28 @@ class Stream {
       execute(*t);
       std::lock_guard<std::mutex> g(mu);
       --in_flight;
-      cv.notify_all();
+      sched::notify_all(cv);
     }
   }
 
   void submit(std::unique_ptr<StreamTask> t) {
     std::lock_guard<std::mutex> g(mu);
     if (!thread.joinable()) {
-      thread = std::thread([this] {
-        pthread_setname_np(pthread_self(), "cc-async");  // visible in gdb, perf and hang dumps
-        set_crash_thread_rank(rank);
+      thread = sched::Task([this] {
+        if (!sched::in_fiber()) pthread_setname_np(pthread_self(), "cc-async");  // visible in gdb, perf and hang dumps
+        if (!sched::in_fiber()) set_crash_thread_rank(rank);
         loop();
       });
     }
     queue.push_back(std::move(t));
     ++in_flight;
-    cv.notify_all();
+    sched::notify_all(cv);
   }
 
   // Waits until every earlier async call has finished; false on deadline.
   bool drain(Deadline deadline) {
     std::unique_lock<std::mutex> lk(mu);
-    return cv.wait_until(lk, deadline, [&] { return in_flight == 0; });
+    return sched::wait_until(cv, lk, deadline, [&] { return in_flight == 0; });
   }
 
   // Runs every queued call (their deadlines bound them), as a stream would,
@@ -176,7 +176,7 @@ class Stream {
     {
       std::lock_guard<std::mutex> g(mu);
       stopping = true;
-      cv.notify_all();
+      sched::notify_all(cv);
     }
     if (thread.joinable()) thread.join();
     std::lock_guard<std::mutex> g(mu);
@@ -253,7 +253,7 @@ Communicator::~Communicator() {
             "entered none before its program ended",
             t->state->call.describe(), rank())));
         t->state->done = true;
-        t->state->cv.notify_all();
+        sched::notify_all(t->state->cv);
       }
       deferred_->tasks.clear();
       lanes.swap(deferred_->lanes);
@@ -312,7 +312,7 @@ void Communicator::guard(const CallFingerprint& fp, FlightRecorder* rec, Tag tag
 }
 
 void Communicator::call(const CallSpec& c, const void* send, void* recv) {
-  const Deadline deadline = Clock::now() + options_.timeout;
+  const Deadline deadline = sched::now() + options_.timeout;
   if (deferred_) progress_deferred(*deferred_);  // the rank is inside the library: what was pending moves
   const CallFingerprint fp = fingerprint(c, false);
   const Tag tag = tag_of(fp);
@@ -350,7 +350,7 @@ std::unique_ptr<Work> Communicator::call_async(const CallSpec& c, const void* se
   if (deferred_) progress_deferred(*deferred_);
   auto state = std::make_shared<Work::State>();
   state->deferred = deferred_;
-  state->deadline = Clock::now() + options_.timeout;
+  state->deadline = sched::now() + options_.timeout;
   state->call = fingerprint(c, true);
   const Tag tag = tag_of(state->call);
   state->recorder = recorder_of(state->call);

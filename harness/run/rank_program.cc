@@ -112,7 +112,7 @@ std::optional<Diagnosis> check_out(int world_rank, const CallOut& c) {
   return d;
 }
 
-RankRecorders make_recorders(const Scenario& s, int r, Clock::time_point epoch, const std::string& run_id,
+RankRecorders make_recorders(const Scenario& s, int r, Clock::time_point epoch, const FiberHost* host, const std::string& run_id,
                              const std::string& run_what) {
   RankRecorders rr;
   rr.groups.push_back("");
@@ -124,7 +124,7 @@ RankRecorders make_recorders(const Scenario& s, int r, Clock::time_point epoch, 
       // the default): a 128-rank ring call is 254 transfers per rank, and the
       // dumps' size and the analysis grow with the records kept.
       const size_t transfers = std::clamp<size_t>(size_t{262144} / static_cast<size_t>(s.ranks), 1024, 16384);
-      auto rec = std::make_unique<FlightRecorder>(r, s.ranks, epoch, 4096, transfers);
+      auto rec = std::make_unique<FlightRecorder>(r, s.ranks, epoch, 4096, transfers, host);
       rec->set_run(run_id, run_what);
       if (!g.empty() || p2p)
         rec->set_group(g, g.empty() ? std::vector<int>{} : s.members(g), p2p, s.group(g) && s.group(g)->caller_progress);
@@ -240,7 +240,7 @@ void run_rank_program(RankEnv& env, Links& base) {
       const Step& st = program[si];
       next_step = si;
       if (st.kind == Step::Sleep) {
-        std::this_thread::sleep_for(std::chrono::duration<double>(st.sleep_ms / 1e3));
+        sched::sleep_for(std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(st.sleep_ms / 1e3)));
         continue;
       }
       if (st.kind == Step::Stall) {
@@ -265,7 +265,7 @@ void run_rank_program(RankEnv& env, Links& base) {
       if (st.kind == Step::Synchronize) {
         // The device-wide sync: every call issued so far, in every group, must
         // finish. It does not wait() any Work: an unwaited one stays unwaited.
-        if (!synchronize(*stream, Clock::now() + env.timeout))
+        if (!synchronize(*stream, sched::now() + env.timeout))
           throw std::runtime_error(fmt::format("rank {}: synchronize (line {}): the calls issued before it did not "
                                                "finish within the deadline ({} ms)",
                                                r, st.line, env.timeout.count()));

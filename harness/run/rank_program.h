@@ -112,7 +112,7 @@ class RankResults {
         wrong_ = std::move(d);
         wrong_order_ = c.order;
       }
-    if (c.call.coll == Collective::AllReduce) hashes_[{c.call.group, c.seq}] = fnv1a(c.out.data(), c.out.size());
+    if (c.call.coll == Collective::AllReduce) hashes_[{c.call.group, c.seq}] = payload_checksum(c.out.data(), c.out.size());
     kept_ -= c.out.size();
     std::vector<std::byte>().swap(c.out);
     c.settled = true;
@@ -145,7 +145,7 @@ struct RankRecorders {
   }
 };
 
-RankRecorders make_recorders(const Scenario& s, int r, Clock::time_point epoch, const std::string& run_id,
+RankRecorders make_recorders(const Scenario& s, int r, Clock::time_point epoch, const FiberHost* host, const std::string& run_id,
                              const std::string& run_what);
 
 // What one rank's program needs from the world it runs in.

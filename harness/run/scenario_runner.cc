@@ -156,7 +156,7 @@ ReplayResult replay_scenario(const Scenario& in, const ReplayOptions& o, World& 
     sh->group_guards[g.name] = std::make_unique<FingerprintGuard>(static_cast<int>(g.ranks.size()), epoch, timeout);
   sh->recs.resize(static_cast<size_t>(p));
   for (int r = 0; r < p; ++r)
-    if (world.holds(r)) sh->recs[static_cast<size_t>(r)] = make_recorders(s, r, epoch, run_id, run_what);
+    if (world.holds(r)) sh->recs[static_cast<size_t>(r)] = make_recorders(s, r, epoch, world.fiber_host(), run_id, run_what);
   for (int r = 0; r < p; ++r) sh->outs.emplace_back(p, r, o.kept_output_bytes);
   sh->verdicts.resize(static_cast<size_t>(p));
   sh->tallies.resize(static_cast<size_t>(p));
@@ -220,7 +220,7 @@ ReplayResult replay_scenario(const Scenario& in, const ReplayOptions& o, World& 
   const auto dump_texts = all_here ? std::vector<std::optional<std::string>>(static_cast<size_t>(p))
                                    : world.gather(texts, gather_by);
   const auto verdict_texts = world.gather(verdicts, gather_by);
-  res.seconds = std::chrono::duration<double>(Clock::now() - epoch).count();
+  res.seconds = std::chrono::duration<double>(world.now() - epoch).count();
   if (!world.root()) return res;  // rank 0 reports
 
   std::vector<RankDump> dumps;  // every communicator's, of every rank
@@ -404,7 +404,7 @@ ReplayResult replay_scenario(const Scenario& in, const ReplayOptions& o, World& 
   }
   if (res.diagnoses.empty() && !run.ok()) res.unexplained = run.failures();
   if (!res.diagnoses.empty() && res.time_to_diagnosis < 0)
-    res.time_to_diagnosis = std::chrono::duration<double>(Clock::now() - epoch).count();
+    res.time_to_diagnosis = std::chrono::duration<double>(world.now() - epoch).count();
   res.dumps = std::move(dumps);
   return res;
 }

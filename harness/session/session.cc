@@ -25,7 +25,23 @@ Session Session::start_mpi(int* argc, char*** argv, std::string& warning) {
   return Session(w);
 }
 
-WorldFactory Session::worlds() const { return thread_worlds(); }
+Session Session::simulated(SimOptions opts) {
+  Session s;
+  s.sim_ = std::move(opts);
+  return s;
+}
+
+WorldFactory Session::worlds() const { return sim_ ? sim_worlds(*sim_) : thread_worlds(); }
+
+std::string Session::world_flag() const {
+  if (mpi_) return " --world mpi";
+  if (!sim_) return "";
+  std::string f = " --world sim";
+  if (sim_->schedule.describe() != "random") f += " --schedule " + sim_->schedule.describe();
+  if (sim_->schedule.seed != 1) f += fmt::format(" --schedule-seed {}", sim_->schedule.seed);
+  if (sim_->model.describe() != LinkModel{}.describe()) f += " --link-model " + sim_->model.describe();
+  return f;
+}
 
 std::string Session::launcher() const { return mpi_ ? fmt::format("mpirun -np {} ", mpi_->size()) : ""; }
 

@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "harness/world/mpi_world.h"
+#include "harness/world/sim_world.h"
 #include "harness/world/world.h"
 
 namespace collcheck {
@@ -43,6 +44,9 @@ class Session {
  public:
   // The thread world: nothing to start.
   Session() = default;
+  // The simulated world (--world sim): every world a job makes is ranks as
+  // fibers in virtual time, with these options.
+  static Session simulated(SimOptions opts);
   // Starts the MPI world (MPI_Init_thread). Throws std::runtime_error when MPI
   // cannot start, or when this process was not started by a launcher and
   // would be a world of 1 (a CI job that forgot mpirun tests nothing); a
@@ -52,9 +56,10 @@ class Session {
   WorldKind kind() const { return mpi_ ? WorldKind::Mpi : WorldKind::Threads; }
   bool is_mpi() const { return mpi_ != nullptr; }
   // "threads" or "mpi", as --world and a scenario's world.kind say it.
-  std::string name() const { return mpi_ ? "mpi" : "threads"; }
+  std::string name() const { return mpi_ ? "mpi" : sim_ ? "sim" : "threads"; }
+  bool is_sim() const { return sim_.has_value(); }
   // "as threads" or "as MPI processes", for headers.
-  std::string how() const { return mpi_ ? "as MPI processes" : "as threads"; }
+  std::string how() const { return mpi_ ? "as MPI processes" : sim_ ? "as fibers in virtual time" : "as threads"; }
   // Whether this process judges and reports: rank 0, or the only process.
   bool root() const { return !mpi_ || mpi_->root(); }
   int rank() const { return mpi_ ? mpi_->rank() : 0; }
@@ -67,7 +72,8 @@ class Session {
   // What a printed replay line needs in front ("mpirun -np N ") and after the
   // command (" --world mpi"); empty for threads.
   std::string launcher() const;
-  std::string world_flag() const { return mpi_ ? " --world mpi" : ""; }
+  // (" --world sim" with its schedule and link model when not the defaults.)
+  std::string world_flag() const;
   // Each rank's node id (MPI: from MPI_Comm_split_type); empty for threads.
   std::vector<int> nodes() const { return mpi_ ? mpi_->nodes() : std::vector<int>{}; }
 
@@ -99,6 +105,7 @@ class Session {
  private:
   explicit Session(MpiWorld& w) : mpi_(&w) {}
   MpiWorld* mpi_ = nullptr;
+  std::optional<SimOptions> sim_;
 };
 
 // The up-front memory check of every job (issue 13): refuses with a

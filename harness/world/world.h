@@ -21,7 +21,8 @@
 namespace collcheck {
 
 // Where ranks live: threads of one process, or one MPI process each (what an
-// implementation can run in: Implementation::unsupported_world).
+// implementation can run in: Implementation::unsupported_world). The
+// simulated world is threads' kind: one process, the in-process transport.
 enum class WorldKind : uint8_t { Threads, Mpi };
 
 class CallGuard;  // harness/check/guard.h
@@ -78,6 +79,15 @@ class World {
   // The run's time origin, the same instant on every rank to within a
   // message's latency (MPI: every process meets first, with a deadline).
   virtual Clock::time_point start() = 0;
+  // The simulated world's scheduler (its virtual time), or nullptr: the
+  // steady clock is the world's.
+  virtual const FiberHost* fiber_host() const { return nullptr; }
+  // The simulated world's schedule for the next runs comes from `seed` (mixed
+  // with the world's own): a case's seed decides its interleaving, whatever
+  // ran in this world before. Other worlds have no schedule to set.
+  virtual void set_schedule_seed(uint64_t /*seed*/) {}
+  // The world's time: virtual in the simulated world.
+  Clock::time_point now() const { return fiber_host() != nullptr ? fiber_host()->now() : Clock::now(); }
   // Runs fn on every rank this process holds and returns when they have
   // returned, or when `limit` has passed (then hung). The root gets every
   // rank's outcome; another process learns only whether all of them succeeded.

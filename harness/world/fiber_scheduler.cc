@@ -1,0 +1,206 @@
+#include "harness/world/fiber_scheduler.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <boost/context/fiber.hpp>
+#include <boost/context/protected_fixedsize_stack.hpp>
+#include <stdexcept>
+
+namespace collcheck {
+
+namespace ctx = boost::context;
+
+// A rank's (or a stream's) stack: 1 MiB of address space with a guard page,
+// committed only as it is touched.
+constexpr size_t kStackBytes = size_t{1} << 20;
+
+struct FiberScheduler::Fiber {
+  uint64_t id = 0;
+  ctx::fiber self;  // the suspended fiber
+  ctx::fiber back;  // the scheduler, while the fiber runs
+  std::function<void()> fn;
+  std::shared_ptr<bool> done = std::make_shared<bool>(false);
+  const void* key = nullptr;  // parked on (nullptr: a timer only)
+  std::multimap<std::pair<Clock::time_point, uint64_t>, Fiber*>::iterator timer;
+  bool has_timer = false;
+  bool runnable = true;
+  uint64_t priority = 0;  // PCT
+  std::map<const void*, std::shared_ptr<void>> locals;  // sched::rank_local
+};
+
+std::shared_ptr<void>& FiberScheduler::local_slot(const void* key) {
+  if (current_ == nullptr) throw std::logic_error("FiberScheduler::local_slot outside a fiber");
+  return current_->locals[key];
+}
+
+ScheduleOptions ScheduleOptions::parse(const std::string& spec, uint64_t seed) {
+  ScheduleOptions o;
+  o.seed = seed;
+  if (spec == "random") return o;
+  if (spec == "pct") {
+    o.policy = SchedulePolicy::Pct;
+    return o;
+  }
+  if (spec.rfind("pct:", 0) == 0) {
+    const std::string d = spec.substr(4);
+    if (!d.empty() && d.size() <= 2 && std::all_of(d.begin(), d.end(), ::isdigit) && std::stoi(d) >= 1) {
+      o.policy = SchedulePolicy::Pct;
+      o.pct_depth = std::stoi(d);
+      return o;
+    }
+  }
+  throw std::invalid_argument(
+      fmt::format("--schedule: '{}' is not a schedule (allowed: random, pct, pct:D with D from 1 to 99)", spec));
+}
+
+std::string ScheduleOptions::describe() const {
+  return policy == SchedulePolicy::Random ? "random" : fmt::format("pct:{}", pct_depth);
+}
+
+FiberScheduler::FiberScheduler(ScheduleOptions opts, Clock::time_point origin)
+    : opts_(opts), now_(origin), rng_(opts.seed) {
+  plan_changes();
+}
+
+void FiberScheduler::plan_changes() {
+  change_points_.clear();
+  steps_ = 0;
+  if (opts_.policy != SchedulePolicy::Pct) return;
+  for (int i = 1; i < opts_.pct_depth; ++i) change_points_.push_back(1 + rng_() % std::max<uint64_t>(1, opts_.pct_steps));
+  std::sort(change_points_.begin(), change_points_.end());
+}
+
+void FiberScheduler::reseed(uint64_t seed) {
+  // splitmix64 of the pair: nearby seeds give unrelated schedules.
+  uint64_t z = seed ^ (opts_.seed * 0x9e3779b97f4a7c15ULL) ^ 0xbf58476d1ce4e5b9ULL;
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+  rng_.seed(z ^ (z >> 31));
+  plan_changes();
+}
+
+FiberScheduler::~FiberScheduler() {
+  // A fiber still parked (a run whose ranks did not return even after the
+  // world aborted them) is abandoned, not unwound: a forced unwind would pass
+  // through the rank bodies' catch-alls. Its stack stays mapped, as a hung
+  // thread of the thread world stays detached.
+  for (auto& f : fibers_)
+    if (f->self) new ctx::fiber(std::move(f->self));  // NOLINT: deliberately leaked
+}
+
+std::shared_ptr<const bool> FiberScheduler::spawn(std::function<void()> fn) {
+  auto f = std::make_unique<Fiber>();
+  Fiber* raw = f.get();
+  raw->id = next_id_++;
+  raw->fn = std::move(fn);
+  // PCT: distinct priorities above every change point's (d-1 .. 1).
+  raw->priority = static_cast<uint64_t>(opts_.pct_depth) + (rng_() >> 16) * 64 + raw->id % 64;
+  raw->self = ctx::fiber(std::allocator_arg, ctx::protected_fixedsize_stack(kStackBytes),
+                         [raw](ctx::fiber&& back) {
+                           raw->back = std::move(back);
+                           raw->fn();  // the caller's body catches what it throws
+                           *raw->done = true;
+                           return std::move(raw->back);
+                         });
+  fibers_.push_back(std::move(f));
+  runnable_.push_back(raw);
+  return raw->done;
+}
+
+void FiberScheduler::park(const void* key, Deadline wake) {
+  Fiber* f = current_;
+  if (f == nullptr) throw std::logic_error("FiberScheduler::park outside a fiber");
+  f->runnable = false;
+  f->key = key;
+  if (key != nullptr) waiters_[key].push_back(f);
+  if (wake != Deadline::max()) {
+    f->timer = timers_.emplace(std::make_pair(std::max(wake, now_), f->id), f);
+    f->has_timer = true;
+  }
+  if (key == nullptr && wake == Deadline::max()) throw std::logic_error("FiberScheduler::park with nothing to wake it");
+  f->back = std::move(f->back).resume();
+}
+
+void FiberScheduler::wake(Fiber* f) {
+  if (f->runnable) return;
+  if (f->has_timer) {
+    timers_.erase(f->timer);
+    f->has_timer = false;
+  }
+  if (f->key != nullptr) {
+    auto it = waiters_.find(f->key);
+    if (it != waiters_.end()) {
+      auto& v = it->second;
+      v.erase(std::remove(v.begin(), v.end(), f), v.end());
+      if (v.empty()) waiters_.erase(it);
+    }
+    f->key = nullptr;
+  }
+  f->runnable = true;
+  runnable_.push_back(f);
+}
+
+void FiberScheduler::notify(const void* key) {
+  auto it = waiters_.find(key);
+  if (it == waiters_.end()) return;
+  std::vector<Fiber*> woken = std::move(it->second);
+  waiters_.erase(it);
+  for (Fiber* f : woken) {
+    f->key = nullptr;  // already out of waiters_
+    wake(f);
+  }
+}
+
+FiberScheduler::Fiber* FiberScheduler::pick() {
+  size_t i = 0;
+  if (opts_.policy == SchedulePolicy::Random) {
+    i = static_cast<size_t>(rng_() % runnable_.size());
+  } else {
+    for (size_t j = 1; j < runnable_.size(); ++j)
+      if (runnable_[j]->priority > runnable_[i]->priority) i = j;
+  }
+  Fiber* f = runnable_[i];
+  runnable_[i] = runnable_.back();
+  runnable_.pop_back();
+  return f;
+}
+
+void FiberScheduler::resume(Fiber* f) {
+  ++switches_;
+  ++steps_;
+  if (opts_.policy == SchedulePolicy::Pct && !change_points_.empty() && steps_ >= change_points_.front()) {
+    // A change point: this fiber drops below every other (priorities d-1 .. 1).
+    f->priority = static_cast<uint64_t>(change_points_.size());
+    change_points_.erase(change_points_.begin());
+  }
+  current_ = f;
+  f->self = std::move(f->self).resume();
+  current_ = nullptr;
+  if (*f->done) {
+    notify(f->done.get());  // a join waits on it
+    auto it = std::find_if(fibers_.begin(), fibers_.end(), [f](const auto& p) { return p.get() == f; });
+    fibers_.erase(it);
+  }
+}
+
+FiberScheduler::Stop FiberScheduler::run(Clock::time_point until) {
+  if (current_ != nullptr) throw std::logic_error("FiberScheduler::run from inside a fiber");
+  for (;;) {
+    if (fibers_.empty()) return Stop::AllDone;
+    if (runnable_.empty()) {
+      if (timers_.empty()) return Stop::Deadlock;
+      const Clock::time_point next = timers_.begin()->first.first;
+      if (next > until) {
+        now_ = std::max(now_, until);
+        return Stop::Limit;
+      }
+      now_ = std::max(now_, next);
+      while (!timers_.empty() && timers_.begin()->first.first <= now_) wake(timers_.begin()->second);
+      continue;
+    }
+    resume(pick());
+  }
+}
+
+}  // namespace collcheck

@@ -1,0 +1,90 @@
+// The simulated world's scheduler: fibers (Boost.Context) on the one OS thread
+// that runs it, virtual time, and a seeded choice of which runnable fiber goes
+// next. Virtual time moves only when every fiber is parked: to the earliest
+// wake-up asked for (a deadline, a sleep, a message's α-β cost). So the seed
+// decides every interleaving, and the host's load decides nothing.
+//
+// Schedules (issue 33):
+//   - random: each switch picks a runnable fiber uniformly with the seed's
+//     generator;
+//   - PCT (Burckhardt et al., ASPLOS 2010): fibers get distinct random
+//     priorities, the highest runnable one runs, and at depth-1 random steps
+//     the running fiber drops below all others: a bug of depth d is found
+//     with probability at least 1/(n k^(d-1)) per run.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <random>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "impl/sched.h"
+
+namespace collcheck {
+
+enum class SchedulePolicy : uint8_t { Random, Pct };
+
+struct ScheduleOptions {
+  uint64_t seed = 1;
+  SchedulePolicy policy = SchedulePolicy::Random;
+  int pct_depth = 3;           // PCT's d
+  uint64_t pct_steps = 20000;  // PCT's k: the change points fall in [1, k]
+  // "random", "pct" or "pct:D"; throws std::invalid_argument naming the field.
+  static ScheduleOptions parse(const std::string& spec, uint64_t seed);
+  std::string describe() const;
+};
+
+class FiberScheduler final : public FiberHost {
+ public:
+  FiberScheduler(ScheduleOptions opts, Clock::time_point origin);
+  ~FiberScheduler() override;
+  FiberScheduler(const FiberScheduler&) = delete;
+  FiberScheduler& operator=(const FiberScheduler&) = delete;
+
+  Clock::time_point now() const override { return now_; }
+  bool in_fiber() const override { return current_ != nullptr; }
+  void park(const void* key, Deadline wake) override;
+  void notify(const void* key) override;
+  std::shared_ptr<const bool> spawn(std::function<void()> fn) override;
+  std::shared_ptr<void>& local_slot(const void* key) override;
+
+  enum class Stop : uint8_t { AllDone, Limit, Deadlock };
+  // Runs the fibers until every one has returned (AllDone), virtual time
+  // would pass `until` (Limit: the clock stops at `until`), or every live
+  // fiber is parked with nothing that can wake it (Deadlock: virtual time
+  // does not move). Called from outside any fiber.
+  Stop run(Clock::time_point until);
+  size_t live() const { return fibers_.size(); }
+  // The schedule from here on comes from `seed` mixed with the options'
+  // seed (PCT: new change points, counted from here).
+  void reseed(uint64_t seed);
+  // Context switches so far (for the benchmark and the docs).
+  uint64_t switches() const { return switches_; }
+
+  struct Fiber;
+
+ private:
+  Fiber* pick();
+  void plan_changes();
+  void wake(Fiber* f);
+  void resume(Fiber* f);
+
+  ScheduleOptions opts_;
+  Clock::time_point now_;
+  std::mt19937_64 rng_;
+  uint64_t next_id_ = 0;
+  uint64_t switches_ = 0;
+  uint64_t steps_ = 0;  // switches since the last (re)seed: PCT's step count
+  std::vector<uint64_t> change_points_;  // PCT, sorted
+  std::vector<std::unique_ptr<Fiber>> fibers_;  // live, in spawn order
+  std::vector<Fiber*> runnable_;
+  std::unordered_map<const void*, std::vector<Fiber*>> waiters_;
+  std::multimap<std::pair<Clock::time_point, uint64_t>, Fiber*> timers_;
+  Fiber* current_ = nullptr;
+};
+
+}  // namespace collcheck
