@@ -196,6 +196,8 @@ int run_verify_job(VerifyJob& job, const Session& session, Events& ev, const Ver
   restrict_to_what_runs(job, session, all, o, say);
   refuse_unless_verify_fits(session, o, cfg.peers.size());
   if (session.is_mpi()) return verify_in_mpi(job, session, cfg, ev, finish);
+  o.run_flags += session.world_flag();
+  if (session.is_sim()) o.world_desc = "ranks as fibers in virtual time";
   const bool isolate = job.isolate == "on" || (job.isolate == "auto" && cfg.impl->untrusted());
   auto exec = make_executor(cfg, isolate);
   return finish(o, run_verify(o, *exec, ev));

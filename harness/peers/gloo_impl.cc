@@ -230,6 +230,10 @@ void run_typed(GlooAlgo algo, const std::shared_ptr<gloo::Context>& ctx, const A
 
 class GlooImplementation final : public Implementation {
  public:
+  std::optional<std::string> unsupported_world(WorldKind w) const override {
+    if (w == WorldKind::Sim) return std::string("gloo ") + kNeedsOwnThreads;
+    return std::nullopt;
+  }
   explicit GlooImplementation(const GlooAlgoInfo& info)
       : info_(info), name_(std::string("gloo:") + info.name), worlds_(std::make_shared<GlooWorlds>()) {}
   const std::string& name() const override { return name_; }

@@ -265,7 +265,7 @@ class MpiImplementation final : public Implementation {
   const std::string& name() const override { return name_; }
 
   std::optional<std::string> unsupported_world(WorldKind w) const override {
-    if (w == WorldKind::Threads)
+    if (w != WorldKind::Mpi)
       return "mpi (MPI_Allreduce) needs one process per rank: run under mpirun with --world mpi";
     return std::nullopt;
   }

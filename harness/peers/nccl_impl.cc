@@ -77,6 +77,10 @@ class NcclImplementation final : public Implementation {
   void reset(int p) const override { groups_.reset(p, "reset after a failed call"); }
 
   std::optional<std::string> unavailable() const override { return nccl_unavailable(); }
+  std::optional<std::string> unsupported_world(WorldKind w) const override {
+    if (w == WorldKind::Sim) return std::string("nccl ") + kNeedsOwnThreads;
+    return std::nullopt;
+  }
   std::optional<std::string> no_fork() const override { return std::string(kNcclNoFork); }
 
   // One GPU per rank: NCCL 2.28 refuses two ranks on one GPU. The thread world

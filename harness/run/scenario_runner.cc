@@ -114,7 +114,7 @@ ReplayResult replay_scenario(const Scenario& in, const ReplayOptions& o, World& 
   } catch (const ImplementationError& e) {
     throw ScenarioError(fmt::format("{}: impl: {}", s.file, e.what()));
   }
-  if (auto why = impl->unsupported_world(world.kind() == "mpi" ? WorldKind::Mpi : WorldKind::Threads))
+  if (auto why = impl->unsupported_world(world.kind() == "mpi" ? WorldKind::Mpi : world.kind() == "sim" ? WorldKind::Sim : WorldKind::Threads))
     throw ScenarioError(fmt::format("{}: impl: {}", s.file, *why));
   if (auto why = impl->unavailable())
     throw ScenarioUnavailable(fmt::format("{}: impl: {} cannot run here: {}", s.file, s.impl, *why));

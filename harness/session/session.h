@@ -53,7 +53,7 @@ class Session {
   // world of 1 under `mpirun -np 1` sets `warning`.
   static Session start_mpi(int* argc, char*** argv, std::string& warning);
 
-  WorldKind kind() const { return mpi_ ? WorldKind::Mpi : WorldKind::Threads; }
+  WorldKind kind() const { return mpi_ ? WorldKind::Mpi : sim_ ? WorldKind::Sim : WorldKind::Threads; }
   bool is_mpi() const { return mpi_ != nullptr; }
   // "threads" or "mpi", as --world and a scenario's world.kind say it.
   std::string name() const { return mpi_ ? "mpi" : sim_ ? "sim" : "threads"; }

@@ -44,7 +44,7 @@ void Soak::prepare_lanes(bool executors) {
   algorithm_peers_ = o_.plan.algorithms.peers.empty() ? default_algorithm_peers() : o_.plan.algorithms.peers;
   if (o_.plan.algorithms.weight > 0 && algorithm_peers_.empty())
     throw PlanError(fmt::format("{}: workloads.algorithms: no peer algorithm to run", o_.plan.file));
-  const WorldKind kind = mpi_ ? WorldKind::Mpi : WorldKind::Threads;
+  const WorldKind kind = mpi_ ? WorldKind::Mpi : WorldKind::Threads;  // the soak's own units: threads or MPI
   const int max_ranks = mpi_ ? mpi_->size() : o_.plan.max_ranks;
   for (const auto& x : o_.plan.impls) {
     Lane l;

@@ -20,10 +20,14 @@
 
 namespace collcheck {
 
-// Where ranks live: threads of one process, or one MPI process each (what an
-// implementation can run in: Implementation::unsupported_world). The
-// simulated world is threads' kind: one process, the in-process transport.
-enum class WorldKind : uint8_t { Threads, Mpi };
+// Where ranks live: threads of one process, one MPI process each, or fibers
+// of one thread in virtual time (what an implementation can run in:
+// Implementation::unsupported_world).
+enum class WorldKind : uint8_t { Threads, Mpi, Sim };
+// What a library that moves bytes on threads of its own (Gloo, NCCL) says of
+// the simulated world.
+inline constexpr const char* kNeedsOwnThreads =
+    "moves its bytes on threads of its own, which the simulated world's fibers cannot schedule: use --world threads";
 
 class CallGuard;  // harness/check/guard.h
 

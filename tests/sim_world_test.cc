@@ -1,0 +1,270 @@
+// The simulated world (issue 33): fibers in virtual time under a seeded
+// schedule. Its scheduler and world directly; then the commands as a user runs
+// them: one seed gives one output, byte for byte, on an idle host and on one
+// running 8 busy processes.
+
+#include <fmt/format.h>
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdlib>
+#include <filesystem>
+#include <random>
+#include <set>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "harness/world/sim_world.h"
+#include "impl/inproc_links.h"
+#include "impl/sched.h"
+#include "tests/run_command.h"
+
+using namespace collcheck;
+using namespace std::chrono_literals;
+
+namespace {
+
+SimOptions sim(uint64_t seed = 1, SchedulePolicy policy = SchedulePolicy::Random) {
+  SimOptions o;
+  o.schedule.seed = seed;
+  o.schedule.policy = policy;
+  return o;
+}
+
+double secs(Clock::duration d) { return std::chrono::duration<double>(d).count(); }
+
+}  // namespace
+
+// A message costs exactly the model's alpha + beta * bytes of virtual time.
+TEST(SimWorld, AMessageCostsTheModelsTime) {
+  SimOptions o = sim();
+  SimWorld w(2, o);
+  constexpr size_t kBytes = 1 << 20;
+  std::vector<std::vector<std::byte>> buf(2, std::vector<std::byte>(kBytes, std::byte{7}));
+  Clock::duration took{};
+  const auto run = w.run(
+      [&](RankContext& ctx) {
+        const auto t0 = sched::now();
+        auto& b = buf[static_cast<size_t>(ctx.rank())];
+        if (ctx.rank() == 0) {
+          ctx.links().isend(1, 1, b)->wait(t0 + 10s);
+        } else {
+          ctx.links().irecv(0, 1, b)->wait(t0 + 10s);
+          took = sched::now() - t0;
+        }
+      },
+      60s);
+  ASSERT_TRUE(run.ok()) << run.failures();
+  const double want = o.model.alpha_node_s + kBytes * o.model.beta_node_s;
+  EXPECT_NEAR(secs(took), want, 1e-9) << "virtual time of one 1 MiB message";
+  // Between nodes, the network's alpha and beta.
+  o.model.ranks_per_node = 1;
+  EXPECT_NEAR(secs(o.model.message(0, 1, kBytes)), o.model.alpha_net_s + kBytes * o.model.beta_net_s, 1e-9);
+}
+
+// A receive nobody sends times out at its deadline in virtual time, at once
+// in wall time; a wait with nothing that can end it is a deadlock, seen at once.
+TEST(SimWorld, DeadlinesAndDeadlocksCostNoWallTime) {
+  SimWorld w(2, sim());
+  const auto wall0 = std::chrono::steady_clock::now();
+  const auto start = w.start();
+  const auto run = w.run(
+      [&](RankContext& ctx) {
+        std::vector<std::byte> b(8);
+        ctx.links().irecv(1 - ctx.rank(), 5, b)->wait(sched::now() + 30s);
+      },
+      120s);
+  EXPECT_FALSE(run.ok());
+  EXPECT_FALSE(run.hung);
+  EXPECT_NE(run.failures().find("did not complete by its deadline"), std::string::npos) << run.failures();
+  EXPECT_NEAR(secs(w.start() - start), 30.0, 1e-6) << "the deadline passed in virtual time";
+
+  std::mutex mu;
+  std::condition_variable cv;
+  SimWorld w2(3, sim());
+  const auto hung = w2.run(
+      [&](RankContext&) {
+        std::unique_lock<std::mutex> lk(mu);
+        sched::wait(cv, lk, [] { return false; });  // nothing will ever notify
+      },
+      3600s);
+  EXPECT_TRUE(hung.hung);
+  EXPECT_LT(secs(std::chrono::steady_clock::now() - wall0), 5.0) << "30 s and an hour of virtual time took wall seconds";
+}
+
+// The seed decides the interleaving: the same seed, the same order of every
+// step of every rank; other seeds, other orders. PCT too.
+TEST(SimWorld, TheSeedDecidesTheInterleaving) {
+  const uint64_t fresh = std::random_device{}();
+  std::printf("[ seed ] fresh schedule seed %llu\n", static_cast<unsigned long long>(fresh));
+  for (SchedulePolicy pol : {SchedulePolicy::Random, SchedulePolicy::Pct}) {
+    auto order = [&](uint64_t seed) {
+      std::vector<int> seen;
+      SimWorld w(4, sim(seed, pol));
+      const auto run = w.run(
+          [&](RankContext& ctx) {
+            for (int i = 0; i < 20; ++i) {
+              seen.push_back(ctx.rank());
+              sched::yield();
+            }
+          },
+          60s);
+      EXPECT_TRUE(run.ok()) << run.failures();
+      return seen;
+    };
+    std::set<std::vector<int>> distinct;
+    for (uint64_t seed : {uint64_t{1}, uint64_t{2}, uint64_t{3}, fresh}) {
+      const auto a = order(seed);
+      EXPECT_EQ(a, order(seed)) << "seed " << seed << " gave two interleavings";
+      distinct.insert(a);
+    }
+    EXPECT_GE(distinct.size(), 3u) << "four seeds gave fewer than three interleavings";
+  }
+}
+
+// Async streams are fibers too, and a sleep is virtual: 1,000 s of sleeps
+// on 8 ranks end in wall milliseconds, each rank at its own virtual time.
+TEST(SimWorld, SleepsAndTasksRunInVirtualTime) {
+  SimWorld w(8, sim(7));
+  std::vector<double> woke(8);
+  const auto t0 = w.start();
+  const auto wall0 = std::chrono::steady_clock::now();
+  const auto run = w.run(
+      [&](RankContext& ctx) {
+        int done = 0;
+        sched::Task t([&] {
+          sched::sleep_for(std::chrono::seconds(100 + ctx.rank()));
+          done = 1;
+        });
+        t.join();
+        woke[static_cast<size_t>(ctx.rank())] = secs(sched::now() - t0);
+        if (done != 1) throw std::runtime_error("the task did not run");
+      },
+      3600s);
+  ASSERT_TRUE(run.ok()) << run.failures();
+  for (int r = 0; r < 8; ++r) EXPECT_NEAR(woke[static_cast<size_t>(r)], 100.0 + r, 1e-6);
+  EXPECT_LT(secs(std::chrono::steady_clock::now() - wall0), 2.0);
+}
+
+TEST(LinkModel, ParsesUnitsAndNamesABadKeyOrValue) {
+  const LinkModel m = LinkModel::parse("alpha_node=2us,beta_node=10GB/s,alpha_net=1ms,reduce=500MB/s");
+  EXPECT_DOUBLE_EQ(m.alpha_node_s, 2e-6);
+  EXPECT_DOUBLE_EQ(m.beta_node_s, 1 / 10e9);
+  EXPECT_DOUBLE_EQ(m.alpha_net_s, 1e-3);
+  EXPECT_DOUBLE_EQ(m.reduce_bytes_per_s, 500e6);
+  EXPECT_EQ(LinkModel::parse(m.describe()).describe(), m.describe()) << "describe() parses back";
+  for (const char* bad : {"gamma=1us", "alpha_node=fast", "beta_net=0GB/s", "alpha_node=-1us", "beta_node=5"}) {
+    try {
+      (void)LinkModel::parse(bad);
+      ADD_FAILURE() << bad << " was accepted";
+    } catch (const std::invalid_argument& e) {
+      EXPECT_NE(std::string(e.what()).find("--link-model"), std::string::npos) << e.what();
+    }
+  }
+}
+
+// ---- the commands, as a user runs them ----
+
+namespace {
+
+// 8 processes that spin until this object goes: a busy host.
+class BusyHost {
+ public:
+  explicit BusyHost(int n) {
+    for (int i = 0; i < n; ++i) {
+      const pid_t p = fork();
+      if (p == 0) {
+        alarm(600);  // never outlive a crashed test
+        volatile uint64_t x = 0;  // spin: the busy host
+        for (;;) x = x + 1;  // NOLINT: a busy loop
+      }
+      pids_.push_back(p);
+    }
+  }
+  ~BusyHost() {
+    for (pid_t p : pids_) kill(p, SIGKILL);
+    for (pid_t p : pids_) waitpid(p, nullptr, 0);
+  }
+
+ private:
+  std::vector<pid_t> pids_;
+};
+
+std::vector<std::string> example_bugs() {
+  std::vector<std::string> out;
+  for (const auto& e : std::filesystem::directory_iterator(std::string(SOURCE_DIR) + "/examples/bugs"))
+    if (e.path().extension() == ".yaml") out.push_back(e.path().string());
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+// Every example replayed and 1,000 cases of the detection property: what the
+// simulated world prints, all of it.
+std::vector<testutil::CommandResult> the_runs(uint64_t seed) {
+  std::vector<testutil::CommandResult> out;
+  for (const auto& f : example_bugs())
+    out.push_back(testutil::run_command(std::string(COLLCHECK_BIN) + " replay " + f + " --world sim 2>&1", 300));
+  out.push_back(testutil::run_command(
+      fmt::format("{} faults --world sim --random 1000 --seed {} --progress off 2>&1", COLLCHECK_BIN, seed), 300));
+  return out;
+}
+
+}  // namespace
+
+TEST(SimCli, OneSeedOneOutputOnAnIdleAndABusyHost) {
+  const uint64_t seed = std::random_device{}() % 1000000;
+  std::printf("[ seed ] detection property seed %llu\n", static_cast<unsigned long long>(seed));
+  const auto idle = the_runs(seed);
+  const auto again = the_runs(seed);
+  std::vector<testutil::CommandResult> busy;
+  {
+    BusyHost host(8);
+    busy = the_runs(seed);
+  }
+  const auto files = example_bugs();
+  ASSERT_EQ(idle.size(), files.size() + 1);
+  for (size_t i = 0; i < idle.size(); ++i) {
+    const std::string what = i < files.size() ? files[i] : "faults --random 1000";
+    EXPECT_EQ(idle[i].code, 0) << what << "\n" << idle[i].out;
+    EXPECT_EQ(idle[i].out, again[i].out) << what << ": two idle runs differ";
+    EXPECT_EQ(idle[i].out, busy[i].out) << what << ": the busy host's run differs";
+    EXPECT_EQ(idle[i].code, busy[i].code) << what;
+  }
+  // Every example's expectation held, and the property had no miss and no false alarm.
+  for (size_t i = 0; i < files.size(); ++i)
+    EXPECT_NE(idle[i].out.find("-> holds"), std::string::npos) << files[i] << "\n" << idle[i].out;
+  EXPECT_NE(idle.back().out.find("1000 of 1000 cases diagnosed as injected (no miss, no false alarm: yes)"),
+            std::string::npos)
+      << idle.back().out;
+}
+
+TEST(SimCli, BadScheduleOrLinkModelIsAUsageError) {
+  for (const char* args : {"--schedule sometimes", "--schedule pct:0", "--link-model alpha_node=soon",
+                           "--link-model jitter=1us", "--schedule-seed -3"}) {
+    const auto r = testutil::run_command(std::string(COLLCHECK_BIN) + " verify --world sim --cases 5 " + args, 60);
+    EXPECT_EQ(r.code, 2) << args << "\n" << r.out;
+    const std::string flag = std::string(args).substr(0, std::string(args).find(' '));
+    EXPECT_NE(r.out.find(flag), std::string::npos) << args << ": the error names the flag\n" << r.out;
+  }
+}
+
+// verify in the simulated world: every reference algorithm against the
+// others and the oracle, fresh seed; the replay line carries --world sim.
+TEST(SimCli, VerifyPassesOnAFreshSeedAndItsReplayLineNamesTheWorld) {
+  const uint64_t seed = std::random_device{}() % 1000000;
+  std::printf("[ seed ] verify seed %llu\n", static_cast<unsigned long long>(seed));
+  for (const char* impl : {"ring", "tree", "dbtree", "hierarchical"}) {
+    const auto r = testutil::run_command(
+        fmt::format("{} verify --world sim --impl {} --cases 150 --seed {} --progress off", COLLCHECK_BIN, impl, seed), 300);
+    EXPECT_EQ(r.code, 0) << impl << "\n" << r.out;
+    EXPECT_NE(r.out.find("as fibers in virtual time"), std::string::npos) << r.out;
+  }
+  const auto bad = testutil::run_command(
+      fmt::format("{} verify --world sim --impl plugin:{}/chunk_off_by_one.so --cases 300 --seed {} --progress off",
+                  COLLCHECK_BIN, MUTANT_DIR, seed), 300);
+  EXPECT_EQ(bad.code, 1) << bad.out;
+  EXPECT_NE(bad.out.find("--world sim"), std::string::npos) << "the replay line must name the world\n" << bad.out;
+}
