@@ -5,6 +5,7 @@
 
 #include "impl/element_ops.h"
 #include "impl/kernels_avx2.h"
+#include "impl/sched.h"
 
 namespace collcheck {
 
@@ -76,6 +77,10 @@ void combine_scalar(void* dst, const void* a, const void* b, size_t count, DType
 
 void combine(void* dst, const void* a, const void* b, size_t count, DType dtype, Combine op) {
   if (count == 0) return;
+  // The simulated world charges the reduction its modelled time (the bytes
+  // it reduces over the kernel's bandwidth); elsewhere nothing is charged.
+  if (const LinkModel* m = current_link_model(); m != nullptr && sched::in_fiber())
+    sched::sleep_for(m->reduction(count * dtype_size(dtype)));
   // The vector loop takes what it can (whole steps), a scalar loop the rest.
   const size_t done = combine_avx2(dst, a, b, count, dtype, op);
   if (done == count) return;

@@ -146,7 +146,6 @@ std::string mpi_algo_choices();
 
 struct SoakFlags {
   std::string world = "threads";
-  SimFlags sim;  // --world sim's schedule and link model
   std::string plan;  // "" = the default plan
   double duration = 600;
   std::string seed;

@@ -97,7 +97,6 @@ const SimFlags* sim_asked(CLI::App& app, const Commands& c) {
   if (app.got_subcommand("verify") && c.verify.world == "sim") return &c.verify.sim;
   if (app.got_subcommand("replay") && c.replay.world == "sim") return &c.replay.sim;
   if (app.got_subcommand("faults") && c.faults.world == "sim") return &c.faults.sim;
-  if (app.got_subcommand("soak") && c.soak.world == "sim") return &c.soak.sim;
   return nullptr;
 }
 
@@ -110,6 +109,11 @@ std::optional<int> start_session(CLI::App& app, Commands& c, int& argc, char**& 
       std::fprintf(stderr, "collcheck: error: --world must be sim, threads or mpi, got '%s'\n", w->c_str());
       return 2;
     }
+  if (app.got_subcommand("soak") && c.soak.world == "sim") {
+    std::fprintf(stderr, "collcheck: error: --world sim: soak runs its units as threads or as MPI processes (--world "
+                         "threads or mpi); run verify, replay or faults with --world sim\n");
+    return 2;
+  }
   if (const auto* sim = sim_asked(app, c)) {
     try {
       collcheck::SimOptions o;

@@ -27,8 +27,7 @@ void add_soak(CLI::App& app, SoakFlags& f) {
                 "the results file, one JSON line per unit, flushed as each ends (default: "
                 "collcheck-soak-<UTC date>T<time>Z-<seed>.jsonl here, a new file each run; --resume needs it named)");
   s->add_flag("--resume", f.resume, "continue the soak of --results: its seed, its plan, its next unit");
-  add_sim_flags(s, f.sim);
-  s->add_option("--world", f.world, "sim (ranks as fibers in virtual time: one seed, one output, however busy the host), threads (the default) or mpi (one rank per process, under mpirun)")
+  s->add_option("--world", f.world, "threads (the default) or mpi (one rank per process, under mpirun)")
       ->capture_default_str();
   s->add_option("--progress", f.progress, "a live progress line on stderr: auto (when a terminal), on, off")
       ->capture_default_str();

@@ -58,6 +58,7 @@ class Session {
   // "threads" or "mpi", as --world and a scenario's world.kind say it.
   std::string name() const { return mpi_ ? "mpi" : sim_ ? "sim" : "threads"; }
   bool is_sim() const { return sim_.has_value(); }
+  const SimOptions* sim_options() const { return sim_ ? &*sim_ : nullptr; }
   // "as threads" or "as MPI processes", for headers.
   std::string how() const { return mpi_ ? "as MPI processes" : sim_ ? "as fibers in virtual time" : "as threads"; }
   // Whether this process judges and reports: rank 0, or the only process.
