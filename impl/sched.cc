@@ -90,6 +90,11 @@ void Task::join() {
 const LinkModel* current_link_model() { return tl_model; }
 void set_current_link_model(const LinkModel* m) { tl_model = m; }
 
+void charge_launch() {
+  if (tl_model != nullptr && sched::in_fiber())
+    sched::sleep_for(std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(tl_model->launch_s)));
+}
+
 namespace {
 Clock::duration seconds(double s) {
   return std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(s));
@@ -168,9 +173,11 @@ LinkModel LinkModel::parse(const std::string& spec) {
       m.beta_net_s = 1.0 / parse_bandwidth(key, val);
     } else if (key == "reduce") {
       m.reduce_bytes_per_s = parse_bandwidth(key, val);
+    } else if (key == "launch") {
+      m.launch_s = parse_time(key, val);
     } else {
       throw std::invalid_argument(fmt::format(
-          "--link-model: unknown key '{}' (allowed: alpha_node, beta_node, alpha_net, beta_net, reduce; "
+          "--link-model: unknown key '{}' (allowed: alpha_node, beta_node, alpha_net, beta_net, reduce, launch; "
           "as alpha_node=1us,beta_node=20GB/s)",
           key));
     }
@@ -179,9 +186,10 @@ LinkModel LinkModel::parse(const std::string& spec) {
 }
 
 std::string LinkModel::describe() const {
-  return fmt::format("alpha_node={:g}us,beta_node={:g}GB/s,alpha_net={:g}us,beta_net={:g}GB/s,reduce={:g}GB/s",
-                     alpha_node_s * 1e6, 1e-9 / beta_node_s, alpha_net_s * 1e6, 1e-9 / beta_net_s,
-                     reduce_bytes_per_s * 1e-9);
+  return fmt::format(
+      "alpha_node={:g}us,beta_node={:g}GB/s,alpha_net={:g}us,beta_net={:g}GB/s,reduce={:g}GB/s,launch={:g}us",
+      alpha_node_s * 1e6, 1e-9 / beta_node_s, alpha_net_s * 1e6, 1e-9 / beta_net_s, reduce_bytes_per_s * 1e-9,
+      launch_s * 1e6);
 }
 
 }  // namespace collcheck

@@ -139,6 +139,7 @@ struct LinkModel {
   double alpha_net_s = 5e-6;            // between nodes: ~5 us
   double beta_net_s = 1.0 / 12.5e9;     // 100 Gb/s
   double reduce_bytes_per_s = 10e9;     // a reduction kernel's bandwidth
+  double launch_s = 2e-6;               // issuing a call (a kernel launch, a library's entry)
   int ranks_per_node = 0;               // 0: every rank on one node
   // The cost of `bytes` from rank a to rank b.
   Clock::duration message(int a, int b, size_t bytes) const;
@@ -153,5 +154,9 @@ struct LinkModel {
 // otherwise): the kernels charge their reductions to it.
 const LinkModel* current_link_model();
 void set_current_link_model(const LinkModel* m);
+// A call being issued costs the model's launch time in the simulated world
+// (nothing elsewhere): calls a rank issues one after another start one after
+// another in virtual time too, as they do on a real host.
+void charge_launch();
 
 }  // namespace collcheck

@@ -230,7 +230,8 @@ CaseOutcome run_case(World& world, const Case& c, const RunConfig& cfg, bool* ra
   // The rank body captures by value and lives in st: a hung rank may outlive
   // this call, and st is then never freed.
   st->fn = [s, c, cfg](RankContext& ctx) { execute_rank(c, *s, cfg, ctx.links()); };
-  world.set_schedule_seed(c.seed);  // the simulated world: the case's seed is its schedule's
+  // The simulated world: the case's seed (and which of --schedules) is its schedule's.
+  world.set_schedule_seed(c.seed + static_cast<uint64_t>(cfg.schedule) * 0x9e3779b97f4a7c15ULL);
   const WorldRun run = world.run(st->fn, st->limit, c.p);
   if (ranks_ok) *ranks_ok = run.ok();
   if (run.hung) new std::shared_ptr<CaseExecution>(st);
@@ -289,7 +290,16 @@ CaseOutcome CaseRunner::run(const Case& c) {
     return out;
   }
   bool ranks_ok = false;
-  CaseOutcome out = run_case(*w, c, cfg_, &ranks_ok);
+  CaseOutcome out;
+  // Under several schedules (the simulated world only: elsewhere the host
+  // schedules), the first that fails is the case's outcome.
+  const int schedules = w->fiber_host() != nullptr ? std::max(1, cfg_.schedules) : 1;
+  for (int k = 0; k < schedules; ++k) {
+    RunConfig one = cfg_;
+    one.schedule = k;
+    out = run_case(*w, c, one, &ranks_ok);
+    if (!out.ok || !ranks_ok || out.world_broken) break;
+  }
   if (!ranks_ok) {
     // A failed call can leave a native backend's per-world state (Gloo pairs,
     // NCCL communicators) unusable: start the next case from scratch.

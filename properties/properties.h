@@ -80,6 +80,11 @@ struct RunConfig {
   std::vector<int> world_nodes;
   // How a case's world is made (Session::worlds()); threads by default.
   WorldFactory make_world = thread_worlds();
+  // The simulated world: each case runs under this many schedules (the case's
+  // seed mixed with 0, 1, ...; --schedules), and fails on the first that
+  // fails. Other worlds run a case once.
+  int schedules = 1;
+  int schedule = 0;  // the one a run_case call uses
 };
 
 // The nodes of a case's ranks as the implementation sees them (node_map()

@@ -23,8 +23,8 @@ using Impls = std::vector<std::pair<std::string, ImplPtr>>;
 // Every implementation must run in this world and on this machine (a GPU
 // library needs its GPUs; without them the run is skipped, exit 77, never a
 // pass), and fit the ranks asked for. nullopt: admitted.
-std::optional<int> admit_implementations(const VerifyJob& job, const Session& session, const Impls& all,
-                                         VerifyOptions& o, const Say& say) {
+std::optional<int> admit_implementations(const VerifyJob& job, const Session& session, WorldKind kind,
+                                         const Impls& all, VerifyOptions& o, const Say& say) {
   for (const auto& [flag, x] : all)
     if (auto why = x->no_fork(); why && job.isolate == "on")
       throw UsageError(fmt::format("--isolate on cannot be used with {}: {}", x->name(), *why));
@@ -35,7 +35,7 @@ std::optional<int> admit_implementations(const VerifyJob& job, const Session& se
     }
   }
   for (const auto& [flag, x] : all) {
-    if (auto why = x->unsupported_world(session.kind())) throw UsageError(fmt::format("{} {}: {}", flag, x->name(), *why));
+    if (auto why = x->unsupported_world(kind)) throw UsageError(fmt::format("{} {}: {}", flag, x->name(), *why));
     try {
       x->fit_world(session.mpi(), o.space.max_ranks, say);
     } catch (const ImplementationError& e) {
@@ -175,6 +175,7 @@ RunConfig make_config(const VerifyJob& job, const Session& session) {
   }
   cfg.world_nodes = session.nodes();
   cfg.make_world = session.worlds();
+  cfg.schedules = job.schedules;
   cfg.timeout = std::chrono::milliseconds(static_cast<long long>(job.timeout_s * 1000));
   return cfg;
 }
@@ -182,7 +183,18 @@ RunConfig make_config(const VerifyJob& job, const Session& session) {
 
 int run_verify_job(VerifyJob& job, const Session& session, Events& ev, const VerifyFinish& finish) {
   VerifyOptions& o = job.o;
-  const RunConfig cfg = make_config(job, session);
+  RunConfig cfg = make_config(job, session);
+  // No --world: the simulated world, unless an implementation runs as
+  // threads by default (a plugin, a library with threads of its own).
+  WorldKind kind = session.kind();
+  if (session.sim_by_default()) {
+    bool threads = static_cast<bool>(cfg.impl->threads_by_default());
+    for (const auto& p : cfg.peers) threads |= static_cast<bool>(p->threads_by_default());
+    if (threads) {
+      kind = WorldKind::Threads;
+      cfg.make_world = thread_worlds();
+    }
+  }
   o.against = job.against;
   // An implementation that follows the nodes is checked on every topology:
   // each case draws its nodes (and in the MPI world may keep the hosts').
@@ -192,12 +204,19 @@ int run_verify_job(VerifyJob& job, const Session& session, Events& ev, const Ver
   };
   Impls all{{"--impl", cfg.impl}};
   for (const auto& p : cfg.peers) all.emplace_back("--against", p);
-  if (const auto skipped = admit_implementations(job, session, all, o, say)) return *skipped;
+  if (const auto skipped = admit_implementations(job, session, kind, all, o, say)) return *skipped;
   restrict_to_what_runs(job, session, all, o, say);
   refuse_unless_verify_fits(session, o, cfg.peers.size());
   if (session.is_mpi()) return verify_in_mpi(job, session, cfg, ev, finish);
   o.run_flags += session.world_flag();
-  if (session.is_sim()) o.world_desc = "ranks as fibers in virtual time";
+  if (kind == WorldKind::Sim) o.world_desc = "ranks as fibers in virtual time";
+  if (job.schedules > 1 && kind != WorldKind::Sim)
+    throw UsageError("--schedules: runs each case under several schedules of the simulated world, and this run's "
+                     "world is threads (name --world sim, or drop --schedules)");
+  if (job.schedules > 1) {
+    o.run_flags += fmt::format(" --schedules {}", job.schedules);
+    o.world_desc += fmt::format(", {} schedules a case", job.schedules);
+  }
   const bool isolate = job.isolate == "on" || (job.isolate == "auto" && cfg.impl->untrusted());
   auto exec = make_executor(cfg, isolate);
   return finish(o, run_verify(o, *exec, ev));

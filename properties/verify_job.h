@@ -30,6 +30,7 @@ struct VerifyJob {
   bool max_ranks_given = false;  // false: Gloo's default p <= 8 applies
   std::string isolate = "auto";  // auto (plugins), on, off
   double timeout_s = 10;         // the deadline of each call
+  int schedules = 1;             // --schedules: each case under K schedules (the simulated world)
 };
 
 // The run's end on the root, before the other processes are told the exit

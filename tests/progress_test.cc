@@ -112,7 +112,7 @@ TEST(Progress, VerifyAndReplayShowItOnStderrOnly) {
   EXPECT_NE(lines.find("[verify] "), std::string::npos) << lines;
   EXPECT_NE(lines.find("/300 cases, "), std::string::npos) << lines;
   const auto r = testutil::run_command("sh -c 'COLLCHECK_PROGRESS_EVERY=0.2 " COLLCHECK_BIN " replay " SOURCE_DIR
-                                       "/examples/bugs/late_rank_after_checkpoint.yaml --progress lines 2>" + err + "'", 120);
+                                       "/examples/bugs/late_rank_after_checkpoint.yaml --world threads --progress lines 2>" + err + "'", 120);
   EXPECT_EQ(r.code, 0) << r.out;
   EXPECT_NE(testutil::slurp(err).find("[replay] "), std::string::npos) << testutil::slurp(err);
   EXPECT_NE(testutil::slurp(err).find("the run's limit is 8 s"), std::string::npos) << testutil::slurp(err);

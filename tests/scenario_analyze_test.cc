@@ -153,6 +153,40 @@ TEST(Analyze, ASlowEdgeNeedsAMajorityOfItsTimeNotOfItsTransfers) {
   EXPECT_FALSE(names_slow_edge(ring_dumps(0.2, 12, 4, false)));
 }
 
+// A slow link is slow in every call that crosses it: an edge whose slow
+// transfers all fall in one of several calls (the host was busy then) is not
+// named, though they are a majority of its transfers.
+TEST(Analyze, ASlowEdgeMustBeSlowInMoreThanOneCall) {
+  auto with_calls = [](const std::vector<int>& slow_calls) {
+    auto d = ring_dumps(0.2, 40, 0, false);
+    for (auto& rd : d) rd.transfers.clear();
+    for (int src = 0; src < 3; ++src) {
+      const int dst = (src + 1) % 3;
+      double t = 0.001;
+      for (int k = 0; k < 5; ++k) {
+        const int call = k < 3 ? 1 : 2;  // three transfers in call #1, two in call #2
+        const bool slow = src == 1 && std::count(slow_calls.begin(), slow_calls.end(), call) > 0;
+        TransferRecord x;
+        x.src = src;
+        x.dst = dst;
+        x.tag = call_tag(static_cast<uint64_t>(call)) | static_cast<Tag>(k);
+        x.bytes = 1024;
+        x.t_posted = t;
+        x.t_completed = t + (slow ? 0.040 : 0.0002);
+        x.send = true;
+        d[static_cast<size_t>(src)].transfers.push_back(x);
+        x.send = false;
+        d[static_cast<size_t>(dst)].transfers.push_back(x);
+        t = x.t_completed + 0.0005;
+      }
+    }
+    return d;
+  };
+  std::string text;
+  EXPECT_FALSE(names_slow_edge(with_calls({1}), &text)) << "3 of 5 transfers slow, all in call #1: " << text;
+  EXPECT_TRUE(names_slow_edge(with_calls({1, 2}), &text)) << "slow in both calls";
+}
+
 // The stall meter's record: time when the sender's process was not running
 // is not the link's time.
 TEST(Analyze, TimeWhenARankWasNotRunningIsNotTheLinksTime) {

@@ -268,3 +268,21 @@ TEST(SimCli, VerifyPassesOnAFreshSeedAndItsReplayLineNamesTheWorld) {
   EXPECT_EQ(bad.code, 1) << bad.out;
   EXPECT_NE(bad.out.find("--world sim"), std::string::npos) << "the replay line must name the world\n" << bad.out;
 }
+
+// --schedules K: each case under K schedules of the simulated world; the
+// header and the replay line say so; a world without schedules refuses it.
+TEST(SimCli, SchedulesRunEachCaseUnderSeveralInterleavings) {
+  const auto r = testutil::run_command(std::string(COLLCHECK_BIN) + " verify --cases 60 --seed 5 --schedules 4 --progress off", 300);
+  EXPECT_EQ(r.code, 0) << r.out;
+  EXPECT_NE(r.out.find("ranks as fibers in virtual time, 4 schedules a case"), std::string::npos) << r.out;
+  const auto bad = testutil::run_command(
+      fmt::format("{} verify --impl plugin:{}/chunk_off_by_one.so --world sim --schedules 3 --cases 200 --seed 5 --progress off",
+                  COLLCHECK_BIN, MUTANT_DIR), 300);
+  EXPECT_EQ(bad.code, 1) << bad.out;
+  EXPECT_NE(bad.out.find("--world sim --schedules 3 --replay"), std::string::npos) << bad.out;
+  for (const char* args : {"--world threads --schedules 2", "--schedules 0", "--schedules 1001"}) {
+    const auto e = testutil::run_command(std::string(COLLCHECK_BIN) + " verify --cases 5 " + args, 60);
+    EXPECT_EQ(e.code, 2) << args << "\n" << e.out;
+    EXPECT_NE(e.out.find("--schedules"), std::string::npos) << args << "\n" << e.out;
+  }
+}

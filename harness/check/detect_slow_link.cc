@@ -120,6 +120,7 @@ void slow_link(const Dumps& dumps, const AnalysisOptions& o, std::vector<Diagnos
   const StallsByRank stalls = stalls_by_rank(dumps);
   struct Span {
     double lo, hi, latency, stalled;
+    uint64_t call;  // the call's group and number: slow in how many calls
   };
   std::map<std::pair<int, int>, std::vector<Span>> spans;
   for (const auto& [key, p] : pairs) {
@@ -128,7 +129,7 @@ void slow_link(const Dumps& dumps, const AnalysisOptions& o, std::vector<Diagnos
     const double lat = transfer_latency(*p.first, *p.second, stalls, &stalled);
     spans[{p.first->src, p.first->dst}].push_back(Span{std::max(p.first->t_posted, p.second->t_posted),
                                                        std::min(p.first->t_completed, p.second->t_completed), lat,
-                                                       stalled});
+                                                       stalled, (group_of_tag(p.first->tag) << 40) | call_of_tag(p.first->tag)});
   }
   if (spans.size() < 2) return;
   // One sample per window of time: transfers on an edge that were in flight
@@ -168,6 +169,16 @@ void slow_link(const Dumps& dumps, const AnalysisOptions& o, std::vector<Diagnos
   auto worst_it = std::find_if(med.rbegin(), med.rend(), [&](const auto& m) { return latency[m.second].size() >= 2; });
   if (worst_it == med.rend()) return;
   const auto& worst = *worst_it;
+  // A slow link is slow in every call that crosses it; a host that was busy
+  // during one call (a thread or process descheduled, other jobs) makes one
+  // call's transfers slow. So an edge that carried several calls must have
+  // been slow (past halfway to its median) in at least two of them.
+  std::set<uint64_t> calls, slow_calls;
+  for (const auto& x : spans[worst.second]) {
+    calls.insert(x.call);
+    if (x.latency >= others + (worst.first - others) / 2) slow_calls.insert(x.call);
+  }
+  if (calls.size() >= 2 && slow_calls.size() < 2) return;
   if (worst.first > o.slow_factor * others && worst.first - others > o.slow_min_excess_s) {
     Diagnosis dg;
     dg.kind = DiagnosisKind::SlowLink;

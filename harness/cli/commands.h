@@ -110,9 +110,10 @@ SweepOptions plan_sweep(SweepFlags& f, bool ranks_given, const Session& session)
 int run_sweep_command(SweepFlags& f, bool ranks_given, const Session& session);
 
 struct VerifyFlags {
+  int schedules = 1;  // --schedules K (the simulated world)
   std::string impl = "ring";
   std::string against;
-  std::string world = "threads";
+  std::string world;  // "": sim for the reference algorithms, threads otherwise (--world)
   SimFlags sim;  // --world sim's schedule and link model
   int mpi_algo = -1;
   std::string cases = "2000";
@@ -146,6 +147,7 @@ std::string mpi_algo_choices();
 
 struct SoakFlags {
   std::string world = "threads";
+  SimFlags sim;  // --world sim's schedule and link model
   std::string plan;  // "" = the default plan
   double duration = 600;
   std::string seed;
@@ -185,7 +187,7 @@ void add_gate(CLI::App& app, GateFlags& f);
 int run_gate_command(GateFlags& f, const Session& session);
 
 struct ReplayFlags {
-  std::string world = "threads";
+  std::string world;  // "": sim for the reference algorithms, threads otherwise (--world)
   SimFlags sim;  // --world sim's schedule and link model
   std::string file;
   std::string mode;  // "" = the scenario's
@@ -215,7 +217,7 @@ struct FaultsFlags {
   std::string impl = "ring";
   int ranks = -1;  // -1: 4, or every process in the MPI world
   std::string mode = "both";
-  std::string world = "threads";
+  std::string world;  // "": sim for the reference algorithms, threads otherwise (--world)
   SimFlags sim;  // --world sim's schedule and link model
   size_t random = 0;  // > 0: the detection property, this many random cases
   std::string seed = "1";

@@ -94,10 +94,19 @@ bool wants_mpi(CLI::App& app, const Commands& c) {
 // The --world sim flags of the command run, when it asked for that world.
 const SimFlags* sim_asked(CLI::App& app, const Commands& c) {
   if (app.got_subcommand("sweep") && c.sweep.world == "sim") return &c.sweep.sim;
-  if (app.got_subcommand("verify") && c.verify.world == "sim") return &c.verify.sim;
-  if (app.got_subcommand("replay") && c.replay.world == "sim") return &c.replay.sim;
-  if (app.got_subcommand("faults") && c.faults.world == "sim") return &c.faults.sim;
+  if (app.got_subcommand("soak") && c.soak.world == "sim") return &c.soak.sim;
+  // verify, replay and faults: the simulated world by default too.
+  if (app.got_subcommand("verify") && (c.verify.world == "sim" || c.verify.world.empty())) return &c.verify.sim;
+  if (app.got_subcommand("replay") && (c.replay.world == "sim" || c.replay.world.empty())) return &c.replay.sim;
+  if (app.got_subcommand("faults") && (c.faults.world == "sim" || c.faults.world.empty())) return &c.faults.sim;
   return nullptr;
+}
+
+// Whether the command runs in the simulated world because no --world was given.
+bool by_default(CLI::App& app, const Commands& c) {
+  return (app.got_subcommand("verify") && c.verify.world.empty()) ||
+         (app.got_subcommand("replay") && c.replay.world.empty()) ||
+         (app.got_subcommand("faults") && c.faults.world.empty());
 }
 
 // The world asked for, checked, then made once: the session every command is
@@ -105,26 +114,28 @@ const SimFlags* sim_asked(CLI::App& app, const Commands& c) {
 // here, or all failed before alike. nullopt: started; else the exit code.
 std::optional<int> start_session(CLI::App& app, Commands& c, int& argc, char**& argv, collcheck::Session& session) {
   for (const std::string* w : {&c.sweep.world, &c.verify.world, &c.replay.world, &c.faults.world, &c.soak.world})
-    if (*w != "threads" && *w != "mpi" && *w != "sim") {
+    if (!w->empty() && *w != "threads" && *w != "mpi" && *w != "sim") {
       std::fprintf(stderr, "collcheck: error: --world must be sim, threads or mpi, got '%s'\n", w->c_str());
       return 2;
     }
-  if (app.got_subcommand("soak") && c.soak.world == "sim") {
-    std::fprintf(stderr, "collcheck: error: --world sim: soak runs its units as threads or as MPI processes (--world "
-                         "threads or mpi); run verify, replay or faults with --world sim\n");
-    return 2;
+  const auto* sim = sim_asked(app, c);
+  if (sim && collcheck::kNoFibers != nullptr) {
+    if (!by_default(app, c)) {
+      std::fprintf(stderr, "collcheck: error: --world sim: %s; use --world threads\n", collcheck::kNoFibers);
+      return 2;
+    }
+    sim = nullptr;  // the default falls back to threads
   }
-  if (const auto* sim = sim_asked(app, c)) {
+  if (sim) {
     try {
       collcheck::SimOptions o;
       o.schedule = collcheck::ScheduleOptions::parse(sim->schedule, parse_seed(sim->schedule_seed, "--schedule-seed"));
       if (!sim->link_model.empty()) o.model = collcheck::LinkModel::parse(sim->link_model);
-      session = collcheck::Session::simulated(o);
+      session = collcheck::Session::simulated(o, by_default(app, c));
     } catch (const std::exception& ex) {
       std::fprintf(stderr, "collcheck: error: %s\n", ex.what());
       return 2;
     }
-    return std::nullopt;
   }
   if (app.got_subcommand("verify") && c.verify.mpi_algo != -1 &&
       (c.verify.mpi_algo < 0 || c.verify.mpi_algo >= static_cast<int>(std::size(collcheck::kMpiAllreduceAlgos)))) {
@@ -132,7 +143,9 @@ std::optional<int> start_session(CLI::App& app, Commands& c, int& argc, char**& 
                mpi_algo_choices(), c.verify.mpi_algo);
     return 2;
   }
-  if (wants_mpi(app, c)) {
+  if (session.is_sim()) {
+    // Made above.
+  } else if (wants_mpi(app, c)) {
     if (c.verify.mpi_algo >= 0) {
       // Both, or coll/tuned silently ignores the choice.
       ::setenv("OMPI_MCA_coll_tuned_use_dynamic_rules", "1", 1);
@@ -148,10 +161,14 @@ std::optional<int> start_session(CLI::App& app, Commands& c, int& argc, char**& 
       return 2;
     }
     if (!warning.empty()) std::fprintf(stderr, "collcheck: warning: %s\n", warning.c_str());
-  } else if (const char* n = std::getenv("OMPI_COMM_WORLD_SIZE"); n && std::atoi(n) > 1) {
-    std::fprintf(stderr, "collcheck: warning: started by mpirun with %s processes but without --world mpi: each "
-                         "process runs its own thread world\n", n);
+  } else if ((app.got_subcommand("verify") && c.verify.world == "threads") ||
+             (app.got_subcommand("replay") && c.replay.world == "threads") ||
+             (app.got_subcommand("faults") && c.faults.world == "threads")) {
+    session = collcheck::Session::threads_asked();  // its replay lines say --world threads
   }
+  if (const char* n = std::getenv("OMPI_COMM_WORLD_SIZE"); !wants_mpi(app, c) && n && std::atoi(n) > 1)
+    std::fprintf(stderr, "collcheck: warning: started by mpirun with %s processes but without --world mpi: each "
+                         "process runs its own world of ranks\n", n);
   return std::nullopt;
 }
 

@@ -27,7 +27,8 @@ void add_soak(CLI::App& app, SoakFlags& f) {
                 "the results file, one JSON line per unit, flushed as each ends (default: "
                 "collcheck-soak-<UTC date>T<time>Z-<seed>.jsonl here, a new file each run; --resume needs it named)");
   s->add_flag("--resume", f.resume, "continue the soak of --results: its seed, its plan, its next unit");
-  s->add_option("--world", f.world, "threads (the default) or mpi (one rank per process, under mpirun)")
+  add_sim_flags(s, f.sim);
+  s->add_option("--world", f.world, "sim (the verify and fault units as fibers in virtual time; perf and algorithms units as threads), threads (the default) or mpi (one rank per process, under mpirun)")
       ->capture_default_str();
   s->add_option("--progress", f.progress, "a live progress line on stderr: auto (when a terminal), on, off")
       ->capture_default_str();
@@ -96,6 +97,7 @@ void soak_outputs(SoakFlags& f, SoakOptions& o, const Session& session) {
   o.version = COLLCHECK_VERSION;
   o.launcher = session.launcher();
   o.run_flags = session.world_flag();
+  if (session.is_sim()) o.sim_worlds = session.worlds();
   if (!f.junit.empty()) {
     try {
       check_report_path(f.junit, "--junit");

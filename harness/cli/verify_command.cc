@@ -33,7 +33,9 @@ void add_verify(CLI::App& app, VerifyFlags& f) {
   v->add_option("--against", f.against,
                 "peers to compare with, comma list of the same names (default: the other reference algorithms)");
   add_sim_flags(v, f.sim);
-  v->add_option("--world", f.world, "sim (ranks as fibers in virtual time: one seed, one output, however busy the host), threads (ranks as threads, the default) or mpi (one rank per process, under "
+  v->add_option("--schedules", f.schedules, "--world sim: run each case under K schedules (races found by search)")
+      ->capture_default_str();
+  v->add_option("--world", f.world, "sim (ranks as fibers in virtual time: one seed, one output, however busy the host; the default for the reference algorithms, while plugins and peer libraries run as threads unless sim is named), threads or mpi (one rank per process, under "
                                     "mpirun)")
       ->capture_default_str();
   v->add_option("--mpi-algo", f.mpi_algo,
@@ -206,6 +208,9 @@ collcheck::VerifyJob verify_job(VerifyFlags& f, const collcheck::Session& sessio
   job.max_ranks_given = f.max_ranks != -1;
   job.isolate = f.isolate;
   job.timeout_s = f.timeout;
+  if (f.schedules < 1 || f.schedules > 1000)
+    throw UsageError(fmt::format("--schedules must be 1 to 1000, got {}", f.schedules));
+  job.schedules = f.schedules;
   return job;
 }
 

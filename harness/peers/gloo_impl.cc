@@ -234,6 +234,7 @@ class GlooImplementation final : public Implementation {
     if (w == WorldKind::Sim) return std::string("gloo ") + kNeedsOwnThreads;
     return std::nullopt;
   }
+  std::optional<std::string> threads_by_default() const override { return unsupported_world(WorldKind::Sim); }
   explicit GlooImplementation(const GlooAlgoInfo& info)
       : info_(info), name_(std::string("gloo:") + info.name), worlds_(std::make_shared<GlooWorlds>()) {}
   const std::string& name() const override { return name_; }

@@ -73,6 +73,12 @@ class Implementation {
   virtual std::optional<std::string> unsupported(DType, RedOp) const { return std::nullopt; }
   // Why it cannot run in a world of this kind, or nullopt when it can.
   virtual std::optional<std::string> unsupported_world(WorldKind) const { return std::nullopt; }
+  // Why this implementation runs as threads when no --world was given, where
+  // the reference algorithms run in the simulated world (nullopt: it runs
+  // there too). A plugin may keep thread-local state or make its ranks wait
+  // on each other with its own primitives: fibers of one thread would share
+  // the one and deadlock on the other.
+  virtual std::optional<std::string> threads_by_default() const { return std::nullopt; }
   // Why it cannot run on this machine at all (a GPU library without a GPU, or
   // a build without it), or nullopt. A run that needs it is then skipped
   // (exit 77), never passed.

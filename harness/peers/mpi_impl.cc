@@ -269,6 +269,7 @@ class MpiImplementation final : public Implementation {
       return "mpi (MPI_Allreduce) needs one process per rank: run under mpirun with --world mpi";
     return std::nullopt;
   }
+  std::optional<std::string> threads_by_default() const override { return unsupported_world(WorldKind::Sim); }
 
   const Deviation* deviation(DType t, RedOp op) const override {
     if ((t == DType::Int8 || t == DType::Uint8) && (op == RedOp::Sum || op == RedOp::Avg || op == RedOp::PreMulSum)) {

@@ -81,6 +81,7 @@ class NcclImplementation final : public Implementation {
     if (w == WorldKind::Sim) return std::string("nccl ") + kNeedsOwnThreads;
     return std::nullopt;
   }
+  std::optional<std::string> threads_by_default() const override { return unsupported_world(WorldKind::Sim); }
   std::optional<std::string> no_fork() const override { return std::string(kNcclNoFork); }
 
   // One GPU per rank: NCCL 2.28 refuses two ranks on one GPU. The thread world

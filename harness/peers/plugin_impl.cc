@@ -197,6 +197,9 @@ class PluginImplementation final : public Implementation {
   // thread may still be executing its code.
   const std::string& name() const override { return spec_; }
   bool untrusted() const override { return true; }
+  std::optional<std::string> threads_by_default() const override {
+    return "a plugin may keep thread-local state or synchronize its ranks itself (--world sim runs it as fibers anyway)";
+  }
 
   void all_reduce(const AllReduceArgs& a) const override {
     CallContext c(a);

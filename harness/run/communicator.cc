@@ -312,6 +312,7 @@ void Communicator::guard(const CallFingerprint& fp, FlightRecorder* rec, Tag tag
 }
 
 void Communicator::call(const CallSpec& c, const void* send, void* recv) {
+  charge_launch();
   const Deadline deadline = sched::now() + options_.timeout;
   if (deferred_) progress_deferred(*deferred_);  // the rank is inside the library: what was pending moves
   const CallFingerprint fp = fingerprint(c, false);
@@ -346,6 +347,7 @@ void Communicator::call(const CallSpec& c, const void* send, void* recv) {
 }
 
 std::unique_ptr<Work> Communicator::call_async(const CallSpec& c, const void* send, void* recv) {
+  charge_launch();
   // Entering the library moves what was pending, not the call being issued.
   if (deferred_) progress_deferred(*deferred_);
   auto state = std::make_shared<Work::State>();

@@ -93,6 +93,14 @@ ReplayResult replay_in_session(const Scenario& s, const ReplayOptions& o, const 
   if (auto* mpi = session.mpi()) return replay_scenario(s, o, *mpi);
   ReplayOptions here = o;
   here.make_world = session.worlds();
+  if (session.sim_by_default()) {
+    // The scenario's implementation may run as threads by default (a plugin).
+    try {
+      if (make_implementation(s.impl)->threads_by_default()) here.make_world = thread_worlds();
+    } catch (const ImplementationError&) {
+      // replay_scenario names the bad impl field.
+    }
+  }
   return replay_scenario(s, here);
 }
 
@@ -221,6 +229,7 @@ ReplayResult replay_scenario(const Scenario& in, const ReplayOptions& o, World& 
                                    : world.gather(texts, gather_by);
   const auto verdict_texts = world.gather(verdicts, gather_by);
   res.seconds = std::chrono::duration<double>(world.now() - epoch).count();
+  res.virtual_time = world.fiber_host() != nullptr;
   if (!world.root()) return res;  // rank 0 reports
 
   std::vector<RankDump> dumps;  // every communicator's, of every rank
@@ -299,9 +308,14 @@ ReplayResult replay_scenario(const Scenario& in, const ReplayOptions& o, World& 
       // depends on when the last of the others reached each call (a busy
       // host reorders them); the analysis orders those findings by blame
       // and by the call entered first, as analyze does, so its first one
-      // for these ranks is taken, in whichever group.
+      // for these ranks is taken, in whichever group: the first that names
+      // any of them (the guard that fired first may have seen one of several
+      // missing ranks; which one is the schedule's choice, not the bug's).
       const auto realigned = std::find_if(res.diagnoses.begin(), res.diagnoses.end(), [&](const Diagnosis& d) {
-        if (v->kind == DiagnosisKind::MissingRank) return d.kind == DiagnosisKind::MissingRank && d.ranks == v->ranks;
+        if (v->kind == DiagnosisKind::MissingRank)
+          return d.kind == DiagnosisKind::MissingRank && std::any_of(d.ranks.begin(), d.ranks.end(), [&](int r) {
+                   return std::find(v->ranks.begin(), v->ranks.end(), r) != v->ranks.end();
+                 });
         return (d.kind == DiagnosisKind::ExtraCall || d.kind == DiagnosisKind::SkippedCall) && d.group == v->group &&
                d.seq == v->seq;
       });

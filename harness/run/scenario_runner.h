@@ -36,7 +36,8 @@ struct ReplayResult {
   std::vector<RankDump> dumps;
   bool guarded = true;
   bool hung = false;             // some rank did not return within the run's limit
-  double seconds = 0;            // the whole run
+  double seconds = 0;            // the whole run (in the world's time)
+  bool virtual_time = false;     // the simulated world's: the same on every host
   double time_to_diagnosis = -1; // guarded: when the guard fired; unguarded: when the analysis was done
   double first_failure = -1;     // when the first rank failed (the watchdog, in unguarded mode)
   std::string dump_dir;          // where dumps were written (unguarded)

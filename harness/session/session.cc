@@ -25,9 +25,16 @@ Session Session::start_mpi(int* argc, char*** argv, std::string& warning) {
   return Session(w);
 }
 
-Session Session::simulated(SimOptions opts) {
+Session Session::simulated(SimOptions opts, bool by_default) {
   Session s;
   s.sim_ = std::move(opts);
+  s.sim_by_default_ = by_default;
+  return s;
+}
+
+Session Session::threads_asked() {
+  Session s;
+  s.threads_asked_ = true;
   return s;
 }
 
@@ -35,8 +42,8 @@ WorldFactory Session::worlds() const { return sim_ ? sim_worlds(*sim_) : thread_
 
 std::string Session::world_flag() const {
   if (mpi_) return " --world mpi";
-  if (!sim_) return "";
-  std::string f = " --world sim";
+  if (!sim_) return threads_asked_ ? " --world threads" : "";
+  std::string f = sim_by_default_ ? "" : " --world sim";
   if (sim_->schedule.describe() != "random") f += " --schedule " + sim_->schedule.describe();
   if (sim_->schedule.seed != 1) f += fmt::format(" --schedule-seed {}", sim_->schedule.seed);
   if (sim_->model.describe() != LinkModel{}.describe()) f += " --link-model " + sim_->model.describe();

@@ -46,7 +46,13 @@ class Session {
   Session() = default;
   // The simulated world (--world sim): every world a job makes is ranks as
   // fibers in virtual time, with these options.
-  static Session simulated(SimOptions opts);
+  // `by_default`: no --world was given; a job whose implementation runs as
+  // threads by default (Implementation::threads_by_default) makes thread
+  // worlds instead, and the replay line needs no --world.
+  static Session simulated(SimOptions opts, bool by_default);
+  // The thread world asked for by name (--world threads): replay lines repeat it.
+  static Session threads_asked();
+  bool sim_by_default() const { return sim_ && sim_by_default_; }
   // Starts the MPI world (MPI_Init_thread). Throws std::runtime_error when MPI
   // cannot start, or when this process was not started by a launcher and
   // would be a world of 1 (a CI job that forgot mpirun tests nothing); a
@@ -107,6 +113,8 @@ class Session {
   explicit Session(MpiWorld& w) : mpi_(&w) {}
   MpiWorld* mpi_ = nullptr;
   std::optional<SimOptions> sim_;
+  bool sim_by_default_ = false;
+  bool threads_asked_ = false;
 };
 
 // The up-front memory check of every job (issue 13): refuses with a

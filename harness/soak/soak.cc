@@ -86,6 +86,7 @@ void Soak::prepare_lanes(bool executors) {
     if (!is_reference(x.impl) && o_.plan.perf.weight > 0)
       l.note += fmt::format("{}perf rows run the reference algorithms only; {} takes verify and faults units",
                             l.note.empty() ? "" : "; ", x.impl);
+    if (o_.sim_worlds && !l.cfg.impl->threads_by_default()) l.cfg.make_world = o_.sim_worlds;
     if (!mpi_ && executors) l.exec = make_executor(l.cfg, l.cfg.impl->untrusted());
     lanes_.push_back(std::move(l));
   }

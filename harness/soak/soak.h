@@ -26,6 +26,7 @@
 #include "harness/report/events.h"
 #include "harness/report/report.h"
 #include "harness/soak/plan.h"
+#include "harness/world/world.h"
 
 namespace collcheck {
 
@@ -49,6 +50,10 @@ struct SoakOptions {
   std::string launcher;              // "mpirun -np 4 " in replay lines, "" for threads
   std::string run_flags;             // " --world mpi" in replay lines
   std::string version;               // collcheck's, in the results header
+  // --world sim: how the verify and fault units of the reference algorithms
+  // make their worlds (the simulated world's factory); empty: threads. Perf
+  // rows, the algorithms workload and plugins run as threads.
+  WorldFactory sim_worlds;
 };
 
 struct FailureGroup {

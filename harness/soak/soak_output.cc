@@ -6,6 +6,8 @@ namespace collcheck::soak_detail {
 void Soak::print_header() {
   ev_.print("collcheck soak: {} s, seed {:#x}, {}, plan {}\n", o_.duration_s, o_.seed,
              mpi_ ? fmt::format("MPI world of {} processes", mpi_->size())
+             : o_.sim_worlds ? fmt::format("ranks as fibers in virtual time for the verify and fault units, as threads "
+                                           "for the rest (p {} to {})", o_.plan.min_ranks, o_.plan.max_ranks)
                   : fmt::format("ranks as threads (p {} to {})", o_.plan.min_ranks, o_.plan.max_ranks),
              o_.plan.file);
   ev_.print("  workloads (weight): verify {} ({} cases a unit), faults {} (random fault scenarios on the "

@@ -101,6 +101,12 @@ void Soak::faults_unit(const Unit& u, json& j) {
                           Clock::now() + std::chrono::seconds(60));
     out = check_detection(
         dc, [&](const Scenario& sc) { return replay_scenario(sc, ReplayOptions{}, *mpi_); }, false);
+  } else if (o_.sim_worlds) {
+    out = check_detection(dc, [&](const Scenario& sc) {
+      ReplayOptions ro;
+      ro.make_world = o_.sim_worlds;
+      return replay_scenario(sc, ro);
+    });
   } else {
     out = check_detection(dc);
   }

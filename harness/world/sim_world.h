@@ -19,6 +19,13 @@
 
 namespace collcheck {
 
+// Why this build cannot run the simulated world (nullptr: it can).
+#ifdef COLLCHECK_NO_FIBERS
+inline constexpr const char* kNoFibers = COLLCHECK_NO_FIBERS;
+#else
+inline constexpr const char* kNoFibers = nullptr;
+#endif
+
 struct SimOptions {
   ScheduleOptions schedule;
   LinkModel model;
