@@ -25,6 +25,10 @@
 using namespace collcheck;
 using namespace std::chrono_literals;
 
+// A sanitizer build runs no simulated world (kNoFibers says why): said, not passed.
+#define SKIP_WITHOUT_FIBERS() \
+  if (kNoFibers != nullptr) GTEST_SKIP() << kNoFibers
+
 namespace {
 
 SimOptions sim(uint64_t seed = 1, SchedulePolicy policy = SchedulePolicy::Random) {
@@ -40,6 +44,7 @@ double secs(Clock::duration d) { return std::chrono::duration<double>(d).count()
 
 // A message costs exactly the model's alpha + beta * bytes of virtual time.
 TEST(SimWorld, AMessageCostsTheModelsTime) {
+  SKIP_WITHOUT_FIBERS();
   SimOptions o = sim();
   SimWorld w(2, o);
   constexpr size_t kBytes = 1 << 20;
@@ -68,6 +73,7 @@ TEST(SimWorld, AMessageCostsTheModelsTime) {
 // A receive nobody sends times out at its deadline in virtual time, at once
 // in wall time; a wait with nothing that can end it is a deadlock, seen at once.
 TEST(SimWorld, DeadlinesAndDeadlocksCostNoWallTime) {
+  SKIP_WITHOUT_FIBERS();
   SimWorld w(2, sim());
   const auto wall0 = std::chrono::steady_clock::now();
   const auto start = w.start();
@@ -98,6 +104,7 @@ TEST(SimWorld, DeadlinesAndDeadlocksCostNoWallTime) {
 // The seed decides the interleaving: the same seed, the same order of every
 // step of every rank; other seeds, other orders. PCT too.
 TEST(SimWorld, TheSeedDecidesTheInterleaving) {
+  SKIP_WITHOUT_FIBERS();
   const uint64_t fresh = std::random_device{}();
   std::printf("[ seed ] fresh schedule seed %llu\n", static_cast<unsigned long long>(fresh));
   for (SchedulePolicy pol : {SchedulePolicy::Random, SchedulePolicy::Pct}) {
@@ -128,6 +135,7 @@ TEST(SimWorld, TheSeedDecidesTheInterleaving) {
 // Async streams are fibers too, and a sleep is virtual: 1,000 s of sleeps
 // on 8 ranks end in wall milliseconds, each rank at its own virtual time.
 TEST(SimWorld, SleepsAndTasksRunInVirtualTime) {
+  SKIP_WITHOUT_FIBERS();
   SimWorld w(8, sim(7));
   std::vector<double> woke(8);
   const auto t0 = w.start();
@@ -215,6 +223,7 @@ std::vector<testutil::CommandResult> the_runs(uint64_t seed) {
 }  // namespace
 
 TEST(SimCli, OneSeedOneOutputOnAnIdleAndABusyHost) {
+  SKIP_WITHOUT_FIBERS();
   const uint64_t seed = std::random_device{}() % 1000000;
   std::printf("[ seed ] detection property seed %llu\n", static_cast<unsigned long long>(seed));
   const auto idle = the_runs(seed);
@@ -242,6 +251,7 @@ TEST(SimCli, OneSeedOneOutputOnAnIdleAndABusyHost) {
 }
 
 TEST(SimCli, BadScheduleOrLinkModelIsAUsageError) {
+  SKIP_WITHOUT_FIBERS();
   for (const char* args : {"--schedule sometimes", "--schedule pct:0", "--link-model alpha_node=soon",
                            "--link-model jitter=1us", "--schedule-seed -3"}) {
     const auto r = testutil::run_command(std::string(COLLCHECK_BIN) + " verify --world sim --cases 5 " + args, 60);
@@ -254,6 +264,7 @@ TEST(SimCli, BadScheduleOrLinkModelIsAUsageError) {
 // verify in the simulated world: every reference algorithm against the
 // others and the oracle, fresh seed; the replay line carries --world sim.
 TEST(SimCli, VerifyPassesOnAFreshSeedAndItsReplayLineNamesTheWorld) {
+  SKIP_WITHOUT_FIBERS();
   const uint64_t seed = std::random_device{}() % 1000000;
   std::printf("[ seed ] verify seed %llu\n", static_cast<unsigned long long>(seed));
   for (const char* impl : {"ring", "tree", "dbtree", "hierarchical"}) {
@@ -272,6 +283,7 @@ TEST(SimCli, VerifyPassesOnAFreshSeedAndItsReplayLineNamesTheWorld) {
 // --schedules K: each case under K schedules of the simulated world; the
 // header and the replay line say so; a world without schedules refuses it.
 TEST(SimCli, SchedulesRunEachCaseUnderSeveralInterleavings) {
+  SKIP_WITHOUT_FIBERS();
   const auto r = testutil::run_command(std::string(COLLCHECK_BIN) + " verify --cases 60 --seed 5 --schedules 4 --progress off", 300);
   EXPECT_EQ(r.code, 0) << r.out;
   EXPECT_NE(r.out.find("ranks as fibers in virtual time, 4 schedules a case"), std::string::npos) << r.out;
