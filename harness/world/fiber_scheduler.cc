@@ -167,7 +167,6 @@ FiberScheduler::Fiber* FiberScheduler::pick() {
 }
 
 void FiberScheduler::resume(Fiber* f) {
-  ++switches_;
   ++steps_;
   if (opts_.policy == SchedulePolicy::Pct && !change_points_.empty() && steps_ >= change_points_.front()) {
     // A change point: this fiber drops below every other (priorities d-1 .. 1).

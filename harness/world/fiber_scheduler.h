@@ -58,12 +58,9 @@ class FiberScheduler final : public FiberHost {
   // fiber is parked with nothing that can wake it (Deadlock: virtual time
   // does not move). Called from outside any fiber.
   Stop run(Clock::time_point until);
-  size_t live() const { return fibers_.size(); }
   // The schedule from here on comes from `seed` mixed with the options'
   // seed (PCT: new change points, counted from here).
   void reseed(uint64_t seed);
-  // Context switches so far (for the benchmark and the docs).
-  uint64_t switches() const { return switches_; }
 
   struct Fiber;
 
@@ -77,7 +74,6 @@ class FiberScheduler final : public FiberHost {
   Clock::time_point now_;
   std::mt19937_64 rng_;
   uint64_t next_id_ = 0;
-  uint64_t switches_ = 0;
   uint64_t steps_ = 0;  // switches since the last (re)seed: PCT's step count
   std::vector<uint64_t> change_points_;  // PCT, sorted
   std::vector<std::unique_ptr<Fiber>> fibers_;  // live, in spawn order

@@ -6,6 +6,7 @@
 #include <stdexcept>
 #include <string>
 
+#include "harness/check/guard.h"
 #include "impl/sched.h"
 
 namespace collcheck {
@@ -63,6 +64,10 @@ class InProcRankContext final : public RankContext {
 };
 
 }  // namespace
+
+std::unique_ptr<CallGuard> InProcWorld::call_guard(Clock::time_point epoch, std::chrono::milliseconds deadline) {
+  return std::make_unique<FingerprintGuard>(size(), epoch, deadline);
+}
 
 InProcRanks::InProcRanks(int n) : fabric(n) {
   for (int r = 0; r < n; ++r) links.push_back(fabric.links(r));

@@ -4,7 +4,6 @@
 
 #include <stdexcept>
 
-#include "harness/check/guard.h"
 #include "harness/world/inproc_ranks.h"
 
 namespace collcheck {
@@ -35,16 +34,7 @@ int SimWorld::size() const { return state_->ranks.size(); }
 Clock::time_point SimWorld::start() { return state_->sched.now(); }
 const FiberHost* SimWorld::fiber_host() const { return &state_->sched; }
 void SimWorld::set_schedule_seed(uint64_t seed) { state_->sched.reseed(seed); }
-uint64_t SimWorld::switches() const { return state_->sched.switches(); }
 void SimWorld::set_sizes_as_nccl(bool on) { state_->ranks.fabric.set_sizes_as_nccl(on); }
-
-std::vector<std::optional<std::string>> SimWorld::gather(const std::vector<std::string>& local, Deadline) {
-  return {local.begin(), local.end()};
-}
-
-std::unique_ptr<CallGuard> SimWorld::call_guard(Clock::time_point epoch, std::chrono::milliseconds deadline) {
-  return std::make_unique<FingerprintGuard>(size(), epoch, deadline);
-}
 
 WorldRun SimWorld::run(const RankFn& fn, std::chrono::milliseconds limit, int ranks) {
   State& s = *state_;

@@ -15,7 +15,7 @@
 #include <string>
 
 #include "harness/world/fiber_scheduler.h"
-#include "harness/world/world.h"
+#include "harness/world/inproc_ranks.h"
 
 namespace collcheck {
 
@@ -31,7 +31,7 @@ struct SimOptions {
   LinkModel model;
 };
 
-class SimWorld final : public World {
+class SimWorld final : public InProcWorld {
  public:
   SimWorld(int nranks, SimOptions opts);
   ~SimWorld() override;
@@ -41,8 +41,6 @@ class SimWorld final : public World {
   std::string_view kind() const override { return "sim"; }
   std::string_view how() const override { return "as fibers in virtual time"; }
   int size() const override;
-  bool holds(int) const override { return true; }
-  bool root() const override { return true; }
   // Virtual time: the origin of the world's clock, moved on by every run.
   Clock::time_point start() override;
   const FiberHost* fiber_host() const override;
@@ -52,14 +50,8 @@ class SimWorld final : public World {
   // on something that cannot come (a deadlock, seen at once): then hung, the
   // ranks still in their bodies are aborted as the thread world aborts them.
   WorldRun run(const RankFn& fn, std::chrono::milliseconds limit, int ranks = 0) override;
-  std::optional<std::string> broadcast(const std::string& text, Deadline) override { return text; }
-  std::vector<std::optional<std::string>> gather(const std::vector<std::string>& local, Deadline) override;
-  void gather_bytes(const std::vector<std::byte*>&, size_t) override {}
-  std::unique_ptr<CallGuard> call_guard(Clock::time_point epoch, std::chrono::milliseconds deadline) override;
 
   void set_sizes_as_nccl(bool on);
-  // Context switches so far.
-  uint64_t switches() const;
 
   struct State;
 

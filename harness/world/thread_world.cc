@@ -7,7 +7,6 @@
 #include <stdexcept>
 #include <thread>
 
-#include "harness/check/guard.h"
 #include "harness/world/crash_handler.h"
 #include "harness/world/inproc_ranks.h"
 
@@ -75,14 +74,6 @@ ThreadWorld::~ThreadWorld() {
       t.join();
     }
   }
-}
-
-std::vector<std::optional<std::string>> ThreadWorld::gather(const std::vector<std::string>& local, Deadline) {
-  return {local.begin(), local.end()};
-}
-
-std::unique_ptr<CallGuard> ThreadWorld::call_guard(Clock::time_point epoch, std::chrono::milliseconds deadline) {
-  return std::make_unique<FingerprintGuard>(size(), epoch, deadline);
 }
 
 int ThreadWorld::size() const { return state_->ranks.size(); }

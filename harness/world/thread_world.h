@@ -9,11 +9,11 @@
 #include <string>
 #include <vector>
 
-#include "harness/world/world.h"
+#include "harness/world/inproc_ranks.h"
 
 namespace collcheck {
 
-class ThreadWorld final : public World {
+class ThreadWorld final : public InProcWorld {
  public:
   explicit ThreadWorld(int nranks);
   ~ThreadWorld();
@@ -23,8 +23,6 @@ class ThreadWorld final : public World {
   std::string_view kind() const override { return "threads"; }
   std::string_view how() const override { return "as threads"; }
   int size() const override;
-  bool holds(int) const override { return true; }
-  bool root() const override { return true; }
   Clock::time_point start() override { return Clock::now(); }
   // Runs `fn` on every rank at once (or on the first `ranks`, which then see a
   // world of that size, each on its own thread as ever: state a rank's thread
@@ -35,13 +33,6 @@ class ThreadWorld final : public World {
   // after `limit`, the run is reported as hung, naming them; such a world cannot
   // be reused (run() then throws std::logic_error).
   WorldRun run(const RankFn& fn, std::chrono::milliseconds limit, int ranks = 0) override;
-  std::optional<std::string> broadcast(const std::string& text, Deadline) override { return text; }
-  // Every rank is here: the texts and buffers are already the root's.
-  std::vector<std::optional<std::string>> gather(const std::vector<std::string>& local, Deadline) override;
-  void gather_bytes(const std::vector<std::byte*>&, size_t) override {}
-  // Shared memory: the rank that arrives second at a mismatching call sees it
-  // at once; `deadline` bounds how long it waits to tell the odd one out.
-  std::unique_ptr<CallGuard> call_guard(Clock::time_point epoch, std::chrono::milliseconds deadline) override;
 
   // A size mismatch between a send and its receive runs as NCCL runs it (no
   // error: a hang or wrong data) instead of failing at once; see
