@@ -22,10 +22,17 @@ class RecordingExecutor final : public CaseExecutor {
  public:
   RecordingExecutor(CaseExecutor& inner, size_t keep) : inner_(inner), keep_(keep) {}
   CaseOutcome run(const Case& c) override {
-    history_.push_back(c);
-    if (history_.size() > keep_) history_.pop_front();
+    record(c);
     return inner_.run(c);
   }
+  size_t parallel() const override { return inner_.parallel(); }
+  std::vector<CaseOutcome> run_batch(std::span<const Case> cs) override {
+    for (const Case& c : cs) record(c);
+    return inner_.run_batch(cs);
+  }
+  // The last n cases recorded did not run as far as the run is concerned (a
+  // batch's cases after its first failure).
+  void forget_last(size_t n) { history_.erase(history_.end() - static_cast<long>(std::min(n, history_.size())), history_.end()); }
   std::optional<CaseOutcome> run_fresh(const Case& c, std::span<const Case> before = {}) override {
     return inner_.run_fresh(c, before);
   }
@@ -33,6 +40,10 @@ class RecordingExecutor final : public CaseExecutor {
   std::vector<Case> history() const { return {history_.begin(), history_.end()}; }
 
  private:
+  void record(const Case& c) {
+    history_.push_back(c);
+    if (history_.size() > keep_) history_.pop_front();
+  }
   CaseExecutor& inner_;
   size_t keep_;
   std::deque<Case> history_;

@@ -8,8 +8,11 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cerrno>
 #include <cstring>
+#include <thread>
+
 #include <nlohmann/json.hpp>
 
 namespace collcheck {
@@ -226,6 +229,23 @@ std::optional<CaseOutcome> InProcessExecutor::run_fresh(const Case& c, std::span
   for (const auto& peer : cfg.peers)
     if (!peer->forks_cleanly_after_use()) return std::nullopt;
   return run_in_new_child(cfg, c, before, [this] { return stop_asked(); });
+}
+
+std::vector<CaseOutcome> InProcessExecutor::run_batch(std::span<const Case> cs) {
+  const size_t workers = std::min(parallel(), cs.size());
+  if (workers <= 1) return CaseExecutor::run_batch(cs);
+  while (more_.size() + 1 < workers) more_.push_back(std::make_unique<CaseRunner>(runner_.config()));
+  std::vector<CaseOutcome> out(cs.size());
+  std::atomic<size_t> next{0};
+  const auto work = [&](CaseRunner& r) {
+    for (size_t i; (i = next.fetch_add(1)) < cs.size();) out[i] = r.run(cs[i]);
+  };
+  std::vector<std::thread> threads;
+  threads.reserve(workers - 1);
+  for (size_t k = 0; k + 1 < workers; ++k) threads.emplace_back(work, std::ref(*more_[k]));
+  work(runner_);
+  for (auto& t : threads) t.join();
+  return out;
 }
 
 std::string InProcessExecutor::why_no_fresh() const {

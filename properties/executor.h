@@ -6,12 +6,14 @@
 
 #include <sys/types.h>
 
+#include <algorithm>
 #include <functional>
 #include <memory>
 #include <optional>
 #include <span>
 #include <stdexcept>
 #include <string>
+#include <vector>
 
 #include "harness/report/events.h"
 #include "properties/properties.h"
@@ -22,6 +24,14 @@ class CaseExecutor {
  public:
   virtual ~CaseExecutor() = default;
   virtual CaseOutcome run(const Case& c) = 0;
+  // Cases this executor runs side by side in run_batch (1: one at a time).
+  virtual size_t parallel() const { return 1; }
+  // Runs the cases (side by side where parallel() > 1); outcomes in order.
+  virtual std::vector<CaseOutcome> run_batch(std::span<const Case> cs) {
+    std::vector<CaseOutcome> out;
+    for (const Case& c : cs) out.push_back(run(c));
+    return out;
+  }
   // Runs `c` once in a fresh process (no earlier case's state: no thread, no
   // thread_local, no cache the implementation kept), after the cases `before`
   // in that process (their outcomes are not kept), or nullopt where that
@@ -49,11 +59,15 @@ class InProcessExecutor final : public CaseExecutor {
  public:
   explicit InProcessExecutor(RunConfig cfg) : runner_(std::move(cfg)) {}
   CaseOutcome run(const Case& c) override { return runner_.run(c); }
+  size_t parallel() const override { return static_cast<size_t>(std::max(1, runner_.config().parallel)); }
+  // The cases go to parallel() runners, each on a thread, a case at a time.
+  std::vector<CaseOutcome> run_batch(std::span<const Case> cs) override;
   std::string why_no_fresh() const override;
   std::optional<CaseOutcome> run_fresh(const Case& c, std::span<const Case> before = {}) override;
 
  private:
   CaseRunner runner_;
+  std::vector<std::unique_ptr<CaseRunner>> more_;  // the other runners of run_batch
 };
 
 // Forks a child that runs cases sent over a pipe. Must be created while the

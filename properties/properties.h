@@ -85,6 +85,11 @@ struct RunConfig {
   // fails. Other worlds run a case once.
   int schedules = 1;
   int schedule = 0;  // the one a run_case call uses
+  // Cases run side by side, each in a world of its own on a thread of its
+  // own (verify --jobs): for implementations whose cases share no state (the
+  // reference algorithms), in a world whose outcome is the case's alone (the
+  // simulated one). 1: one case at a time.
+  int parallel = 1;
 };
 
 // The nodes of a case's ranks as the implementation sees them (node_map()

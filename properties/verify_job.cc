@@ -4,8 +4,10 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include <algorithm>
 #include <map>
 #include <optional>
+#include <thread>
 #include <utility>
 #include <vector>
 
@@ -129,6 +131,30 @@ void refuse_unless_verify_fits(const Session& session, const VerifyOptions& o, s
   }
 }
 
+// How many cases run side by side (--jobs): in the simulated world, where a
+// case's outcome is its own whatever ran beside it, for implementations whose
+// cases share no state (not a plugin, not a library; not isolated). Asked for
+// elsewhere, it is refused; by default one per core (at most 8), and no more
+// than the memory holds of the largest case.
+int side_by_side(const VerifyJob& job, WorldKind kind, bool isolate, const Impls& all, uint64_t need) {
+  std::string why_not;
+  if (kind != WorldKind::Sim) why_not = "this run's world is not the simulated one";
+  if (isolate) why_not = "this run isolates its cases in a child process";
+  for (const auto& [flag, impl] : all)
+    if (why_not.empty() && impl->threads_by_default())
+      why_not = fmt::format("{} {} may keep state across cases", flag, impl->name());
+  if (!why_not.empty()) {
+    if (job.jobs > 1) throw UsageError(fmt::format("--jobs {}: cases run side by side only in the simulated world, for "
+                                                   "the reference algorithms, and {}", job.jobs, why_not));
+    return 1;
+  }
+  if (job.jobs > 0) return job.jobs;
+  int n = static_cast<int>(std::clamp(std::thread::hardware_concurrency(), 1u, 8u));
+  if (const auto have = memory_available(); have && need > 0)
+    n = static_cast<int>(std::clamp<uint64_t>(*have / need, 1, static_cast<uint64_t>(n)));
+  return n;
+}
+
 // The MPI world: rank 0 draws and judges the cases, every other rank serves.
 int verify_in_mpi(VerifyJob& job, const Session& session, const RunConfig& cfg, Events& ev, const VerifyFinish& finish) {
   VerifyOptions& o = job.o;
@@ -218,6 +244,7 @@ int run_verify_job(VerifyJob& job, const Session& session, Events& ev, const Ver
     o.world_desc += fmt::format(", {} schedules a case", job.schedules);
   }
   const bool isolate = job.isolate == "on" || (job.isolate == "auto" && cfg.impl->untrusted());
+  cfg.parallel = side_by_side(job, kind, isolate, all, verify_memory_needed(o.space, o.space.max_ranks, cfg.peers.size()));
   auto exec = make_executor(cfg, isolate);
   return finish(o, run_verify(o, *exec, ev));
 }

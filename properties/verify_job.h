@@ -31,6 +31,7 @@ struct VerifyJob {
   std::string isolate = "auto";  // auto (plugins), on, off
   double timeout_s = 10;         // the deadline of each call
   int schedules = 1;             // --schedules: each case under K schedules (the simulated world)
+  int jobs = 0;                  // --jobs: cases side by side (the simulated world); 0: one per core
 };
 
 // The run's end on the root, before the other processes are told the exit

@@ -111,6 +111,7 @@ int run_sweep_command(SweepFlags& f, bool ranks_given, const Session& session);
 
 struct VerifyFlags {
   int schedules = 1;  // --schedules K (the simulated world)
+  int jobs = 0;       // --jobs N: cases side by side (the simulated world); 0: the cores
   std::string impl = "ring";
   std::string against;
   std::string world;  // "": sim for the reference algorithms, threads otherwise (--world)

@@ -35,6 +35,10 @@ void add_verify(CLI::App& app, VerifyFlags& f) {
   add_sim_flags(v, f.sim);
   v->add_option("--schedules", f.schedules, "--world sim: run each case under K schedules (races found by search)")
       ->capture_default_str();
+  v->add_option("--jobs", f.jobs,
+                "--world sim, reference algorithms: run N cases side by side, each in a world of its own (0: one per "
+                "core, at most 8, as memory allows); the output is the same for every N")
+      ->capture_default_str();
   v->add_option("--world", f.world, "sim (ranks as fibers in virtual time: one seed, one output, however busy the host; the default for the reference algorithms, while plugins and peer libraries run as threads unless sim is named), threads or mpi (one rank per process, under "
                                     "mpirun)")
       ->capture_default_str();
@@ -211,6 +215,8 @@ collcheck::VerifyJob verify_job(VerifyFlags& f, const collcheck::Session& sessio
   if (f.schedules < 1 || f.schedules > 1000)
     throw UsageError(fmt::format("--schedules must be 1 to 1000, got {}", f.schedules));
   job.schedules = f.schedules;
+  if (f.jobs < 0 || f.jobs > 256) throw UsageError(fmt::format("--jobs must be 0 (one per core) to 256, got {}", f.jobs));
+  job.jobs = f.jobs;
   return job;
 }
 

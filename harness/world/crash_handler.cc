@@ -164,7 +164,14 @@ void install_crash_handler() {
 void set_crash_identity(std::string_view who) { copy_into(g_who, sizeof g_who, who); }
 void set_crash_process_rank(int rank) { g_process_rank = rank; }
 void set_crash_thread_rank(int rank) { t_rank = rank; }
-void set_crash_context(std::string_view what) { copy_into(g_what, sizeof g_what, what); }
+void set_crash_context(std::string_view what) {
+  // Cases run side by side (verify --jobs) set it from several threads: one
+  // writes at a time, and a writer that finds another at it leaves the other's.
+  static std::atomic_flag writing = ATOMIC_FLAG_INIT;
+  if (writing.test_and_set(std::memory_order_acquire)) return;
+  copy_into(g_what, sizeof g_what, what);
+  writing.clear(std::memory_order_release);
+}
 void set_crash_dump_dir(std::string_view dir) {
   // The dumper thread starts with the first dump directory, not at
   // installation: verify forks its isolated child from a single-threaded process.

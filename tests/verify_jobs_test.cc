@@ -1,0 +1,121 @@
+// verify --jobs: cases side by side, each in a simulated world of its own.
+// The run must say and find exactly what one case at a time says and finds:
+// the same first failing case, the same minimal case, the same text (but for
+// the wall-clock times).
+#include <gtest/gtest.h>
+
+#include <fmt/format.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <random>
+#include <regex>
+#include <string>
+
+#include "harness/world/sim_world.h"
+#include "impl/algorithm.h"
+#include "properties/executor.h"
+#include "properties/verify.h"
+#include "harness/peers/peer_registry.h"
+#include "tests/run_command.h"
+
+using namespace collcheck;
+using namespace std::chrono_literals;
+
+namespace {
+
+// Ring, with a wrong last element on rank 1 when p >= 3 and the count is 2
+// mod 41: no state across cases, so cases may run side by side.
+class WrongSometimes final : public Implementation {
+ public:
+  const std::string& name() const override { return name_; }
+  void all_reduce(const AllReduceArgs& a) const override {
+    ring_all_reduce(a);
+    if (a.links.size() >= 3 && a.count % 41 == 2 && a.links.rank() == 1)
+      static_cast<unsigned char*>(a.recv)[a.count * dtype_size(a.red.dtype) - 1] ^= 0x10;
+  }
+
+ private:
+  std::string name_ = "wrong_sometimes";
+};
+
+struct VerifyRun {
+  VerifyResult r;
+  std::string text;
+};
+
+VerifyRun verify_in_sim(ImplPtr impl, uint64_t seed, size_t cases, int parallel) {
+  RunConfig cfg{impl, default_peers(*reference_implementation("ring")), 10000ms, {}};
+  cfg.make_world = sim_worlds(SimOptions{});
+  cfg.parallel = parallel;
+  InProcessExecutor exec(cfg);
+  VerifyOptions o;
+  o.impl_spec = impl->name();
+  o.cases = cases;
+  o.seed = seed;
+  o.world_desc = "ranks as fibers in virtual time";
+  char* buf = nullptr;
+  size_t len = 0;
+  std::FILE* out = open_memstream(&buf, &len);
+  VerifyRun run;
+  {
+    Events events;
+    events.add(console_sink(out, out));
+    run.r = run_verify(o, exec, events);
+  }
+  std::fclose(out);
+  run.text.assign(buf, len);
+  std::free(buf);
+  // The wall-clock times differ from run to run; nothing else may.
+  run.text = std::regex_replace(run.text, std::regex(R"([0-9.]+ s\b|[0-9]+ cases/s)"), "T");
+  return run;
+}
+
+uint64_t fresh_seed() { return (uint64_t{std::random_device{}()} << 32) ^ std::random_device{}(); }
+
+}  // namespace
+
+TEST(VerifyJobs, SideBySideFindsTheSameFailureAndSaysTheSame) {
+  if (kNoFibers != nullptr) GTEST_SKIP() << kNoFibers;
+  auto bad = std::make_shared<WrongSometimes>();
+  for (uint64_t seed : {uint64_t{11}, fresh_seed()}) {
+    std::printf("[ seed    ] %#llx\n", static_cast<unsigned long long>(seed));
+    const VerifyRun one = verify_in_sim(bad, seed, 2000, 1);
+    ASSERT_TRUE(one.r.failed) << one.text;
+    std::printf("[ first   ] case %zu fails; minimal: %s\n", one.r.failing_case, case_summary(one.r.minimal).c_str());
+    for (int jobs : {2, 5}) {
+      const VerifyRun many = verify_in_sim(bad, seed, 2000, jobs);
+      EXPECT_TRUE(many.r.failed);
+      EXPECT_EQ(many.r.failing_case, one.r.failing_case) << jobs << " jobs";
+      EXPECT_EQ(encode_case(many.r.minimal), encode_case(one.r.minimal)) << jobs << " jobs";
+      EXPECT_EQ(many.r.cases_run, one.r.cases_run) << jobs << " jobs";
+      EXPECT_EQ(many.text, one.text) << jobs << " jobs";
+    }
+  }
+}
+
+TEST(VerifyJobs, APassingRunSaysTheSameForAnyNumberOfJobs) {
+  if (kNoFibers != nullptr) GTEST_SKIP() << kNoFibers;
+  const uint64_t seed = fresh_seed();
+  std::printf("[ seed    ] %#llx\n", static_cast<unsigned long long>(seed));
+  const VerifyRun one = verify_in_sim(reference_implementation("ring"), seed, 1500, 1);
+  const VerifyRun many = verify_in_sim(reference_implementation("ring"), seed, 1500, 3);
+  EXPECT_FALSE(one.r.failed) << one.text;
+  EXPECT_EQ(many.r.cases_run, 1500u);
+  EXPECT_EQ(many.text, one.text);
+}
+
+// Where cases may share state, or the world is not the simulated one,
+// --jobs is refused with exit 2 and the reason.
+TEST(VerifyJobs, RefusedWhereCasesMayShareStateOrTheWorldIsNotSimulated) {
+  if (kNoFibers != nullptr) GTEST_SKIP() << kNoFibers;
+  for (const std::string& args : {std::string("--world threads --jobs 2"),
+                                 fmt::format("--impl plugin:{}/chunk_off_by_one.so --world sim --jobs 2", MUTANT_DIR),
+                                 std::string("--jobs -1"), std::string("--jobs 300")}) {
+    const auto r = testutil::run_command(fmt::format("{} verify --cases 5 --progress off {} 2>&1", COLLCHECK_BIN, args), 60);
+    EXPECT_EQ(r.code, 2) << args << "\n" << r.out;
+    EXPECT_NE(r.out.find("--jobs"), std::string::npos) << args << "\n" << r.out;
+  }
+  const auto ok = testutil::run_command(fmt::format("{} verify --cases 200 --seed 4 --jobs 2 --progress off 2>&1", COLLCHECK_BIN), 120);
+  EXPECT_EQ(ok.code, 0) << ok.out;
+}
