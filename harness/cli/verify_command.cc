@@ -24,6 +24,40 @@
 
 namespace collcheck::cli {
 
+namespace {
+// What the random cases are drawn from, and how they are checked.
+void add_case_space_flags(CLI::App* v, VerifyFlags& f) {
+  v->add_option("--cases", f.cases, "number of random cases")->capture_default_str();
+  v->add_option("--seed", f.seed, "seed of the case generator (default: random, printed)");
+  v->add_option("--max-ranks", f.max_ranks,
+                "largest world size generated; most cases stay at p <= 8, 15 % reach 9 to 16 and 3 % beyond (default: 64 for "
+                "threads, every process for mpi)");
+  v->add_option("--max-count", f.max_count, "largest element count generated, except the large counts")
+      ->capture_default_str();
+  v->add_option("--large-bytes", f.large_bytes,
+                "(a size: 1M, 64K, ...) one case in 100 draws a count near a power-of-two byte size from 64 KiB up to this, +-1 element "
+                "(0: never)")
+      ->capture_default_str();
+  v->add_option("--dtypes", f.dtypes, "dtypes to draw from: comma list or all")->capture_default_str();
+  v->add_option("--ops", f.ops, "ops to draw from: comma list or all")->capture_default_str();
+  v->add_option("--data", f.data, "input distributions: exact, random, extreme, special, wrap, comma list or all")
+      ->capture_default_str();
+  v->add_option("--one-of-ranks", f.one_of_ranks,
+                 "float sums and products of up to N ranks are checked against the exact set of every reduction "
+                 "order's outcome (bitwise at p = 2), above N within the error bound: 4 to 8 (always 4; 5 where the "
+                 "set fits a cost budget; each rank more costs about 4x)")
+      ->capture_default_str();
+  v->add_option("--sequences", f.sequences,
+                "on: one case in six (p <= 16) is 2 to 4 calls on one communicator, varied one field at a time, "
+                "sync and async; off: every case is one call")
+      ->capture_default_str();
+  v->add_option("--perturb", f.perturb,
+                "on: one case in ten (2 <= p <= 16) runs the implementation's transfers with seeded, bounded "
+                "random delays; off: never")
+      ->capture_default_str();
+}
+}  // namespace
+
 void add_verify(CLI::App& app, VerifyFlags& f) {
   auto* v = app.add_subcommand("verify", "Property-based verification of an all-reduce implementation: random "
                                          "cases, shrinking, a replayable minimal counterexample");
@@ -45,29 +79,10 @@ void add_verify(CLI::App& app, VerifyFlags& f) {
   v->add_option("--mpi-algo", f.mpi_algo,
                 "Open MPI coll/tuned allreduce algorithm for mpi: " + mpi_algo_choices());
   add_metrics_flags(v, f.metrics, "collcheck_verify", false);
-  v->add_option("--cases", f.cases, "number of random cases")->capture_default_str();
-  v->add_option("--seed", f.seed, "seed of the case generator (default: random, printed)");
-  v->add_option("--max-ranks", f.max_ranks,
-                "largest world size generated; most cases stay at p <= 8, 15 % reach 9 to 16 and 3 % beyond (default: 64 for "
-                "threads, every process for mpi)");
-  v->add_option("--max-count", f.max_count, "largest element count generated, except the large counts")
-      ->capture_default_str();
-  v->add_option("--large-bytes", f.large_bytes,
-                "(a size: 1M, 64K, ...) one case in 100 draws a count near a power-of-two byte size from 64 KiB up to this, +-1 element "
-                "(0: never)")
-      ->capture_default_str();
-  v->add_option("--dtypes", f.dtypes, "dtypes to draw from: comma list or all")->capture_default_str();
-  v->add_option("--ops", f.ops, "ops to draw from: comma list or all")->capture_default_str();
-  v->add_option("--data", f.data, "input distributions: exact, random, extreme, special, wrap, comma list or all")
-      ->capture_default_str();
+  add_case_space_flags(v, f);
   v->add_option("--time-budget", f.time_budget, "stop drawing cases after this many seconds (0: no limit)")
       ->capture_default_str();
   v->add_option("--timeout", f.timeout, "deadline of each all-reduce call, in seconds")->capture_default_str();
-  v->add_option("--one-of-ranks", f.one_of_ranks,
-                 "float sums and products of up to N ranks are checked against the exact set of every reduction "
-                 "order's outcome (bitwise at p = 2), above N within the error bound: 4 to 8 (always 4; 5 where the "
-                 "set fits a cost budget; each rank more costs about 4x)")
-      ->capture_default_str();
   v->add_option("--isolate", f.isolate,
                 "run cases in a child process so a crash or hang is diagnosed: auto (plugins), on, off")
       ->capture_default_str();
@@ -75,14 +90,6 @@ void add_verify(CLI::App& app, VerifyFlags& f) {
                 "run exactly the case of this replay token (printed by a failing run), or @FILE for a token in a file");
   v->add_option("--junit", f.junit, "also write the result as JUnit XML to this file (one testcase per property)");
   add_progress_flag(v, f.progress);
-  v->add_option("--sequences", f.sequences,
-                "on: one case in six (p <= 16) is 2 to 4 calls on one communicator, varied one field at a time, "
-                "sync and async; off: every case is one call")
-      ->capture_default_str();
-  v->add_option("--perturb", f.perturb,
-                "on: one case in ten (2 <= p <= 16) runs the implementation's transfers with seeded, bounded "
-                "random delays; off: never")
-      ->capture_default_str();
   v->add_option("--repeat", f.repeat,
                 "replays of a minimal failing case, to tell a steady failure from a flaky one (fails k of N; "
                 "default 20); with --replay: runs of the case, failing if any run fails (default 1)");
