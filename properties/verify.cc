@@ -1,6 +1,7 @@
 #include "properties/verify.h"
 
 #include <optional>
+#include "properties/case_stream.h"
 #include "properties/earlier_cases.h"
 
 #include "harness/model/data.h"
@@ -9,7 +10,6 @@
 #include <fmt/format.h>
 
 #include <algorithm>
-#include <deque>
 
 #include <cerrno>
 #include <cstdlib>
@@ -217,49 +217,20 @@ VerifyResult run_verify(const VerifyOptions& o, CaseExecutor& real, Events& ev) 
                  ? fmt::format(" (1 case in 100: 64 KiB to {} KiB)", o.space.large_bytes >> 10)
                  : "",
              o.time_budget_s > 0 ? fmt::format(", time budget {} s", o.time_budget_s) : "");
-  rc::Random base(o.seed);
-  const auto gen = gen_case(o.space);
+  CaseStream stream(o, exec);
   ev.progress({.count = std::pair{size_t{0}, o.cases}, .budget_s = o.time_budget_s});
-  // An executor that runs cases side by side (parallel() > 1) gets them in
-  // batches, drawn ahead in the order one at a time would draw them; the
-  // outcomes are taken in that order, so the run's output is the same. The
-  // cases after a batch's first failure are dropped as if never run.
-  std::deque<std::pair<rc::Shrinkable<Case>, CaseOutcome>> ahead;
-  const auto draw = [&](size_t i) {
-    const rc::Random ri = base.split();
-    return gen(ri, static_cast<int>((o.first_size + i) % (rc::kNominalSize + 1)));
-  };
   for (size_t i = 0; i < o.cases; ++i) {
     if (o.time_budget_s > 0 && Seconds(Clock::now() - t0).count() >= o.time_budget_s) {
       r.budget_reached = true;
       break;
     }
     if (stopping(o, r)) break;
-    if (ahead.empty() && exec.parallel() > 1) {
-      std::vector<rc::Shrinkable<Case>> drawn;
-      std::vector<Case> cs;
-      for (size_t k = i; k < o.cases && k < i + 64 * exec.parallel(); ++k) {
-        drawn.push_back(draw(k));
-        cs.push_back(drawn.back().value());
-      }
-      std::vector<CaseOutcome> outs = exec.run_batch(cs);
-      for (size_t k = 0; k < cs.size(); ++k) ahead.emplace_back(std::move(drawn[k]), std::move(outs[k]));
-    }
-    const rc::Shrinkable<Case> sh = ahead.empty() ? draw(i) : ahead.front().first;
+    auto [sh, ran] = stream.next(i);
     const Case c = sh.value();
     ev.emit(CaseStartedEvent{i + 1, o.cases, o.seed});
-    CaseOutcome oc;
-    if (ahead.empty()) {
-      oc = run_retrying(o, exec, c);
-    } else {
-      oc = std::move(ahead.front().second);
-      ahead.pop_front();
-      if (oc.harness_error) oc = run_retrying(o, exec, c);
-    }
-    if (!oc.ok || oc.harness_error || oc.interrupted) {
-      exec.forget_last(ahead.size());
-      ahead.clear();
-    }
+    // Run ahead (side by side), unless it could not have a thread or memory.
+    const CaseOutcome oc = ran && !ran->harness_error ? std::move(*ran) : run_retrying(o, exec, c);
+    if (!oc.ok || oc.harness_error || oc.interrupted) stream.drop_ahead();
     if (cut(oc, r)) break;
     ++r.cases_run;
     if (oc.harness_error) {

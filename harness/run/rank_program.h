@@ -4,6 +4,7 @@
 // oracle) and the judging of a run (scenario_expect.cc). Private to harness/run.
 #pragma once
 
+#include "harness/run/call_data.h"
 #include "harness/run/scenario_runner.h"
 
 #include <fmt/format.h>

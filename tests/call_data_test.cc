@@ -1,0 +1,91 @@
+// A scenario call's data (harness/run/call_data.h): the closed form of the
+// split data must be what the oracle expects of every element, in every
+// world size, for every dtype and op it is used for; the fill must be the
+// elements; the rest must stay harness/model's exact data.
+#include <gtest/gtest.h>
+
+#include <fmt/format.h>
+
+#include <cstdio>
+#include <random>
+#include <set>
+#include <vector>
+
+#include "harness/check/oracle.h"
+#include "harness/model/data.h"
+#include "harness/run/call_data.h"
+#include "impl/dtype.h"
+
+using namespace collcheck;
+
+namespace {
+
+uint64_t fresh_seed() { return (uint64_t{std::random_device{}()} << 32) ^ std::random_device{}(); }
+
+// The oracle's verdict on the closed form, over every element, and the fill
+// against element().
+void closed_form_is_the_oracles(DType t, RedOp op, int p, uint64_t seed, size_t n) {
+  const CallData d(t, op, p, seed, n);
+  ASSERT_TRUE(d.split()) << dtype_name(t) << " " << op_name(op) << " p=" << p;
+  const size_t es = dtype_size(t);
+  std::vector<std::vector<std::byte>> in(static_cast<size_t>(p), std::vector<std::byte>(n * es));
+  std::vector<const void*> ptrs;
+  for (int q = 0; q < p; ++q) {
+    auto& b = in[static_cast<size_t>(q)];
+    d.fill(q, b.data());
+    for (size_t i = 0; i < n; i += 97) ASSERT_EQ(load_element(t, b.data(), i), d.element(q, i)) << "rank " << q << " element " << i;
+    ptrs.push_back(b.data());
+  }
+  std::vector<std::byte> want(n * es);
+  for (size_t i = 0; i < n; ++i) store_element(t, want.data(), i, d.reduced(i));
+  const CheckSummary cs = check_all_reduce(resolve_reduction(t, op, p), ptrs, want.data(), n);
+  EXPECT_EQ(cs.wrong, 0u) << dtype_name(t) << " " << op_name(op) << " p=" << p << " seed " << seed << ": "
+                          << cs.first_wrong_detail;
+  // Exact data: every element is judged bit for bit.
+  EXPECT_EQ(cs.by_kind[0], n) << dtype_name(t) << " " << op_name(op) << " p=" << p;
+}
+
+}  // namespace
+
+TEST(CallData, TheClosedFormIsWhatTheOracleExpectsOfEveryElement) {
+  const uint64_t fresh = fresh_seed();
+  std::printf("[ seed    ] %#llx (and 1)\n", static_cast<unsigned long long>(fresh));
+  for (uint64_t seed : {uint64_t{1}, fresh})
+    for (DType t : {DType::Float32, DType::Float64, DType::Int32, DType::Uint32, DType::Int64, DType::Uint64})
+      for (RedOp op : {RedOp::Sum, RedOp::Max, RedOp::Min})
+        for (int p : {1, 2, 3, 8, 37, 128}) closed_form_is_the_oracles(t, op, p, seed, p >= 37 ? 3001 : 20011);
+}
+
+TEST(CallData, FloatSumsStayExactAtTheLargestWorldsTheDtypeAllows) {
+  // float32 at 4096 ranks: still split, still exact.
+  closed_form_is_the_oracles(DType::Float32, RedOp::Sum, 4096, 5, 257);
+}
+
+// A rank's contribution and an element's place are told apart: data moved
+// from the wrong rank, or from the wrong element, is wrong.
+TEST(CallData, RanksAndElementsDiffer) {
+  const CallData d(DType::Float32, RedOp::Sum, 128, 9, 4096);
+  std::set<uint64_t> first_elements;
+  for (int q = 0; q < 128; ++q) first_elements.insert(d.element(q, 0));
+  EXPECT_GE(first_elements.size(), 120u) << "the ranks' values of element 0";
+  size_t same = 0;
+  for (size_t i = 0; i + 1 < 4096; ++i) same += d.element(3, i) == d.element(3, i + 1);
+  EXPECT_LE(same, 4u) << "neighbouring elements of one rank";
+}
+
+// The dtypes and ops without a closed form keep the exact data of
+// harness/model, element for element.
+TEST(CallData, OtherDtypesAndOpsKeepTheExactData) {
+  for (DType t : {DType::Float16, DType::BFloat16, DType::Fp8E4M3, DType::Int8, DType::Uint8})
+    for (RedOp op : {RedOp::Sum, RedOp::Prod, RedOp::Avg}) {
+      const CallData d(t, op, 4, 77, 300);
+      EXPECT_FALSE(d.split()) << dtype_name(t) << " " << op_name(op);
+      std::vector<std::byte> b(300 * dtype_size(t));
+      d.fill(2, b.data());
+      for (size_t i = 0; i < 300; ++i) {
+        ASSERT_EQ(d.element(2, i), input_element(t, op, 4, 2, i, 77, DataClass::Exact));
+        ASSERT_EQ(load_element(t, b.data(), i), d.element(2, i));
+      }
+    }
+  for (RedOp op : {RedOp::Prod, RedOp::Avg, RedOp::PreMulSum}) EXPECT_FALSE(CallData(DType::Float32, op, 4, 1, 10).split());
+}
