@@ -298,3 +298,23 @@ TEST(SimCli, SchedulesRunEachCaseUnderSeveralInterleavings) {
     EXPECT_NE(e.out.find("--schedules"), std::string::npos) << args << "\n" << e.out;
   }
 }
+
+// The project's race mutant (a late-arrival path that drops a rank's own
+// partial result) is caught in the simulated world on seeds 1, 2 and 3, and
+// the replay line it prints fails 20 times in 20: the schedule is the seed's.
+TEST(SimCli, TheRaceMutantIsCaughtOnSeedsOneToThreeAndItsReplayFailsEveryTime) {
+  SKIP_WITHOUT_FIBERS();
+  for (int seed : {1, 2, 3}) {
+    const auto r = testutil::run_command(
+        fmt::format("{} verify --impl plugin:{}/late_arrival_race.so --world sim --seed {} --progress off 2>&1",
+                    COLLCHECK_BIN, MUTANT_DIR, seed), 300);
+    ASSERT_EQ(r.code, 1) << "seed " << seed << "\n" << r.out;
+    const size_t at = r.out.find("replay: collcheck verify ");
+    ASSERT_NE(at, std::string::npos) << r.out;
+    const std::string line = r.out.substr(at + 8, r.out.find('\n', at) - at - 8);
+    const std::string bin_line = std::string(COLLCHECK_BIN) + line.substr(std::string("collcheck").size());
+    const auto again = testutil::run_command(bin_line + " --repeat 20 2>&1", 300);
+    EXPECT_EQ(again.code, 1) << bin_line << "\n" << again.out;
+    EXPECT_NE(again.out.find("20 runs of the case: 20 failed"), std::string::npos) << bin_line << "\n" << again.out;
+  }
+}
