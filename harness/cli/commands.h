@@ -18,6 +18,7 @@
 #include "harness/report/progress.h"
 #include "properties/fault_table.h"
 #include "harness/report/report.h"
+#include "harness/run/analyze_job.h"
 #include "harness/run/scenario_runner.h"
 #include "harness/run/sweep.h"
 #include "harness/session/session.h"
@@ -27,7 +28,7 @@ namespace collcheck::cli {
 
 // Exit code of `analyze` when the dumps cannot decide (a rank left no dump,
 // say): neither clean nor a diagnosis; what is missing is printed.
-inline constexpr int kExitUndecided = 4;
+using collcheck::kExitUndecided;
 
 // --report FORMAT=PATH, on every command, repeatable; and the command's one
 // stream of events (harness/report/events.h), which the lower rooms fill and
