@@ -8,8 +8,10 @@
 #include <string>
 #include <vector>
 
+#include "harness/report/events.h"
 #include "harness/report/report.h"
 #include "harness/run/scenario_runner.h"
+#include "harness/session/session.h"
 
 namespace collcheck {
 
@@ -50,5 +52,11 @@ std::vector<FaultRow> run_fault_table(const FaultTableOptions& o, const Scenario
 // The rows as the verdicts of a report (one per fault and mode, each with
 // its timeline).
 void add_fault_rows(Report& rep, const std::vector<FaultRow>& rows);
+
+// The fault table as a job in the session's world: the table printed row by
+// row to `ev` (on the root), its verdicts in `rep`. Returns the exit code: 0
+// every row diagnosed as injected, 1 one was not, kExitHarnessError rows not
+// run (the budget ran out before them).
+int run_fault_table_job(const FaultTableOptions& o, Report& rep, const Session& session, Events& ev);
 
 }  // namespace collcheck

@@ -201,9 +201,6 @@ struct ReplayFlags {
 };
 void add_replay(CLI::App& app, ReplayFlags& f);
 int run_replay_command(ReplayFlags& f, const Session& session);
-// A scenario in the world this process runs in: under --world mpi every
-// process is a rank, otherwise the ranks are threads.
-ReplayResult replay_here(const Scenario& s, const ReplayOptions& o, const Session& session);
 
 struct AnalyzeFlags {
   std::string dir;
@@ -230,10 +227,5 @@ struct FaultsFlags {
 };
 void add_faults(CLI::App& app, FaultsFlags& f);
 int run_faults_command(FaultsFlags& f, const Session& session);
-// The fault table as a job (faults, and gate's second step): the header, a
-// line per row as it ends and the verdict on the root; the rows as `rep`'s
-// verdicts. Returns the root's code (0, 1, or 3 when rows were not run); the
-// caller writes the reports and agrees on the exit code.
-int fault_table_job(const FaultTableOptions& o, Report& rep, const Session& session, Events& ev);
 
 }  // namespace collcheck::cli

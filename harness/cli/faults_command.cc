@@ -86,51 +86,9 @@ int run_faults_command(FaultsFlags& f, const Session& session) {
   if (!mpi) o.should_stop = f.should_stop;
   o.root = session.root();
   Report rep;
-  int code = fault_table_job(o, rep, session, *f.report.events);
+  int code = collcheck::run_fault_table_job(o, rep, session, *f.report.events);
   if (o.root) code = finish_reports(f.report, rep, code);
   return session.agree_exit_code(code);  // every rank exits with rank 0's verdict
-}
-
-int fault_table_job(const collcheck::FaultTableOptions& o, Report& rep, const Session& session, collcheck::Events& ev) {
-  const collcheck::Scenario base = collcheck::fault_table_scenario(o.ranks, o.impl);
-  const auto start = Clock::now();
-  rep.command = "faults";
-  rep.suite = fmt::format("collcheck faults {} ({} ranks)", o.impl, o.ranks);
-  rep.properties = {{"scenario", base.name}, {"world", session.name()},
-                    {"deadline per call (s)", fmt::format("{:.3g}", base.deadline_s)}};
-  if (o.root) {
-    ev.print("collcheck faults: impl {}, {} ranks {}, deadline {:.3g} s per call\n", o.impl, o.ranks,
-               session.how(), base.deadline_s);
-    ev.print("scenario: {}\n\n", base.name);
-    ev.print("{:<18} {:<10} {:<9} {:>12} {:>9}  {}\n", "fault", "mode", "detected", "diagnosed at", "run took",
-               "diagnosis");
-  }
-  const auto rows = collcheck::run_fault_table(o, [&](const collcheck::Scenario& s, const collcheck::ReplayOptions& ro) { return replay_here(s, ro, session); }, [&ev](const collcheck::FaultRow& row) {
-    if (!row.run) return;
-    const char* mode = row.guarded ? "guarded" : "unguarded";
-    ev.print("{:<18} {:<10} {:<9} {:>11.3f}s {:>8.3f}s  {}\n", row.fault, mode, row.ok ? "yes" : "NO", row.diagnosed_at,
-               row.seconds, row.diagnosis.substr(0, 150));
-    if (!row.ok) ev.print("{:<18} {:<10} {}\n", "", "", row.why);
-    if (row.own_deadline)
-      ev.print("{:<18} {:<10} (deadline {:.2g} s per call for this fault: its own delays need it)\n", "", "",
-                 row.deadline_s);
-  });
-  if (!o.root) return 0;
-  collcheck::add_fault_rows(rep, rows);
-  bool all = true;
-  size_t not_run = 0;
-  for (const auto& row : rows) {
-    all = all && (row.ok || !row.run);
-    not_run += row.run ? 0 : 1;
-  }
-  // A table cut short is no verdict on the rows it did not run.
-  const int code = !all ? 1 : not_run > 0 ? collcheck::kExitHarnessError : 0;
-  if (not_run > 0) ev.print("{} row(s) not run: the budget ran out before them\n", not_run);
-  ev.print("\n{}\n", !all          ? "SOME FAULTS WERE NOT DIAGNOSED AS INJECTED"
-                        : not_run > 0 ? "NO VERDICT on the rows not run"
-                                      : "every fault detected and named");
-  rep.seconds = std::chrono::duration<double>(Clock::now() - start).count();
-  return code;
 }
 
 }  // namespace collcheck::cli

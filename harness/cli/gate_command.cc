@@ -94,10 +94,6 @@ double max_regression(const std::string& given) {
   return limit;
 }
 
-void print_perf_table(const GateResult& r, const std::string& base, const std::string& cand, double limit, bool side) {
-  print_perf_table(r, base, cand, limit, side);
-}
-
 Report perf_report(const GateResult& r, const std::string& base, const std::string& cand, const std::string& limit) {
   Report rep;
   rep.command = "gate";
@@ -210,7 +206,7 @@ int correctness_gate(GateFlags& f, const Session& session) {
   fo.should_stop = spent;  // gate runs with ranks as threads only (main.cc starts no MPI world for it)
   int fcode = 0;
   try {
-    fcode = fault_table_job(fo, faults_rep, session, *f.report.events);
+    fcode = collcheck::run_fault_table_job(fo, faults_rep, session, *f.report.events);
   } catch (const collcheck::ScenarioError& e) {
     // The fault table replays scenarios; an implementation that cannot run
     // in one (a plugin, say) is said, not failed.

@@ -37,11 +37,6 @@ void add_replay(CLI::App& app, ReplayFlags& f) {
   add_report_flag(r, f.report);
 }
 
-collcheck::ReplayResult replay_here(const collcheck::Scenario& s, const collcheck::ReplayOptions& o,
-                                    const collcheck::Session& session) {
-  return collcheck::replay_in_session(s, o, session);
-}
-
 void print_replay(collcheck::Events& ev, const collcheck::Scenario& s, const collcheck::ReplayResult& r, bool temporary,
                   const collcheck::Session& session) {
   std::string faults;
@@ -237,7 +232,7 @@ int run_replay_command(ReplayFlags& f, const collcheck::Session& session) {
   ev.progress({.phase = fmt::format("{} ranks {}, {} mode; the run's limit is {:.0f} s", s.ranks, session.how(),
                                     o.guarded.value_or(s.guarded) ? "guarded" : "unguarded", collcheck::replay_limit_s(s))});
   try {
-    r = replay_here(s, o, session);
+    r = collcheck::replay_in_session(s, o, session);
     ev.progress({.end = true});
   } catch (const collcheck::ScenarioUnavailable& e) {
     // As verify does: exit 77, which CI reads as a skip.
