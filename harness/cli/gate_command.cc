@@ -94,20 +94,6 @@ double max_regression(const std::string& given) {
   return limit;
 }
 
-Report perf_report(const GateResult& r, const std::string& base, const std::string& cand, const std::string& limit) {
-  Report rep;
-  rep.command = "gate";
-  rep.suite = "collcheck gate performance";
-  rep.properties = {{"baseline", base}, {"candidate", cand}, {"max_regression", limit}};
-  for (const auto& x : r.rows)
-    rep.cases.push_back({x.key, x.regressed || !x.unusable.empty() ? ReportCase::Status::Failed : ReportCase::Status::Passed,
-                         !x.unusable.empty() ? "the candidate row is " + x.unusable
-                                             : fmt::format("busbw {:.4g} -> {:.4g} GB/s ({:+.1f} %), p = {:.2g}",
-                                                           x.base_median, x.cand_median, x.change * 100, x.p_value),
-                         "", 0});
-  return rep;
-}
-
 int perf_gate(GateFlags& f, const Session& session) {
   const double limit = max_regression(f.max_regression);
   if (!(f.alpha > 0 && f.alpha < 1)) throw UsageError(fmt::format("--alpha must be in (0, 1), got {}", f.alpha));
@@ -136,24 +122,8 @@ int perf_gate(GateFlags& f, const Session& session) {
       throw UsageError(e.what());
     }
   }
-  f.report.events->print("collcheck gate: performance, {} row(s) of {} against {}; max regression {:.1f} %\n", r.rows.size(), cand,
-             base, limit * 100);
-  f.report.events->print("  {:<44} {:>12} {:>12} {:>8} {:>9}  {}\n", "row", "base GB/s", "cand GB/s", "change", "p", "verdict");
-  for (const auto& x : r.rows)
-    if (!x.unusable.empty())
-      f.report.events->print("  {:<44} {:>12.4g} {:>12} {:>8} {:>9}  FAILED: the candidate row is {}\n", x.key, x.base_median, "-", "-",
-                 "-", x.unusable);
-    else
-      f.report.events->print("  {:<44} {:>12.4g} {:>12.4g} {:>+7.1f}% {:>9.2g}  {}\n", x.key, x.base_median, x.cand_median,
-                 x.change * 100, x.p_value, x.regressed ? "REGRESSED" : "ok");
-  if (side)
-    f.report.events->print("  (change: the median of the per-round busbw ratios; p: Wilcoxon signed-rank over the rounds)\n");
-  if (!r.rows.empty() && r.rows.front().relative)
-    f.report.events->print("  (change and p: busbw relative to a memcpy measured in the same process after each sample)\n");
-  for (const auto& k : r.only_in_baseline) f.report.events->print("  note: only in the baseline, not compared: {}\n", k);
-  for (const auto& k : r.only_in_candidate) f.report.events->print("  note: only in the candidate, not compared: {}\n", k);
-  f.report.events->print("{}\n", r.failed() ? "FAIL: " + gate_verdict(r) : "PASS: no row regressed");
-  const Report rep = perf_report(r, base, cand, f.max_regression);
+  say_perf_gate(*f.report.events, r, base, cand, limit, side);
+  const Report rep = perf_gate_report(r, base, cand, f.max_regression);
   const int code = r.failed() ? 1 : 0;
   const int md_code = write_markdown(f, gate_markdown(r, limit), code);
   ReportFlags out = f.report;

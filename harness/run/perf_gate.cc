@@ -326,4 +326,40 @@ std::string gate_markdown(const GateResult& r, double max_regression) {
   return md + "\n";
 }
 
+
+void say_perf_gate(Events& ev, const GateResult& r, const std::string& base, const std::string& cand, double limit,
+                   bool side) {
+  ev.print("collcheck gate: performance, {} row(s) of {} against {}; max regression {:.1f} %\n", r.rows.size(), cand,
+             base, limit * 100);
+  ev.print("  {:<44} {:>12} {:>12} {:>8} {:>9}  {}\n", "row", "base GB/s", "cand GB/s", "change", "p", "verdict");
+  for (const auto& x : r.rows)
+    if (!x.unusable.empty())
+      ev.print("  {:<44} {:>12.4g} {:>12} {:>8} {:>9}  FAILED: the candidate row is {}\n", x.key, x.base_median, "-", "-",
+                 "-", x.unusable);
+    else
+      ev.print("  {:<44} {:>12.4g} {:>12.4g} {:>+7.1f}% {:>9.2g}  {}\n", x.key, x.base_median, x.cand_median,
+                 x.change * 100, x.p_value, x.regressed ? "REGRESSED" : "ok");
+  if (side)
+    ev.print("  (change: the median of the per-round busbw ratios; p: Wilcoxon signed-rank over the rounds)\n");
+  if (!r.rows.empty() && r.rows.front().relative)
+    ev.print("  (change and p: busbw relative to a memcpy measured in the same process after each sample)\n");
+  for (const auto& k : r.only_in_baseline) ev.print("  note: only in the baseline, not compared: {}\n", k);
+  for (const auto& k : r.only_in_candidate) ev.print("  note: only in the candidate, not compared: {}\n", k);
+  ev.print("{}\n", r.failed() ? "FAIL: " + gate_verdict(r) : "PASS: no row regressed");
+}
+
+Report perf_gate_report(const GateResult& r, const std::string& base, const std::string& cand, const std::string& limit) {
+  Report rep;
+  rep.command = "gate";
+  rep.suite = "collcheck gate performance";
+  rep.properties = {{"baseline", base}, {"candidate", cand}, {"max_regression", limit}};
+  for (const auto& x : r.rows)
+    rep.cases.push_back({x.key, x.regressed || !x.unusable.empty() ? ReportCase::Status::Failed : ReportCase::Status::Passed,
+                         !x.unusable.empty() ? "the candidate row is " + x.unusable
+                                             : fmt::format("busbw {:.4g} -> {:.4g} GB/s ({:+.1f} %), p = {:.2g}",
+                                                           x.base_median, x.cand_median, x.change * 100, x.p_value),
+                         "", 0});
+  return rep;
+}
+
 }  // namespace collcheck

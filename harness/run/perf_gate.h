@@ -29,6 +29,9 @@
 #include <string>
 #include <vector>
 
+#include "harness/report/events.h"
+#include "harness/report/report.h"
+
 namespace collcheck {
 
 class GateInputError : public std::runtime_error {
@@ -91,5 +94,14 @@ std::string gate_verdict(const GateResult& r);
 
 // The comparison as a Markdown table, for a CI step summary.
 std::string gate_markdown(const GateResult& r, double max_regression);
+
+// The comparison as a table, one row per sweep row, and the verdict, to
+// `ev`; `side`: timed side by side (the change is the median of the
+// per-round ratios).
+void say_perf_gate(Events& ev, const GateResult& r, const std::string& base, const std::string& cand, double limit,
+                   bool side);
+// The comparison's verdicts, one per row, for --report.
+Report perf_gate_report(const GateResult& r, const std::string& base, const std::string& cand,
+                        const std::string& limit);
 
 }  // namespace collcheck
