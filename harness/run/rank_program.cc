@@ -6,13 +6,14 @@ namespace {
 
 // A call's input: filled whole before the call, so not zeroed first (at 128
 // ranks of 1 MiB calls, zeroing them was a tenth of a replay).
-struct NoZero : std::allocator<std::byte> {
-  template <typename U> struct rebind { using other = NoZero; };
+template <typename T>
+struct NoZero : std::allocator<T> {
+  template <typename U> struct rebind { using other = NoZero<U>; };
   template <typename U, typename... Args> void construct(U* p, Args&&... args) {
     if constexpr (sizeof...(Args) > 0) ::new (static_cast<void*>(p)) U(std::forward<Args>(args)...);
   }
 };
-using InputBytes = std::vector<std::byte, NoZero>;
+using InputBytes = std::vector<std::byte, NoZero<std::byte>>;
 
 
 uint64_t call_seed(uint64_t index, const std::string& tag) {

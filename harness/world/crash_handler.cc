@@ -32,6 +32,9 @@ std::atomic<bool> g_crashing{false};
 // The rank whose thread this is (threads world), else the process's rank (MPI
 // world), else -1. A plain int: the handler reads it.
 thread_local int t_rank = -1;
+// The context set on this thread (verify --jobs runs cases on several
+// threads at once): a crash on the thread that runs the case names its own.
+thread_local char t_what[1024] = "";
 int g_process_rank = -1;
 
 // What the handler asks the dumper for.
@@ -99,9 +102,9 @@ void on_crash(int sig) {
   say(" died of signal ");
   const char* abbrev = sigabbrev_np(sig);
   say(abbrev ? abbrev : "?");
-  if (g_what[0]) {
+  if (const char* what = t_what[0] ? t_what : g_what; what[0]) {
     say(" while ");
-    say(g_what);
+    say(what);
   }
   say("\n");
   if (g_dump_dir[0] && g_request[1] >= 0 && g_done[0] >= 0) {
@@ -165,13 +168,17 @@ void set_crash_identity(std::string_view who) { copy_into(g_who, sizeof g_who, w
 void set_crash_process_rank(int rank) { g_process_rank = rank; }
 void set_crash_thread_rank(int rank) { t_rank = rank; }
 void set_crash_context(std::string_view what) {
-  // Cases run side by side (verify --jobs) set it from several threads: one
-  // writes at a time, and a writer that finds another at it leaves the other's.
+  copy_into(t_what, sizeof t_what, what);
+  // The process's last one, for a crash on a thread that set none (a rank
+  // thread of the case the main thread runs). Cases side by side set it
+  // from several threads: one writes at a time, and a writer that finds
+  // another at it leaves the other's (each also has its own, above).
   static std::atomic_flag writing = ATOMIC_FLAG_INIT;
   if (writing.test_and_set(std::memory_order_acquire)) return;
   copy_into(g_what, sizeof g_what, what);
   writing.clear(std::memory_order_release);
 }
+
 void set_crash_dump_dir(std::string_view dir) {
   // The dumper thread starts with the first dump directory, not at
   // installation: verify forks its isolated child from a single-threaded process.
