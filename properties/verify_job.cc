@@ -155,6 +155,17 @@ int side_by_side(const VerifyJob& job, WorldKind kind, bool isolate, const Impls
   return n;
 }
 
+// The run's end on the root: the run as one unit event (what the metrics
+// sink counts), then the command's `finish` (its reports).
+int finish_run(const VerifyOptions& o, const VerifyResult& r, Events& ev, const VerifyFinish& finish) {
+  const bool ok = !r.failed && !r.harness_error;
+  nlohmann::json u{{"type", "unit"}, {"workload", "verify"}, {"impl", o.impl_spec}, {"cases", r.cases_run},
+                   {"ok", ok}, {"seed", fmt::format("{:#x}", o.seed)}};
+  if (!ok) u["property"] = r.harness_error ? "harness" : r.failure.property;
+  ev.emit(UnitEvent{u});
+  return finish(o, r);
+}
+
 // The MPI world: rank 0 draws and judges the cases, every other rank serves.
 int verify_in_mpi(VerifyJob& job, const Session& session, const RunConfig& cfg, Events& ev, const VerifyFinish& finish) {
   VerifyOptions& o = job.o;
@@ -181,7 +192,7 @@ int verify_in_mpi(VerifyJob& job, const Session& session, const RunConfig& cfg, 
     report_unshrunk_failure(o, exec.last_case(), lost.outcome.failure, ev);
     session.abort(1);
   }
-  const int code = finish(o, result);
+  const int code = finish_run(o, result, ev, finish);
   exec.stop(code);
   return code;
 }
@@ -246,7 +257,7 @@ int run_verify_job(VerifyJob& job, const Session& session, Events& ev, const Ver
   const bool isolate = job.isolate == "on" || (job.isolate == "auto" && cfg.impl->untrusted());
   cfg.parallel = side_by_side(job, kind, isolate, all, verify_memory_needed(o.space, o.space.max_ranks, cfg.peers.size()));
   auto exec = make_executor(cfg, isolate);
-  return finish(o, run_verify(o, *exec, ev));
+  return finish_run(o, run_verify(o, *exec, ev), ev, finish);
 }
 
 }  // namespace collcheck

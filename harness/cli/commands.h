@@ -72,9 +72,10 @@ void add_metrics_flags(CLI::App* command, MetricsFlags& f, const std::string& de
 // Checks the flags (UsageError), on every process alike.
 void check_metrics_flags(const MetricsFlags& f);
 // Checks them and, on the root when any is given, makes the
-// registry, binds the endpoint (printing its address) and sets the gateway;
-// nullptr when no metrics were asked for.
-std::unique_ptr<Metrics> start_metrics(const MetricsFlags& f, const Session& session);
+// registry, binds the endpoint (printing its address), sets the gateway and
+// adds the metrics sink to `ev` (the job's unit and row events fill the
+// registry); nullptr when no metrics were asked for.
+std::unique_ptr<Metrics> start_metrics(const MetricsFlags& f, const Session& session, Events& ev);
 // The end of the run: the textfile and the push, then the linger. A push
 // that fails is a warning (the gateway is another machine's); a textfile
 // that cannot be written is an error: false, and the command's exit code

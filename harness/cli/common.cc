@@ -8,6 +8,7 @@
 #include <thread>
 
 #include "harness/cli/commands.h"
+#include "harness/metrics/metrics_sink.h"
 #include "harness/metrics/pusher.h"
 #include "harness/model/atomic_file.h"
 #include "harness/model/size.h"
@@ -95,7 +96,8 @@ int finish_reports(const ReportFlags& f, const Report& r, int code) {
   }
   if (failed.empty()) return code;
   // The verdict above stands; a report that could not be written is still an error.
-  std::fprintf(stderr, "collcheck: error: --report: %s\n", failed.c_str());
+  // (A sink of another flag, --json FILE, names its flag itself.)
+  std::fprintf(stderr, "collcheck: error: %s%s\n", failed.rfind("--", 0) == 0 ? "" : "--report: ", failed.c_str());
   return code == 0 ? kExitOutputLost : code;
 }
 
@@ -157,7 +159,7 @@ void check_metrics_flags(const MetricsFlags& f) {
   }
 }
 
-std::unique_ptr<Metrics> start_metrics(const MetricsFlags& f, const Session& session) {
+std::unique_ptr<Metrics> start_metrics(const MetricsFlags& f, const Session& session, Events& ev) {
   check_metrics_flags(f);
   std::string addr = f.listen;
   if (!addr.empty() && addr.find(':') == std::string::npos) addr = "127.0.0.1:" + addr;
@@ -177,6 +179,7 @@ std::unique_ptr<Metrics> start_metrics(const MetricsFlags& f, const Session& ses
       throw UsageError(fmt::format("--metrics-listen: {}", e.what()));
     }
   }
+  ev.add(metrics_sink(*m));
   return m;
 }
 

@@ -107,9 +107,9 @@ int perf_gate(GateFlags& f, const Session& session) {
     if (static_cast<size_t>(o.reps) < f.min_samples)
       throw UsageError(fmt::format("--reps is {}; the gate needs at least --min-samples {} rounds", o.reps, f.min_samples));
     f.report.events->print("collcheck gate: timing {} and {} side by side, {} rounds\n", base, cand, o.reps);
+    if (!f.sweep.json.empty() && session.root())
+      f.report.events->add(sweep_json_sink(f.sweep.json, o, session, COLLCHECK_VERSION));
     const SweepResult measured = run_sweep(o, *f.report.events, session);
-    if (!f.sweep.json.empty())
-      write_file_atomically(f.sweep.json, sweep_to_json(o, measured, session.name(), COLLCHECK_VERSION));
     try {
       r = compare_side_by_side(measured, measured.rows.size() / 2, limit, f.alpha, f.min_samples);
     } catch (const GateInputError& e) {

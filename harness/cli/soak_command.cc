@@ -151,7 +151,7 @@ int run_soak_command(SoakFlags& f, const Session& session) {
   }
 
   // Metrics: the root's registry holds the world's (it judges every unit).
-  std::unique_ptr<Metrics> metrics = start_metrics(f.metrics, session);
+  std::unique_ptr<Metrics> metrics = start_metrics(f.metrics, session, *f.report.events);
   o.metrics = metrics.get();
   o.metrics_textfile = f.metrics.textfile;
   o.push = metrics && !f.metrics.pushgateway.empty();

@@ -206,28 +206,10 @@ SweepOptions plan_sweep(SweepFlags& f, bool ranks_given, const Session& session)
 int run_sweep_command(SweepFlags& f, bool ranks_given, const Session& session) {
   const SweepOptions sweep = plan_sweep(f, ranks_given, session);
   const auto start = Clock::now();
+  auto metrics = start_metrics(f.metrics, session, *f.report.events);  // counts the row events
+  if (!f.json.empty() && session.root()) f.report.events->add(sweep_json_sink(f.json, sweep, session, COLLCHECK_VERSION));
   const SweepResult result = run_sweep(sweep, *f.report.events, session);
-  bool outputs_ok = true;
-  if (auto m = start_metrics(f.metrics, session)) {  // the rows: a histogram sample, a busbw gauge, a checked case each
-    for (const auto& row : result.rows) {
-      if (!row.skipped.empty()) continue;
-      m->unit(row.algo, "sweep", row.wrong == 0 && row.error.empty() ? "" : "results_match_oracle");
-      m->wrong_elements(row.algo, row.wrong);
-      m->collective(row.algo, std::string(op_name(row.op)), std::string(dtype_name(row.dtype)), row.bytes,
-                    row.time_us / 1e6);
-      m->busbw(row.algo, std::string(dtype_name(row.dtype)), row.bytes, row.busbw * 1e9);
-    }
-    outputs_ok = finish_metrics(f.metrics, m.get()) && outputs_ok;
-  }
-  if (!f.json.empty() && session.root()) {
-    try {
-      write_file_atomically(f.json, sweep_to_json(sweep, result, session.is_mpi() ? fmt::format("mpi:{}", session.processes()) : "threads",
-                                                  COLLCHECK_VERSION));
-    } catch (const std::exception& e) {
-      std::fprintf(stderr, "collcheck: error: --json: %s\n", e.what());
-      outputs_ok = false;
-    }
-  }
+  bool outputs_ok = finish_metrics(f.metrics, metrics.get());
   // The rows ran; an output that did not land is not a pass (exit 5).
   int code = result.exit_code() == 0 && !outputs_ok ? kExitOutputLost : result.exit_code();
   if (session.root()) {

@@ -97,15 +97,6 @@ void add_verify(CLI::App& app, VerifyFlags& f) {
 }
 
 namespace {
-// At the end of a run: its cases, passed and failed, by property.
-bool export_verify_metrics(const VerifyFlags& f, const collcheck::VerifyResult& r, const collcheck::Session& session) {
-  auto m = start_metrics(f.metrics, session);
-  if (!m) return true;
-  const bool failed = r.failed || r.harness_error;
-  m->unit(f.impl, "verify", "", failed ? r.cases_run - 1 : r.cases_run);
-  if (failed) m->unit(f.impl, "verify", r.harness_error ? "harness" : r.failure.property, 1);
-  return finish_metrics(f.metrics, m.get());
-}
 int output_lost_unless(bool ok, int code) { return ok || code != 0 ? code : collcheck::kExitOutputLost; }
 }  // namespace
 
@@ -242,10 +233,11 @@ int run_verify_command(VerifyFlags& f, const collcheck::Session& session) {
   if (!f.report.requests.empty())
     job.o.token_dir = std::filesystem::absolute(f.report.requests.front().path).parent_path().string();
   add_progress_sink(f.report, session, f.progress, "verify", "cases");
+  auto metrics = start_metrics(f.metrics, session, *f.report.events);  // counts the job's unit event
   return collcheck::run_verify_job(job, session, *f.report.events,
                                    [&](const collcheck::VerifyOptions& o, const collcheck::VerifyResult& r) {
                                      std::fflush(stdout);
-                                     const bool metrics_ok = export_verify_metrics(f, r, session);
+                                     const bool metrics_ok = finish_metrics(f.metrics, metrics.get());
                                      return finish_reports(f.report, collcheck::verify_report(o, r),
                                                            output_lost_unless(metrics_ok, r.exit_code()));
                                    });

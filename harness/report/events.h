@@ -57,6 +57,9 @@ struct RowEvent {
 };
 struct UnitEvent {
   nlohmann::json unit;
+  // Calls the unit timed, each [impl, op, dtype, bytes, seconds], for the
+  // metrics (not kept in a results file); null when none.
+  nlohmann::json calls = nullptr;
 };
 // How far a long run is. Every field set is news; the others stay as they were.
 struct ProgressEvent {

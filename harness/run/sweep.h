@@ -113,9 +113,14 @@ OutputCheck check_outputs(const Reduction& red, std::span<const void* const> pri
 // wrong), with collcheck's own (algo, ranks, busbw_samples).
 // sweep_row_json: one row, as the file and the row events hold it.
 nlohmann::json sweep_row_json(const SweepOptions& o, const SweepRow& x);
-std::string sweep_to_json(const SweepOptions& o, const SweepResult& r, const std::string& world, const std::string& version);
 
 class Session;
+
+// --json FILE as a sink of the run's row events (the root's): the header
+// (version, world, ranks, iterations, seed) and every row, written atomically
+// when the stream closes; a file that cannot be written is the close's error.
+std::shared_ptr<EventSink> sweep_json_sink(const std::string& path, const SweepOptions& o, const Session& session,
+                                           const std::string& version);
 
 // Runs the sweep in the session's world (threads: a world of o.ranks made for
 // it; MPI: every process a rank). The root emits the table as text events and

@@ -13,7 +13,9 @@
 
 #include "harness/check/oracle.h"
 #include "harness/check/output_check.h"
+#include "harness/model/atomic_file.h"
 #include "harness/run/sweep_detail.h"
+#include "harness/session/session.h"
 
 namespace collcheck {
 
@@ -121,20 +123,44 @@ nlohmann::json sweep_row_json(const SweepOptions& o, const SweepRow& x) {
           {"error", x.error}};
 }
 
-std::string sweep_to_json(const SweepOptions& o, const SweepResult& r, const std::string& world, const std::string& version) {
-  nlohmann::json rows = nlohmann::json::array();
-  for (const auto& x : r.rows) rows.push_back(sweep_row_json(o, x));
-  const nlohmann::json doc{{"collcheck", {{"version", version},
-                                          {"command", "sweep"},
-                                          {"world", world},
-                                          {"ranks", o.ranks},
-                                          {"iters", o.iters},
-                                          {"warmup", o.warmup},
-                                          {"reps", o.reps},
-                                          {"check", o.check},
-                                          {"seed", o.seed}}},
-                           {"results", rows}};
-  return doc.dump(2) + "\n";
+namespace {
+
+// --json FILE: the row events kept, and written as one document at the end.
+class SweepJsonSink : public EventSink {
+ public:
+  SweepJsonSink(std::string path, nlohmann::json header) : path_(std::move(path)), header_(std::move(header)) {}
+  void on(const Event& e) override {
+    if (const auto* r = std::get_if<RowEvent>(&e)) rows_.push_back(r->row);
+  }
+  void close() override {
+    const nlohmann::json doc{{"collcheck", header_}, {"results", rows_}};
+    try {
+      write_file_atomically(path_, doc.dump(2) + "\n");
+    } catch (const std::exception& e) {
+      throw std::runtime_error(fmt::format("--json {}: {}", path_, e.what()));
+    }
+  }
+
+ private:
+  std::string path_;
+  nlohmann::json header_;
+  nlohmann::json rows_ = nlohmann::json::array();
+};
+
+}  // namespace
+
+std::shared_ptr<EventSink> sweep_json_sink(const std::string& path, const SweepOptions& o, const Session& session,
+                                           const std::string& version) {
+  const std::string world = session.is_mpi() ? fmt::format("mpi:{}", session.processes()) : session.name();
+  return std::make_shared<SweepJsonSink>(path, nlohmann::json{{"version", version},
+                                                              {"command", "sweep"},
+                                                              {"world", world},
+                                                              {"ranks", o.ranks},
+                                                              {"iters", o.iters},
+                                                              {"warmup", o.warmup},
+                                                              {"reps", o.reps},
+                                                              {"check", o.check},
+                                                              {"seed", o.seed}});
 }
 
 }  // namespace collcheck

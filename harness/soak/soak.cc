@@ -246,8 +246,8 @@ void Soak::restore() {
              totals_.units, elapsed_before_, totals_.failed_units, next_index_);
 }
 
-void Soak::append(const json& j) {
-  if (j.value("type", "") == "unit") ev_.emit(UnitEvent{j});
+void Soak::append(const json& j, json calls) {
+  if (j.value("type", "") == "unit") ev_.emit(UnitEvent{j, std::move(calls)});
   if (results_) results_->append(j);
 }
 

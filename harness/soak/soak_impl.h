@@ -88,7 +88,9 @@ class Soak {
   void restore();
 
   // A full disk stops the soak (exit 5), never a PASS over a cut file.
-  void append(const json& j);
+  // A line of the results file; a unit's is also a unit event, with the
+  // calls it timed (for the metrics sink).
+  void append(const json& j, json calls = nullptr);
   std::string write_error() const { return results_ ? results_->error() : std::string(); }
 
   // ---- totals and groups: one place, for live units and for --resume
@@ -99,7 +101,7 @@ class Soak {
 
   bool verify_unit(Lane& l, const Unit& u, json& j);
 
-  void faults_unit(const Unit& u, json& j);
+  json faults_unit(const Unit& u, json& j);  // returns rank 0's timed calls
 
   SweepOptions perf_options(const Lane& l, const json& j) const;
 

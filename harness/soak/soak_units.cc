@@ -9,8 +9,9 @@ bool Soak::run_unit(const Unit& u, double t) {
          {"seed", fmt::format("{:#x}", u.seed)}};
   bool world_ok = true;
   const auto t0 = Clock::now();
+  json calls = nullptr;  // the calls a fault unit timed, for the metrics sink
   if (u.workload == "verify") world_ok = verify_unit(l, u, j);
-  else if (u.workload == "faults") faults_unit(u, j);
+  else if (u.workload == "faults") calls = faults_unit(u, j);
   else if (u.workload == "algorithms") algorithms_unit(u, j);
   else perf_unit(l, u, j);
   // What a failed unit left in flight must not reach a later one.
@@ -18,7 +19,7 @@ bool Soak::run_unit(const Unit& u, double t) {
   j["seconds"] = seconds_since(t0);
   j["t"] = t + seconds_since(t0);
   count_unit(j);
-  append(j);
+  append(j, std::move(calls));
   return world_ok;
 }
 
@@ -69,11 +70,6 @@ bool Soak::verify_unit(Lane& l, const Unit& u, json& j) {
   j["ok"] = !r.failed && !r.harness_error;
   if (r.interrupted) j["interrupted"] = true;
   const std::string property = r.harness_error ? "harness" : r.failure.property;
-  if (o_.metrics) {
-    const size_t passed = r.failed || r.harness_error ? r.cases_run - 1 : r.cases_run;
-    o_.metrics->unit(l.spec.impl, "verify", "", passed);
-    if (r.failed || r.harness_error) o_.metrics->unit(l.spec.impl, "verify", property, 1);
-  }
   if (r.failed || r.harness_error) {
     j["property"] = property;
     j["signature"] = fmt::format("verify | {} | {} | {}/{} | {}", l.spec.impl, property, dtype_name(r.minimal.dtype),
@@ -85,7 +81,7 @@ bool Soak::verify_unit(Lane& l, const Unit& u, json& j) {
   return world_ok;
 }
 
-void Soak::faults_unit(const Unit& u, json& j) {
+json Soak::faults_unit(const Unit& u, json& j) {
   const int lo = mpi_ ? mpi_->size() : std::max(2, o_.plan.min_ranks);
   const int hi = mpi_ ? mpi_->size() : std::max(lo, std::min(o_.plan.max_ranks, 16));
   const rc::Random rnd(u.seed);
@@ -144,18 +140,15 @@ void Soak::faults_unit(const Unit& u, json& j) {
     j["skew_s"] = skew;
     j["straggler"] = straggler;
   }
-  if (o_.metrics) {
-    o_.metrics->unit(s.impl, "faults", out.ok ? "" : "detection_" + outcome);
-    o_.metrics->fault(nemesis, outcome, dc.fault ? out.result.time_to_diagnosis : -1);
-    if (skew >= 0) o_.metrics->arrival(skew, straggler);
-    for (const auto& d : out.result.dumps)
-      if (d.rank == 0)
-        for (const auto& c : d.calls)
-          if (c.t_started >= 0 && c.t_completed >= c.t_started)
-            o_.metrics->collective(c.impl.empty() ? s.impl : c.impl, std::string(op_name(c.op)),
-                                   std::string(dtype_name(c.dtype)), c.count * dtype_size(c.dtype),
-                                   c.t_completed - c.t_started);
-  }
+  // Rank 0's timed calls, for the metrics (metrics_sink.h).
+  json calls = json::array();
+  for (const auto& d : out.result.dumps)
+    if (d.rank == 0)
+      for (const auto& c : d.calls)
+        if (c.t_started >= 0 && c.t_completed >= c.t_started)
+          calls.push_back({c.impl.empty() ? s.impl : c.impl, std::string(op_name(c.op)),
+                           std::string(dtype_name(c.dtype)), c.count * dtype_size(c.dtype),
+                           c.t_completed - c.t_started});
   if (!out.ok) {
     j["property"] = "detection_" + outcome;
     j["signature"] = fmt::format("faults | {} | {} | {} | {}", s.impl, nemesis, outcome,
@@ -167,6 +160,7 @@ void Soak::faults_unit(const Unit& u, json& j) {
     j["replay"] = fmt::format("{}collcheck replay {}{}", o_.launcher, file, mpi_ ? " --world mpi" : "");
     j["detail"] = out.why;
   }
+  return calls;
 }
 
 SweepOptions Soak::perf_options(const Lane& l, const json& j) const {
@@ -213,7 +207,6 @@ void Soak::perf_unit(Lane& l, const Unit& u, json& j) {
     j["property"] = "perf_row";
     j["signature"] = fmt::format("perf | {} | no row | {}", l.spec.impl, dtype_name(t));
     j["detail"] = "the sweep produced no row";
-    if (o_.metrics) o_.metrics->unit(l.spec.impl, "perf", "perf_row");
     return;
   }
   const SweepRow& row = r.rows.front();
@@ -227,12 +220,6 @@ void Soak::perf_unit(Lane& l, const Unit& u, json& j) {
   j["wrong"] = row.wrong;
   const bool ok = row.wrong == 0 && row.error.empty();
   j["ok"] = ok;
-  if (o_.metrics) {
-    o_.metrics->unit(l.spec.impl, "perf", ok ? "" : "results_match_oracle");
-    o_.metrics->wrong_elements(l.spec.impl, row.wrong);
-    o_.metrics->collective(l.spec.impl, "sum", std::string(dtype_name(row.dtype)), row.bytes, row.time_us / 1e6);
-    o_.metrics->busbw(l.spec.impl, std::string(dtype_name(row.dtype)), row.bytes, row.busbw * 1e9);
-  }
   if (!ok) {
     j["property"] = "results_match_oracle";
     j["signature"] = fmt::format("perf | {} | results_match_oracle | {}/sum | {} B", l.spec.impl, dtype_name(row.dtype),
@@ -273,7 +260,6 @@ void Soak::algorithms_unit(const Unit& u, json& j) {
   j["ok"] = r.ok || r.interrupted;
   for (const auto& [name, n] : r.deviations) j["deviations"][name] = n;
   if (r.interrupted) j["interrupted"] = true;
-  if (o_.metrics) o_.metrics->unit(a.peer, "algorithms", r.ok || r.interrupted ? "" : r.property);
   if (r.ok || r.interrupted) return;
   j["property"] = r.harness_error ? "harness" : r.property;
   j["signature"] = fmt::format("algorithms | {} | {} | {}", a.peer, r.property,
