@@ -12,7 +12,7 @@
 #include <string>
 #include <vector>
 
-#include "harness/cli/cli_util.h"
+#include "harness/model/user_values.h"
 #include "harness/metrics/metrics.h"
 #include "harness/report/events.h"
 #include "harness/report/progress.h"
@@ -82,8 +82,7 @@ std::unique_ptr<Metrics> start_metrics(const MetricsFlags& f, const Session& ses
 // becomes 5 (kExitOutputLost) when it was 0.
 bool finish_metrics(const MetricsFlags& f, Metrics* m);
 
-// A seed as the user writes it: decimal or 0x hex, non-negative.
-uint64_t parse_seed(const std::string& text, const std::string& flag);
+using collcheck::parse_seed;
 
 // --world sim: the schedule, its seed, the α-β link model (docs/simulation.md).
 struct SimFlags {

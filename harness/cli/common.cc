@@ -207,15 +207,4 @@ bool finish_metrics(const MetricsFlags& f, Metrics* m) {
   return ok;
 }
 
-uint64_t parse_seed(const std::string& text, const std::string& flag) {
-  try {
-    size_t pos = 0;
-    const uint64_t seed = std::stoull(text, &pos, 0);
-    if (pos != text.size() || text.empty() || text[0] == '-') throw std::invalid_argument("trailing");
-    return seed;
-  } catch (const std::exception&) {
-    throw UsageError(fmt::format("{} must be a non-negative integer (decimal or 0x hex), got '{}'", flag, text));
-  }
-}
-
 }  // namespace collcheck::cli

@@ -1,9 +1,11 @@
-// Parsing of user-facing values for the CLI. Every failure throws UsageError
-// with one line that names the flag and the allowed values; main() turns it into
-// exit code 2.
+// The values users write in flags and job descriptions: sizes, counts, lists
+// of dtypes, ops, data classes and algorithms, seeds, and the files a command
+// writes. Every failure throws UsageError with one line that names the flag
+// and the allowed values (exit code 2). The command line and the jobs share them.
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 #include <stdexcept>
 #include <string>
 #include <string_view>
@@ -27,6 +29,8 @@ std::vector<DType> parse_dtype_list(std::string_view text, std::string_view flag
 std::vector<RedOp> parse_op_list(std::string_view text, std::string_view flag);
 std::vector<DataClass> parse_data_class_list(std::string_view text, std::string_view flag);
 std::vector<std::string> parse_algo_list(std::string_view text, std::string_view flag);
+// A seed: decimal or 0x hex, non-negative.
+uint64_t parse_seed(const std::string& text, const std::string& flag);
 
 // The files one command writes and the ones it reads, as (flag, path, is an
 // output): an output that names the same file as another output or an input

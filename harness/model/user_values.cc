@@ -1,4 +1,4 @@
-#include "harness/cli/cli_util.h"
+#include "harness/model/user_values.h"
 
 #include <fmt/format.h>
 #include <sys/stat.h>
@@ -114,6 +114,17 @@ void check_distinct_paths(const std::vector<std::tuple<std::string, std::string,
       if (o.id == id && (o.output || output))  // two inputs may be one file (a baseline against itself)
         throw UsageError(fmt::format("{} and {} name the same file ({}); give each its own path", o.flag, flag, path));
     seen.push_back({id, flag, output});
+  }
+}
+
+uint64_t parse_seed(const std::string& text, const std::string& flag) {
+  try {
+    size_t pos = 0;
+    const uint64_t seed = std::stoull(text, &pos, 0);
+    if (pos != text.size() || text.empty() || text[0] == '-') throw std::invalid_argument("trailing");
+    return seed;
+  } catch (const std::exception&) {
+    throw UsageError(fmt::format("{} must be a non-negative integer (decimal or 0x hex), got '{}'", flag, text));
   }
 }
 
