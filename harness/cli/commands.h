@@ -21,6 +21,7 @@
 #include "harness/run/analyze_job.h"
 #include "harness/run/scenario_runner.h"
 #include "harness/run/sweep.h"
+#include "harness/run/sweep_job.h"
 #include "harness/session/session.h"
 #include "properties/verify_job.h"
 
@@ -92,23 +93,18 @@ struct SimFlags {
 };
 void add_sim_flags(CLI::App* command, SimFlags& f);
 
+// The sweep's flags bind to a SweepJob (harness/run/sweep_job.h), which plans
+// and runs it; the command adds the outputs: --json, the metrics, the reports.
 struct SweepFlags {
-  SweepOptions o;
-  std::string b = "1K", e = "256K", d = "float32", op = "sum", algo = "ring", count, data = "mixed", seed = "1";
-  std::string against;  // --against: peers timed on the same rows
-  int check = 1;
+  SweepJob job;
   std::string world = "threads";
   SimFlags sim;  // --world sim's schedule and link model
   std::string json;  // --json FILE
-  double timeout = 60;  // --timeout: the deadline of each call, seconds
   MetricsFlags metrics;
   ReportFlags report;
 };
 void add_sweep(CLI::App& app, SweepFlags& f);
-// The flags checked and turned into the sweep's options (UsageError names the
-// flag): the sweep command's and the side-by-side gate's.
-SweepOptions plan_sweep(SweepFlags& f, bool ranks_given, const Session& session);
-int run_sweep_command(SweepFlags& f, bool ranks_given, const Session& session);
+int run_sweep_command(SweepFlags& f, const Session& session);
 
 struct VerifyFlags {
   int schedules = 1;  // --schedules K (the simulated world)

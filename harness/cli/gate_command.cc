@@ -37,16 +37,16 @@ void add_gate(CLI::App& app, GateFlags& f) {
                 "(round by round: sound on a busy machine)");
   g->add_option("--candidate-impl", f.candidate_impl, "performance side by side: the candidate implementation");
   SweepFlags& s = f.sweep;
-  s.b = "64K", s.e = "1M", s.o.factor = 4, s.o.iters = 50, s.o.reps = 12;
-  g->add_option("-b,--minbytes", s.b, "side by side: smallest size in bytes (K/M/G)")->capture_default_str();
-  g->add_option("-e,--maxbytes", s.e, "side by side: largest size in bytes (K/M/G)")->capture_default_str();
-  g->add_option("-f,--stepfactor", s.o.factor, "side by side: size factor per step")->capture_default_str();
-  g->add_option("-n,--iters", s.o.iters, "side by side: calls per sample")->capture_default_str();
-  g->add_option("--reps", s.o.reps, "side by side: rounds, one sample of each row of both per round (even: each goes first as often)")
+  s.job.min_bytes = "64K", s.job.max_bytes = "1M", s.job.o.factor = 4, s.job.o.iters = 50, s.job.o.reps = 12;
+  g->add_option("-b,--minbytes", s.job.min_bytes, "side by side: smallest size in bytes (K/M/G)")->capture_default_str();
+  g->add_option("-e,--maxbytes", s.job.max_bytes, "side by side: largest size in bytes (K/M/G)")->capture_default_str();
+  g->add_option("-f,--stepfactor", s.job.o.factor, "side by side: size factor per step")->capture_default_str();
+  g->add_option("-n,--iters", s.job.o.iters, "side by side: calls per sample")->capture_default_str();
+  g->add_option("--reps", s.job.o.reps, "side by side: rounds, one sample of each row of both per round (even: each goes first as often)")
       ->capture_default_str();
-  g->add_option("-d,--datatype", s.d, "side by side: dtype, comma list, or all")->capture_default_str();
-  g->add_option("-o,--op", s.op, "side by side: op, comma list, or all")->capture_default_str();
-  g->add_option("--ranks", s.o.ranks, "side by side: world size (ranks as threads)")->capture_default_str();
+  g->add_option("-d,--datatype", s.job.dtypes, "side by side: dtype, comma list, or all")->capture_default_str();
+  g->add_option("-o,--op", s.job.ops, "side by side: op, comma list, or all")->capture_default_str();
+  g->add_option("--ranks", s.job.o.ranks, "side by side: world size (ranks as threads)")->capture_default_str();
   g->add_option("--json", s.json, "side by side: also write the sweep's rows (both implementations) as JSON here");
   g->add_option("--max-regression", f.max_regression, "performance: the largest busbw drop allowed, as 5% or 0.05")
       ->capture_default_str();
@@ -102,8 +102,16 @@ int perf_gate(GateFlags& f, const Session& session) {
   const std::string base = side ? f.baseline_impl : f.baseline, cand = side ? f.candidate_impl : f.candidate;
   GateResult r;
   if (side) {
-    f.sweep.algo = f.baseline_impl + "," + f.candidate_impl;
-    const SweepOptions o = plan_sweep(f.sweep, true, session);
+    f.sweep.job.algos = f.baseline_impl + "," + f.candidate_impl;
+    f.sweep.job.ranks_given = true;
+    if (!f.sweep.json.empty()) {
+      try {
+        check_report_path(f.sweep.json, "--json");
+      } catch (const std::invalid_argument& e) {
+        throw UsageError(e.what());
+      }
+    }
+    const SweepOptions o = plan_sweep(f.sweep.job, session);
     if (static_cast<size_t>(o.reps) < f.min_samples)
       throw UsageError(fmt::format("--reps is {}; the gate needs at least --min-samples {} rounds", o.reps, f.min_samples));
     f.report.events->print("collcheck gate: timing {} and {} side by side, {} rounds\n", base, cand, o.reps);

@@ -220,7 +220,10 @@ int dispatch(CLI::App& app, Commands& c, const collcheck::Session& session) {
       parse_reports(*r);  // before the run: a report that cannot be written is bad input
       start_events(*r, session);
     }
-    if (app.got_subcommand("sweep")) return run_sweep_command(c.sweep, app.get_subcommand("sweep")->count("--ranks") > 0, session);
+    if (app.got_subcommand("sweep")) {
+      c.sweep.job.ranks_given = app.get_subcommand("sweep")->count("--ranks") > 0;
+      return run_sweep_command(c.sweep, session);
+    }
     if (app.got_subcommand("verify")) return run_verify_command(c.verify, session);
     if (app.got_subcommand("replay")) return run_replay_command(c.replay, session);
     if (app.got_subcommand("analyze")) return run_analyze_command(c.analyze);
