@@ -219,6 +219,7 @@ RunConfig make_config(const VerifyJob& job, const Session& session) {
 }  // namespace
 
 int run_verify_job(VerifyJob& job, const Session& session, Events& ev, const VerifyFinish& finish) {
+  if (!job.planned) plan_verify(job, session);
   VerifyOptions& o = job.o;
   RunConfig cfg = make_config(job, session);
   // No --world: the simulated world, unless an implementation runs as

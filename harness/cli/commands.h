@@ -106,40 +106,20 @@ struct SweepFlags {
 void add_sweep(CLI::App& app, SweepFlags& f);
 int run_sweep_command(SweepFlags& f, const Session& session);
 
+// verify's flags bind to a VerifyJob (properties/verify_job.h), which plans
+// and runs it; the command adds the world, the progress and the outputs.
 struct VerifyFlags {
-  int schedules = 1;  // --schedules K (the simulated world)
-  int jobs = 0;       // --jobs N: cases side by side (the simulated world); 0: the cores
-  std::string impl = "ring";
-  std::string against;
+  VerifyJob job;
   std::string world;  // "": sim for the reference algorithms, threads otherwise (--world)
   SimFlags sim;  // --world sim's schedule and link model
-  int mpi_algo = -1;
-  std::string cases = "2000";
-  std::string seed;
-  int max_ranks = -1;  // -1: 64 for threads, the world size for MPI
-  std::string max_count = "4096";
-  std::string large_bytes = "1048576";
-  std::string dtypes = "all";
-  std::string ops = "all";
-  std::string data = "all";
-  double time_budget = 0;
-  double timeout = 10;
-  int one_of_ranks = 5;  // kOneOfDefaultRanks (harness/check/oracle.h)
-  std::string isolate = "auto";
-  std::string replay;
   std::string progress = "auto";
   std::string junit;  // the same as --report junit=PATH
-  std::string sequences = "on";
-  std::string perturb = "on";
-  std::string repeat;
   MetricsFlags metrics;
   ReportFlags report;
-  std::function<bool()> should_stop;  // not a flag: gate's total budget (VerifyOptions::should_stop)
 };
 void add_verify(CLI::App& app, VerifyFlags& f);
 int run_verify_command(VerifyFlags& f, const Session& session);
 // The flags checked and turned into a job (UsageError names the flag): verify's and the gate's.
-VerifyJob verify_job(VerifyFlags& f, const Session& session);
 // "0 default, 1 basic_linear, ..., 6 rabenseifner": for help and errors.
 std::string mpi_algo_choices();
 

@@ -166,14 +166,13 @@ int correctness_gate(GateFlags& f, const Session& session) {
   // run (no verdict, exit 3, unless a failure was found).
   const auto end = std::chrono::steady_clock::now() + std::chrono::duration<double>(f.budget);
   const std::function<bool()> spent = [end] { return std::chrono::steady_clock::now() >= end; };
-  VerifyFlags v;
-  v.impl = f.impl;
-  v.against = f.against;
-  v.cases = "100000000";
-  v.time_budget = 0.5 * f.budget;
-  v.should_stop = spent;
-  v.timeout = f.timeout;
-  collcheck::VerifyJob job = verify_job(v, session);
+  collcheck::VerifyJob job;
+  job.impl = f.impl;
+  job.against = f.against;
+  job.cases = "100000000";
+  job.time_budget_s = 0.5 * f.budget;
+  job.should_stop = spent;
+  job.timeout_s = f.timeout;
   add_progress_sink(f.report, session, f.progress, "gate", "cases");  // a long gate says it is alive
   const int vcode = run_verify_job(job, session, *f.report.events, [&](const VerifyOptions& o, const VerifyResult& r) {
     verify_rep = verify_report(o, r);

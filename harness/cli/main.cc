@@ -137,19 +137,19 @@ std::optional<int> start_session(CLI::App& app, Commands& c, int& argc, char**& 
       return 2;
     }
   }
-  if (app.got_subcommand("verify") && c.verify.mpi_algo != -1 &&
-      (c.verify.mpi_algo < 0 || c.verify.mpi_algo >= static_cast<int>(std::size(collcheck::kMpiAllreduceAlgos)))) {
+  if (app.got_subcommand("verify") && c.verify.job.mpi_algo != -1 &&
+      (c.verify.job.mpi_algo < 0 || c.verify.job.mpi_algo >= static_cast<int>(std::size(collcheck::kMpiAllreduceAlgos)))) {
     fmt::print(stderr, "collcheck: error: --mpi-algo must be 0..{} ({}), got {}\n", std::size(collcheck::kMpiAllreduceAlgos) - 1,
-               mpi_algo_choices(), c.verify.mpi_algo);
+               mpi_algo_choices(), c.verify.job.mpi_algo);
     return 2;
   }
   if (session.is_sim()) {
     // Made above.
   } else if (wants_mpi(app, c)) {
-    if (c.verify.mpi_algo >= 0) {
+    if (c.verify.job.mpi_algo >= 0) {
       // Both, or coll/tuned silently ignores the choice.
       ::setenv("OMPI_MCA_coll_tuned_use_dynamic_rules", "1", 1);
-      ::setenv("OMPI_MCA_coll_tuned_allreduce_algorithm", std::to_string(c.verify.mpi_algo).c_str(), 1);
+      ::setenv("OMPI_MCA_coll_tuned_allreduce_algorithm", std::to_string(c.verify.job.mpi_algo).c_str(), 1);
     }
     // The world is made once, here; the commands are handed it. A CI job that
     // forgot its launcher must not go green on a world of one.
