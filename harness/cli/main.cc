@@ -13,7 +13,7 @@
 #include <string>
 
 #include "harness/cli/commands.h"
-#include "harness/cli/supervisor.h"
+#include "harness/session/supervisor.h"
 #include "harness/peers/mpi_impl.h"
 #include "harness/peers/peer_registry.h"
 #include "harness/world/crash_handler.h"
@@ -198,7 +198,7 @@ void supervise_command(CLI::App& app, Commands& c) {
                                                   : nullptr;
     if (junit && !junit->empty()) requests.push_back({"junit", *junit});
     if (name == "gate" && !c.gate.markdown.empty()) requests.push_back({"markdown", c.gate.markdown});
-    supervise(fmt::format("collcheck {}", name), [requests, name = name](const std::string& why) {
+    collcheck::supervise(fmt::format("collcheck {}", name), [requests, name = name](const std::string& why) {
       collcheck::Report rep;
       rep.command = name;
       rep.suite = "collcheck " + name;
@@ -288,7 +288,7 @@ int main(int argc, char** argv) {
     collcheck::set_crash_identity(fmt::format("collcheck (pid {})", ::getpid()));
   }
   const int code = dispatch(app, c, session);
-  verdict_reached(code);
+  collcheck::verdict_reached(code);
   session.finish();
   return code;
 }

@@ -1,4 +1,4 @@
-#include "harness/cli/supervisor.h"
+#include "harness/session/supervisor.h"
 
 #include <fmt/format.h>
 #include <fcntl.h>
@@ -16,7 +16,7 @@
 
 #include "harness/world/crash_handler.h"
 
-namespace collcheck::cli {
+namespace collcheck {
 
 namespace {
 
@@ -123,4 +123,4 @@ void supervise(const std::string& what, const std::function<void(const std::stri
   ::_exit(kExitNoVerdict);
 }
 
-}  // namespace collcheck::cli
+}  // namespace collcheck

@@ -18,7 +18,7 @@
 #include <functional>
 #include <string>
 
-namespace collcheck::cli {
+namespace collcheck {
 
 inline constexpr int kExitNoVerdict = 3;
 
@@ -31,4 +31,4 @@ void supervise(const std::string& what, const std::function<void(const std::stri
 // parent, if any, learns that `code` is a verdict.
 void verdict_reached(int code);
 
-}  // namespace collcheck::cli
+}  // namespace collcheck
