@@ -23,6 +23,7 @@
 #include "harness/run/sweep.h"
 #include "harness/run/sweep_job.h"
 #include "harness/session/session.h"
+#include "properties/gate_job.h"
 #include "properties/verify_job.h"
 
 namespace collcheck::cli {
@@ -142,21 +143,11 @@ struct SoakFlags {
 void add_soak(CLI::App& app, SoakFlags& f);
 int run_soak_command(SoakFlags& f, const Session& session);
 
+// gate's flags bind to a GateJob (properties/gate_job.h); the command adds the
+// progress and writes the reports and the Markdown summary.
 struct GateFlags {
-  // Correctness: verify over a budget plus the fault table.
-  std::string impl;
-  std::string against;
-  double budget = 300;  // seconds in all: verify's cases, shrinking and replays, then the fault table
+  GateJob job;
   std::string progress = "auto";  // verify's progress on stderr (harness/report/progress.h)
-  double timeout = 10;  // the deadline of each all-reduce call
-  // Performance: two sweep --json files, or two implementations timed side by
-  // side in one sweep (its shape in `sweep`: sizes, iterations, rounds).
-  std::string baseline, candidate;
-  std::string baseline_impl, candidate_impl;
-  SweepFlags sweep;
-  std::string max_regression = "5%";
-  double alpha = 0.05;
-  size_t min_samples = 9;
   std::string markdown;  // also appended to $GITHUB_STEP_SUMMARY when that is set and this is not
   std::string junit;     // --report junit=PATH
   ReportFlags report;    // --report FORMAT=PATH, as every command
