@@ -10,6 +10,7 @@
 #include <optional>
 #include <string>
 
+#include "harness/model/exit_codes.h"
 #include "harness/report/events.h"
 #include "harness/report/report.h"
 #include "properties/executor.h"
@@ -55,11 +56,6 @@ struct VerifyOptions {
   std::function<bool()> cut_case;
 };
 
-// Exit code of a run the harness could not complete for want of threads or
-// memory on this machine: not a verdict on the implementation.
-inline constexpr int kExitHarnessError = 3;
-// Exit code of a run that could not happen here (no GPU for nccl): not a pass.
-inline constexpr int kExitSkipped = 77;
 
 struct VerifyResult {
   size_t cases_run = 0;

@@ -19,6 +19,7 @@
 #include "properties/fault_table.h"
 #include "harness/report/report.h"
 #include "harness/run/analyze_job.h"
+#include "harness/run/replay_job.h"
 #include "harness/run/scenario_runner.h"
 #include "harness/run/sweep.h"
 #include "harness/run/sweep_job.h"
@@ -155,14 +156,12 @@ struct GateFlags {
 void add_gate(CLI::App& app, GateFlags& f);
 int run_gate_command(GateFlags& f, const Session& session);
 
+// replay's flags bind to a ReplayJob (harness/run/replay_job.h); the command
+// adds the world, the progress and the reports.
 struct ReplayFlags {
+  ReplayJob job;
   std::string world;  // "": sim for the reference algorithms, threads otherwise (--world)
   SimFlags sim;  // --world sim's schedule and link model
-  std::string file;
-  std::string mode;  // "" = the scenario's
-  std::string dump_dir;
-  std::string max_input_bytes = "16M";
-  std::string max_steps = "200000";
   std::string progress = "auto";
   ReportFlags report;
 };

@@ -5,11 +5,9 @@
 #include <string>
 #include <string_view>
 
-namespace collcheck {
+#include "harness/model/exit_codes.h"
 
-// The exit code of a run whose output could not be written after it ran (a
-// full disk, an I/O error): what was found is printed, the file is not whole.
-inline constexpr int kExitOutputLost = 5;
+namespace collcheck {
 
 // Throws std::runtime_error naming the path and the system error.
 void write_file_atomically(const std::string& path, std::string_view text);

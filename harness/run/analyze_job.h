@@ -6,13 +6,12 @@
 
 #include <string>
 
+#include "harness/model/exit_codes.h"
 #include "harness/report/events.h"
 #include "harness/report/report.h"
 
 namespace collcheck {
 
-// The dumps cannot decide (what is missing is printed): analyze's exit code.
-inline constexpr int kExitUndecided = 4;
 
 struct AnalyzeJob {
   std::string dir;

@@ -18,9 +18,12 @@
 #include <functional>
 #include <string>
 
+#include "harness/model/exit_codes.h"
+
 namespace collcheck {
 
-inline constexpr int kExitNoVerdict = 3;
+// No verdict: the harness's exit code 3 (harness/model/exit_codes.h).
+inline constexpr int kExitNoVerdict = kExitHarnessError;
 
 // Forks; returns in the child (the command's process), never in the parent.
 // `what` names the command in the parent's message; `no_verdict(why)` runs in
