@@ -25,6 +25,7 @@
 #include "harness/run/sweep_job.h"
 #include "harness/session/session.h"
 #include "properties/gate_job.h"
+#include "harness/soak/soak_job.h"
 #include "properties/verify_job.h"
 
 namespace collcheck::cli {
@@ -125,19 +126,13 @@ int run_verify_command(VerifyFlags& f, const Session& session);
 // "0 default, 1 basic_linear, ..., 6 rabenseifner": for help and errors.
 std::string mpi_algo_choices();
 
+// soak's flags bind to a SoakJob (harness/soak/soak_job.h), which plans it;
+// the command adds the world, the metrics and the reports.
 struct SoakFlags {
+  SoakJob job;
   std::string world = "threads";
   SimFlags sim;  // --world sim's schedule and link model
-  std::string plan;  // "" = the default plan
-  double duration = 600;
-  std::string seed;
-  std::string results;  // default: collcheck-soak-<UTC date and time>-<seed>.jsonl, one file per run
-  bool resume = false;
-  std::string progress = "auto";
-  double progress_interval = 60;
   MetricsFlags metrics;
-  double metrics_interval = 15;
-  std::string max_input_bytes = "1M";
   std::string junit;
   ReportFlags report;
 };
