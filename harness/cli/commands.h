@@ -13,7 +13,7 @@
 #include <vector>
 
 #include "harness/model/user_values.h"
-#include "harness/metrics/metrics.h"
+#include "harness/metrics/metrics_outputs.h"
 #include "harness/report/events.h"
 #include "harness/report/progress.h"
 #include "properties/fault_table.h"
@@ -66,25 +66,13 @@ ProgressStyle progress_for(const std::string& f, const Session& session);
 
 // The metrics flags of the long-running commands (soak; sweep and verify at
 // their end): --metrics-listen, --pushgateway, --push-job, --metrics-textfile.
-struct MetricsFlags {
-  std::string listen, pushgateway, push_job, textfile;
-  double linger = 0;
-};
+using MetricsFlags = MetricsOutputs;
 // `periodic`: the command exports during the run too (soak), so --metrics-listen
 // and --metrics-linger are offered.
 void add_metrics_flags(CLI::App* command, MetricsFlags& f, const std::string& default_job, bool periodic);
-// Checks the flags (UsageError), on every process alike.
-void check_metrics_flags(const MetricsFlags& f);
-// Checks them and, on the root when any is given, makes the
-// registry, binds the endpoint (printing its address), sets the gateway and
-// adds the metrics sink to `ev` (the job's unit and row events fill the
-// registry); nullptr when no metrics were asked for.
+inline void check_metrics_flags(const MetricsFlags& f) { check_metrics_outputs(f); }
+// start_metrics (metrics_outputs.h) on the session's root, with the build's versions.
 std::unique_ptr<Metrics> start_metrics(const MetricsFlags& f, const Session& session, Events& ev);
-// The end of the run: the textfile and the push, then the linger. A push
-// that fails is a warning (the gateway is another machine's); a textfile
-// that cannot be written is an error: false, and the command's exit code
-// becomes 5 (kExitOutputLost) when it was 0.
-bool finish_metrics(const MetricsFlags& f, Metrics* m);
 
 using collcheck::parse_seed;
 

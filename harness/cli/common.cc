@@ -2,14 +2,10 @@
 #include <fmt/format.h>
 
 #include <cstdio>
-#include <chrono>
 #include <map>
 #include <stdexcept>
-#include <thread>
 
 #include "harness/cli/commands.h"
-#include "harness/metrics/metrics_sink.h"
-#include "harness/metrics/pusher.h"
 #include "harness/model/atomic_file.h"
 #include "harness/model/size.h"
 #include "harness/peers/gloo_impl.h"
@@ -129,82 +125,12 @@ void add_metrics_flags(CLI::App* c, MetricsFlags& f, const std::string& default_
                     (periodic ? ", every --metrics-interval and at the end" : " at the end"));
 }
 
-void check_metrics_flags(const MetricsFlags& f) {
-  if (!(f.linger >= 0) || f.linger > 3600)
-    throw UsageError(fmt::format("--metrics-linger must be in [0, 3600] seconds, got {}", f.linger));
-  if (!f.pushgateway.empty() && (f.push_job.empty() || f.push_job.find('/') != std::string::npos))
-    throw UsageError(fmt::format("--push-job must be a name without '/', got '{}'", f.push_job));
-  if (!f.textfile.empty()) {
-    try {
-      check_report_path(f.textfile, "--metrics-textfile");
-    } catch (const std::invalid_argument& e) {
-      throw UsageError(e.what());
-    }
-  }
-  if (!f.pushgateway.empty()) {
-    try {
-      (void)push_target(f.pushgateway, "job", "");
-    } catch (const std::invalid_argument& e) {
-      throw UsageError(e.what());
-    }
-  }
-  std::string addr = f.listen;
-  if (!addr.empty() && addr.find(':') == std::string::npos) addr = "127.0.0.1:" + addr;
-  if (!addr.empty()) {
-    try {
-      check_listen_address(addr);
-    } catch (const std::invalid_argument& e) {
-      throw UsageError(e.what());
-    }
-  }
-}
-
 std::unique_ptr<Metrics> start_metrics(const MetricsFlags& f, const Session& session, Events& ev) {
-  check_metrics_flags(f);
-  std::string addr = f.listen;
-  if (!addr.empty() && addr.find(':') == std::string::npos) addr = "127.0.0.1:" + addr;
-  if (!session.root() || (f.listen.empty() && f.pushgateway.empty() && f.textfile.empty())) return nullptr;
   // In the MPI world rank 0 judges every unit: its registry holds the world's.
-  auto m = std::make_unique<Metrics>(std::map<std::string, std::string>{{"version", COLLCHECK_VERSION},
-                                                                       {"mpi", mpi_library_version()},
-                                                                       {"gloo", gloo_version()},
-                                                                       {"nccl", nccl_version_string()}});
-  if (!f.pushgateway.empty()) m->set_pushgateway(f.pushgateway, f.push_job, "");
-  if (!addr.empty()) {
-    try {
-      const int port = m->listen(addr);
-      fmt::print("metrics: http://{}:{}/metrics\n", addr.substr(0, addr.rfind(':')), port);
-      std::fflush(stdout);
-    } catch (const std::exception& e) {
-      throw UsageError(fmt::format("--metrics-listen: {}", e.what()));
-    }
-  }
-  ev.add(metrics_sink(*m));
-  return m;
-}
-
-bool finish_metrics(const MetricsFlags& f, Metrics* m) {
-  if (!m) return true;
-  bool ok = true;
-  if (!f.textfile.empty()) {
-    try {
-      m->write_textfile(f.textfile);
-    } catch (const std::exception& e) {
-      fmt::print(stderr, "collcheck: error: --metrics-textfile: {}\n", e.what());
-      ok = false;
-    }
-  }
-  if (!f.pushgateway.empty()) {
-    m->push();
-    if (const std::string why = m->finish_pushes(); !why.empty())
-      fmt::print(stderr, "collcheck: warning: --pushgateway {}: {}\n", f.pushgateway, why);
-  }
-  if (!f.listen.empty() && f.linger > 0) {
-    fmt::print("metrics: serving the final values for {} s more\n", f.linger);
-    std::fflush(stdout);
-    std::this_thread::sleep_for(std::chrono::duration<double>(f.linger));
-  }
-  return ok;
+  return collcheck::start_metrics(f, session.root(),
+                                  {{"version", COLLCHECK_VERSION}, {"mpi", mpi_library_version()},
+                                   {"gloo", gloo_version()}, {"nccl", nccl_version_string()}},
+                                  ev);
 }
 
 }  // namespace collcheck::cli

@@ -79,7 +79,9 @@ int run_soak_command(SoakFlags& f, const Session& session) {
     MetricsFlags linger_only;
     linger_only.listen = f.metrics.listen;
     linger_only.linger = f.metrics.linger;
-    finish_metrics(linger_only, metrics.get());
+    Events console;  // the run's stream is closed: the linger's line goes to the console alone
+    console.add(console_sink());
+    finish_metrics(linger_only, metrics.get(), console);
   }
   return code;
 }

@@ -75,7 +75,7 @@ int run_sweep_command(SweepFlags& f, const Session& session) {
   Report rep;
   int code = run_sweep_job(sweep, session, *f.report.events, rep);
   // The rows ran; an output that did not land is not a pass (exit 5).
-  if (!finish_metrics(f.metrics, metrics.get()) && code == 0) code = kExitOutputLost;
+  if (!finish_metrics(f.metrics, metrics.get(), *f.report.events) && code == 0) code = kExitOutputLost;
   if (session.root()) code = finish_reports(f.report, rep, code);
   std::fflush(stdout);
   return session.agree_exit_code(code);  // every rank exits with rank 0's verdict

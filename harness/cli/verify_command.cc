@@ -107,7 +107,7 @@ int run_verify_command(VerifyFlags& f, const collcheck::Session& session) {
   return collcheck::run_verify_job(job, session, *f.report.events,
                                    [&](const collcheck::VerifyOptions& o, const collcheck::VerifyResult& r) {
                                      std::fflush(stdout);
-                                     const bool metrics_ok = finish_metrics(f.metrics, metrics.get());
+                                     const bool metrics_ok = finish_metrics(f.metrics, metrics.get(), *f.report.events);
                                      return finish_reports(f.report, collcheck::verify_report(o, r),
                                                            output_lost_unless(metrics_ok, r.exit_code()));
                                    });
