@@ -11,6 +11,7 @@
 #include <cstdlib>
 #include <optional>
 #include <string>
+#include <tuple>
 
 #include "harness/cli/commands.h"
 #include "harness/session/supervisor.h"
@@ -83,90 +84,44 @@ std::optional<int> refuse_shared_paths(CLI::App& app) {
   return std::nullopt;
 }
 
-bool wants_mpi(CLI::App& app, const Commands& c) {
-  return (app.got_subcommand("sweep") && c.sweep.world == "mpi") ||
-         (app.got_subcommand("verify") && c.verify.world == "mpi") ||
-         (app.got_subcommand("replay") && c.replay.world == "mpi") ||
-         (app.got_subcommand("faults") && c.faults.world == "mpi") ||
-         (app.got_subcommand("soak") && c.soak.world == "mpi");
-}
-
-// The --world sim flags of the command run, when it asked for that world.
-const SimFlags* sim_asked(CLI::App& app, const Commands& c) {
-  if (app.got_subcommand("sweep") && c.sweep.world == "sim") return &c.sweep.sim;
-  if (app.got_subcommand("soak") && c.soak.world == "sim") return &c.soak.sim;
-  // verify, replay and faults: the simulated world by default too.
-  if (app.got_subcommand("verify") && (c.verify.world == "sim" || c.verify.world.empty())) return &c.verify.sim;
-  if (app.got_subcommand("replay") && (c.replay.world == "sim" || c.replay.world.empty())) return &c.replay.sim;
-  if (app.got_subcommand("faults") && (c.faults.world == "sim" || c.faults.world.empty())) return &c.faults.sim;
-  return nullptr;
-}
-
-// Whether the command runs in the simulated world because no --world was given.
-bool by_default(CLI::App& app, const Commands& c) {
-  return (app.got_subcommand("verify") && c.verify.world.empty()) ||
-         (app.got_subcommand("replay") && c.replay.world.empty()) ||
-         (app.got_subcommand("faults") && c.faults.world.empty());
+// The world the command run asked for: its --world and --world sim's flags,
+// and whether its default is the simulated world. A command with no --world
+// (analyze, gate) runs as threads.
+collcheck::WorldRequest world_asked(CLI::App& app, const Commands& c) {
+  const std::tuple<const char*, const std::string*, const SimFlags*, bool> kTable[] = {
+      {"sweep", &c.sweep.world, &c.sweep.sim, false},    {"soak", &c.soak.world, &c.soak.sim, false},
+      {"verify", &c.verify.world, &c.verify.sim, true},  {"replay", &c.replay.world, &c.replay.sim, true},
+      {"faults", &c.faults.world, &c.faults.sim, true}};
+  for (const auto& [name, world, sim, sim_default] : kTable)
+    if (app.got_subcommand(name)) return {*world, sim_default, sim->schedule, sim->schedule_seed, sim->link_model};
+  return {};
 }
 
 // The world asked for, checked, then made once: the session every command is
 // handed. Every process parsed the same command line, so they all reach
 // here, or all failed before alike. nullopt: started; else the exit code.
 std::optional<int> start_session(CLI::App& app, Commands& c, int& argc, char**& argv, collcheck::Session& session) {
-  for (const std::string* w : {&c.sweep.world, &c.verify.world, &c.replay.world, &c.faults.world, &c.soak.world})
-    if (!w->empty() && *w != "threads" && *w != "mpi" && *w != "sim") {
-      std::fprintf(stderr, "collcheck: error: --world must be sim, threads or mpi, got '%s'\n", w->c_str());
-      return 2;
-    }
-  const auto* sim = sim_asked(app, c);
-  if (sim && collcheck::kNoFibers != nullptr) {
-    if (!by_default(app, c)) {
-      std::fprintf(stderr, "collcheck: error: --world sim: %s; use --world threads\n", collcheck::kNoFibers);
-      return 2;
-    }
-    sim = nullptr;  // the default falls back to threads
-  }
-  if (sim) {
-    try {
-      collcheck::SimOptions o;
-      o.schedule = collcheck::ScheduleOptions::parse(sim->schedule, parse_seed(sim->schedule_seed, "--schedule-seed"));
-      if (!sim->link_model.empty()) o.model = collcheck::LinkModel::parse(sim->link_model);
-      session = collcheck::Session::simulated(o, by_default(app, c));
-    } catch (const std::exception& ex) {
-      std::fprintf(stderr, "collcheck: error: %s\n", ex.what());
-      return 2;
-    }
-  }
-  if (app.got_subcommand("verify") && c.verify.job.mpi_algo != -1 &&
-      (c.verify.job.mpi_algo < 0 || c.verify.job.mpi_algo >= static_cast<int>(std::size(collcheck::kMpiAllreduceAlgos)))) {
+  const collcheck::WorldRequest w = world_asked(app, c);
+  const int algo = c.verify.job.mpi_algo;
+  if (app.got_subcommand("verify") && algo != -1 && (algo < 0 || algo >= static_cast<int>(std::size(collcheck::kMpiAllreduceAlgos)))) {
     fmt::print(stderr, "collcheck: error: --mpi-algo must be 0..{} ({}), got {}\n", std::size(collcheck::kMpiAllreduceAlgos) - 1,
-               mpi_algo_choices(), c.verify.job.mpi_algo);
+               mpi_algo_choices(), algo);
     return 2;
   }
-  if (session.is_sim()) {
-    // Made above.
-  } else if (wants_mpi(app, c)) {
-    if (c.verify.job.mpi_algo >= 0) {
-      // Both, or coll/tuned silently ignores the choice.
-      ::setenv("OMPI_MCA_coll_tuned_use_dynamic_rules", "1", 1);
-      ::setenv("OMPI_MCA_coll_tuned_allreduce_algorithm", std::to_string(c.verify.job.mpi_algo).c_str(), 1);
-    }
-    // The world is made once, here; the commands are handed it. A CI job that
-    // forgot its launcher must not go green on a world of one.
-    std::string warning;
-    try {
-      session = collcheck::Session::start_mpi(&argc, &argv, warning);
-    } catch (const std::exception& ex) {
-      std::fprintf(stderr, "collcheck: error: --world mpi: %s\n", ex.what());
-      return 2;
-    }
-    if (!warning.empty()) std::fprintf(stderr, "collcheck: warning: %s\n", warning.c_str());
-  } else if ((app.got_subcommand("verify") && c.verify.world == "threads") ||
-             (app.got_subcommand("replay") && c.replay.world == "threads") ||
-             (app.got_subcommand("faults") && c.faults.world == "threads")) {
-    session = collcheck::Session::threads_asked();  // its replay lines say --world threads
+  if (w.world == "mpi" && algo >= 0) {
+    // Both, or coll/tuned silently ignores the choice.
+    ::setenv("OMPI_MCA_coll_tuned_use_dynamic_rules", "1", 1);
+    ::setenv("OMPI_MCA_coll_tuned_allreduce_algorithm", std::to_string(algo).c_str(), 1);
   }
-  if (const char* n = std::getenv("OMPI_COMM_WORLD_SIZE"); !wants_mpi(app, c) && n && std::atoi(n) > 1)
+  std::string warning;
+  try {
+    session = collcheck::Session::open(w, &argc, &argv, warning);
+  } catch (const std::exception& ex) {
+    std::fprintf(stderr, "collcheck: error: %s\n", ex.what());
+    return 2;
+  }
+  if (!warning.empty()) std::fprintf(stderr, "collcheck: warning: %s\n", warning.c_str());
+  if (const char* n = std::getenv("OMPI_COMM_WORLD_SIZE"); w.world != "mpi" && n && std::atoi(n) > 1)
     std::fprintf(stderr, "collcheck: warning: started by mpirun with %s processes but without --world mpi: each "
                          "process runs its own world of ranks\n", n);
   return std::nullopt;

@@ -7,6 +7,7 @@
 
 #include "harness/model/size.h"
 #include "harness/model/usage_error.h"
+#include "harness/model/user_values.h"
 
 namespace collcheck {
 
@@ -23,6 +24,34 @@ Session Session::start_mpi(int* argc, char*** argv, std::string& warning) {
     warning = "--world mpi with 1 process (mpirun -np 1): only worlds of 1 rank run";
   }
   return Session(w);
+}
+
+Session Session::open(const WorldRequest& w, int* argc, char*** argv, std::string& warning) {
+  if (!w.world.empty() && w.world != "threads" && w.world != "mpi" && w.world != "sim")
+    throw UsageError(fmt::format("--world must be sim, threads or mpi, got '{}'", w.world));
+  if (w.world == "mpi") {
+    // A CI job that forgot its launcher must not go green on a world of one.
+    try {
+      return start_mpi(argc, argv, warning);
+    } catch (const std::runtime_error& ex) {
+      throw UsageError(fmt::format("--world mpi: {}", ex.what()));
+    }
+  }
+  const bool by_default = w.world.empty() && w.sim_by_default;
+  if (w.world == "sim" && kNoFibers != nullptr)
+    throw UsageError(fmt::format("--world sim: {}; use --world threads", kNoFibers));
+  if (w.world == "sim" || (by_default && kNoFibers == nullptr)) {
+    SimOptions o;
+    try {
+      o.schedule = ScheduleOptions::parse(w.schedule, parse_seed(w.schedule_seed, "--schedule-seed"));
+      if (!w.link_model.empty()) o.model = LinkModel::parse(w.link_model);
+    } catch (const std::invalid_argument& ex) {
+      throw UsageError(ex.what());
+    }
+    return simulated(std::move(o), by_default);
+  }
+  // Named, the thread world's replay lines say --world threads.
+  return w.world == "threads" && w.sim_by_default ? threads_asked() : Session();
 }
 
 Session Session::simulated(SimOptions opts, bool by_default) {

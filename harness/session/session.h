@@ -40,6 +40,14 @@ class WorldLease {
   World* w_;
 };
 
+// The world a command asked for, as written: --world, and --world sim's
+// schedule and link model.
+struct WorldRequest {
+  std::string world;            // sim, threads, mpi, or "": the command's default
+  bool sim_by_default = false;  // the default is the simulated world (verify, replay, faults), else threads
+  std::string schedule = "random", schedule_seed = "1", link_model;
+};
+
 class Session {
  public:
   // The thread world: nothing to start.
@@ -58,6 +66,11 @@ class Session {
   // would be a world of 1 (a CI job that forgot mpirun tests nothing); a
   // world of 1 under `mpirun -np 1` sets `warning`.
   static Session start_mpi(int* argc, char*** argv, std::string& warning);
+  // The session a request names, made once: checked (UsageError names --world,
+  // the schedule or the link model), the simulated world (the default falls
+  // back to threads in a build without fibers; naming sim there is refused),
+  // MPI (start_mpi; its warning in `warning`), or threads.
+  static Session open(const WorldRequest& w, int* argc, char*** argv, std::string& warning);
 
   WorldKind kind() const { return mpi_ ? WorldKind::Mpi : sim_ ? WorldKind::Sim : WorldKind::Threads; }
   bool is_mpi() const { return mpi_ != nullptr; }
