@@ -39,10 +39,12 @@ using collcheck::kExitUndecided;
 // the console, progress and streaming report sinks render.
 struct ReportFlags {
   std::vector<std::string> specs;
+  std::string junit;  // --junit PATH (verify, soak, gate): the same as --report junit=PATH
   std::vector<ReportRequest> requests;  // parsed from specs (parse_reports)
   std::shared_ptr<Events> events = std::make_shared<Events>();
 };
 void add_report_flag(CLI::App* command, ReportFlags& f);
+void add_junit_flag(CLI::App* command, ReportFlags& f, const std::string& help);
 // Before the run: every request is a known format and a writable file.
 void parse_reports(ReportFlags& f);
 // Before the run (main, for every command): the stream's sinks: the console,
@@ -104,7 +106,6 @@ struct VerifyFlags {
   std::string world;  // "": sim for the reference algorithms, threads otherwise (--world)
   SimFlags sim;  // --world sim's schedule and link model
   std::string progress = "auto";
-  std::string junit;  // the same as --report junit=PATH
   MetricsFlags metrics;
   ReportFlags report;
 };
@@ -121,7 +122,6 @@ struct SoakFlags {
   std::string world = "threads";
   SimFlags sim;  // --world sim's schedule and link model
   MetricsFlags metrics;
-  std::string junit;
   ReportFlags report;
 };
 void add_soak(CLI::App& app, SoakFlags& f);
@@ -133,7 +133,6 @@ struct GateFlags {
   GateJob job;
   std::string progress = "auto";  // verify's progress on stderr (harness/report/progress.h)
   std::string markdown;  // also appended to $GITHUB_STEP_SUMMARY when that is set and this is not
-  std::string junit;     // --report junit=PATH
   ReportFlags report;    // --report FORMAT=PATH, as every command
 };
 void add_gate(CLI::App& app, GateFlags& f);

@@ -24,13 +24,19 @@ void add_report_flag(CLI::App* command, ReportFlags& f) {
                           }());
 }
 
+void add_junit_flag(CLI::App* command, ReportFlags& f, const std::string& help) {
+  command->add_option("--junit", f.junit, help + " (the same as --report junit=PATH)");
+}
+
 void parse_reports(ReportFlags& f) {
-  for (const auto& spec : f.specs) {
-    try {
-      f.requests.push_back(parse_report_request(spec));
-    } catch (const std::invalid_argument& e) {
-      throw UsageError(e.what());
+  try {
+    for (const auto& spec : f.specs) f.requests.push_back(parse_report_request(spec));
+    if (!f.junit.empty()) {
+      check_report_path(f.junit, "--junit");
+      f.requests.push_back({"junit", f.junit});
     }
+  } catch (const std::invalid_argument& e) {
+    throw UsageError(e.what());
   }
 }
 

@@ -1,26 +1,12 @@
 // collcheck faults: every nemesis injected into a small training step (the
 // fault table), or the detection property over random scenarios (--random).
 #include <fmt/format.h>
-#include <fmt/ranges.h>
 
-#include <map>
-#include <optional>
-
-#include <unistd.h>
-
-#include <filesystem>
-
-#include "faults/nemesis.h"
 #include "harness/cli/commands.h"
-#include "harness/report/diagnosis_text.h"
-#include "harness/report/timeline.h"
 #include "harness/peers/peer_registry.h"
-#include "harness/world/mpi_world.h"
 #include "impl/algorithm.h"
-#include "properties/detection.h"
 #include "properties/detection_job.h"
 #include "properties/fault_table.h"
-#include "properties/verify.h"
 
 namespace collcheck::cli {
 

@@ -54,7 +54,7 @@ void add_gate(CLI::App& app, GateFlags& f) {
       ->capture_default_str();
   g->add_option("--markdown", f.markdown,
                 "write the Markdown summary here (default: appended to $GITHUB_STEP_SUMMARY when it is set)");
-  g->add_option("--junit", f.junit, "write JUnit XML here (the same as --report junit=PATH)");
+  add_junit_flag(g, f.report, "write JUnit XML here");
   add_report_flag(g, f.report);
 }
 
@@ -82,7 +82,7 @@ int write_markdown(const GateFlags& f, const std::string& md, int code) {
 
 int run_gate_command(GateFlags& f, const Session& session) {
   check_gate(f.job);
-  for (const auto& [path, flag] : {std::pair{f.junit, "--junit"}, std::pair{f.markdown, "--markdown"},
+  for (const auto& [path, flag] : {std::pair{f.markdown, "--markdown"},
                                    std::pair{f.job.sweep_json, "--json"}})
     if (!path.empty()) {
       try {
@@ -96,9 +96,7 @@ int run_gate_command(GateFlags& f, const Session& session) {
   Report rep;
   std::string markdown;
   const int code = run_gate_job(f.job, session, *f.report.events, rep, markdown);
-  ReportFlags out = f.report;
-  if (!f.junit.empty()) out.requests.push_back({"junit", f.junit});
-  return finish_reports(out, rep, write_markdown(f, markdown, code));
+  return finish_reports(f.report, rep, write_markdown(f, markdown, code));
 }
 
 }  // namespace collcheck::cli

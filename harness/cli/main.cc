@@ -136,22 +136,17 @@ void supervise_command(CLI::App& app, Commands& c) {
   // ends with no verdict: a CI job reads one error there, never nothing.
   const std::vector<std::pair<std::string, ReportFlags*>> reports{
       {"verify", &c.verify.report}, {"sweep", &c.sweep.report},   {"faults", &c.faults.report},
-      {"soak", &c.soak.report},     {"replay", &c.replay.report}, {"gate", nullptr}};
+      {"soak", &c.soak.report},     {"replay", &c.replay.report}, {"gate", &c.gate.report}};
   for (const auto& [name, flags] : reports) {
     if (!app.got_subcommand(name)) continue;
     std::vector<collcheck::ReportRequest> requests;
-    if (flags)
-      for (const std::string& spec : flags->specs) {
-        try {
-          requests.push_back(collcheck::parse_report_request(spec));
-        } catch (const std::exception&) {  // the child says why, as bad input
-        }
+    for (const std::string& spec : flags->specs) {
+      try {
+        requests.push_back(collcheck::parse_report_request(spec));
+      } catch (const std::exception&) {  // the child says why, as bad input
       }
-    const std::string* junit = name == "verify" ? &c.verify.junit
-                               : name == "soak"   ? &c.soak.junit
-                               : name == "gate"   ? &c.gate.junit
-                                                  : nullptr;
-    if (junit && !junit->empty()) requests.push_back({"junit", *junit});
+    }
+    if (!flags->junit.empty()) requests.push_back({"junit", flags->junit});
     if (name == "gate" && !c.gate.markdown.empty()) requests.push_back({"markdown", c.gate.markdown});
     collcheck::supervise(fmt::format("collcheck {}", name), [requests, name = name](const std::string& why) {
       collcheck::Report rep;

@@ -33,21 +33,13 @@ void add_soak(CLI::App& app, SoakFlags& f) {
   s->add_option("--metrics-interval", f.job.metrics_interval, "seconds between pushes and textfile writes")
       ->capture_default_str();
   s->add_option("--max-input-bytes", f.job.max_input_bytes, "the largest plan file read")->capture_default_str();
-  s->add_option("--junit", f.junit, "write JUnit XML to PATH (the same as --report junit=PATH)");
+  add_junit_flag(s, f.report, "write JUnit XML to PATH");
   add_report_flag(s, f.report);
 }
 int run_soak_command(SoakFlags& f, const Session& session) {
   const bool root = session.root();
   f.job.version = COLLCHECK_VERSION;
   SoakOptions o = plan_soak(f.job, session);
-  if (!f.junit.empty()) {
-    try {
-      check_report_path(f.junit, "--junit");
-    } catch (const std::invalid_argument& e) {
-      throw UsageError(e.what());
-    }
-    f.report.requests.push_back({"junit", f.junit});
-  }
   check_metrics_flags(f.metrics);  // on every process alike; only the root keeps a registry
   if (!root) {
     try {

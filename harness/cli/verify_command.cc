@@ -75,7 +75,7 @@ void add_verify(CLI::App& app, VerifyFlags& f) {
       ->capture_default_str();
   v->add_option("--replay", f.job.replay,
                 "run exactly the case of this replay token (printed by a failing run), or @FILE for a token in a file");
-  v->add_option("--junit", f.junit, "also write the result as JUnit XML to this file (one testcase per property)");
+  add_junit_flag(v, f.report, "also write the result as JUnit XML to this file (one testcase per property)");
   add_progress_flag(v, f.progress);
   v->add_option("--repeat", f.job.repeat,
                 "replays of a minimal failing case, to tell a steady failure from a flaky one (fails k of N; "
@@ -91,14 +91,6 @@ int run_verify_command(VerifyFlags& f, const collcheck::Session& session) {
   collcheck::VerifyJob& job = f.job;
   plan_verify(job, session);  // bad flags are said before any output is opened
   check_metrics_flags(f.metrics);
-  if (!f.junit.empty()) {  // --junit PATH is --report junit=PATH; fail before the run, not after it
-    try {
-      check_report_path(f.junit, "--junit");
-    } catch (const std::invalid_argument& e) {
-      throw UsageError(e.what());
-    }
-    f.report.requests.push_back({"junit", f.junit});
-  }
   // A replay token too long for a command line goes next to the reports.
   if (!f.report.requests.empty())
     job.o.token_dir = std::filesystem::absolute(f.report.requests.front().path).parent_path().string();
