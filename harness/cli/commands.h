@@ -171,7 +171,6 @@ struct FaultsFlags {
   std::string keep_dumps;  // --keep-dumps DIR: where a failed row's dumps are kept ("" = not kept)
   std::string progress = "auto";  // --random's progress on stderr
   ReportFlags report;
-  std::function<bool()> should_stop;  // not a flag: gate's total budget; rows after it are not run (threads only)
 };
 void add_faults(CLI::App& app, FaultsFlags& f);
 int run_faults_command(FaultsFlags& f, const Session& session);

@@ -69,7 +69,6 @@ int run_faults_command(FaultsFlags& f, const Session& session) {
   o.guarded = f.mode != "unguarded";
   o.unguarded = f.mode != "guarded";
   o.keep_dumps = f.keep_dumps;
-  if (!mpi) o.should_stop = f.should_stop;
   o.root = session.root();
   Report rep;
   int code = collcheck::run_fault_table_job(o, rep, session, *f.report.events);
