@@ -117,3 +117,31 @@ TEST(Progress, VerifyAndReplayShowItOnStderrOnly) {
   EXPECT_NE(testutil::slurp(err).find("[replay] "), std::string::npos) << testutil::slurp(err);
   EXPECT_NE(testutil::slurp(err).find("the run's limit is 8 s"), std::string::npos) << testutil::slurp(err);
 }
+
+// The soak's progress is the same sink's: lines on stderr every
+// --progress-interval with the units, the time left and the failures so far;
+// nothing of it on stdout, where the summary goes.
+TEST(Progress, SoakDrawsItThroughTheSink) {
+  const std::string err = testing::TempDir() + "/soak-progress.err";
+  const std::string results = testing::TempDir() + "/soak-progress.jsonl";
+  std::remove(results.c_str());
+  std::remove((results + "-off").c_str());  // a soak does not overwrite a results file
+  const auto s = testutil::run_command("sh -c '" COLLCHECK_BIN " soak --duration 3 --seed 7 --progress lines "
+                                       "--progress-interval 0.5 --results " + results + " 2>" + err + "'", 120);
+  EXPECT_EQ(s.code, 0) << s.out;
+  EXPECT_EQ(s.out.find("[soak]"), std::string::npos) << s.out;
+  EXPECT_NE(s.out.find("collcheck soak: done after"), std::string::npos) << s.out;
+  const std::string lines = testutil::slurp(err);
+  size_t n = 0;
+  for (size_t at = lines.find("[soak] "); at != std::string::npos; at = lines.find("[soak] ", at + 1)) ++n;
+  EXPECT_GE(n, 3u) << lines;  // about one every 0.5 s for 3 s, and the last
+  EXPECT_NE(lines.find(" units, "), std::string::npos) << lines;
+  EXPECT_NE(lines.find(" left; "), std::string::npos) << lines;
+  EXPECT_NE(lines.find("failed units (0 signatures), last: "), std::string::npos) << lines;
+  EXPECT_NE(lines.find("(done)"), std::string::npos) << lines;
+  // off: nothing at all
+  const auto o = testutil::run_command("sh -c '" COLLCHECK_BIN " soak --duration 1 --seed 7 --progress off --results " +
+                                       results + "-off 2>" + err + "'", 120);
+  EXPECT_EQ(o.code, 0) << o.out;
+  EXPECT_EQ(testutil::slurp(err).find("[soak]"), std::string::npos) << testutil::slurp(err);
+}

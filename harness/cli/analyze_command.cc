@@ -1,6 +1,7 @@
 // collcheck analyze: its flags; the job (harness/run/analyze_job.h) reads and
 // diagnoses the dumps.
 #include "harness/cli/commands.h"
+#include "harness/model/user_values.h"
 #include "harness/run/analyze_job.h"
 
 namespace collcheck::cli {

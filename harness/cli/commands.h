@@ -6,22 +6,16 @@
 
 #include <CLI/CLI.hpp>
 
-#include <cstdint>
-#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
 
-#include "harness/model/user_values.h"
 #include "harness/metrics/metrics_outputs.h"
 #include "harness/report/events.h"
 #include "harness/report/progress.h"
-#include "properties/fault_table.h"
+#include "properties/faults_job.h"
 #include "harness/report/report.h"
-#include "harness/run/analyze_job.h"
 #include "harness/run/replay_job.h"
-#include "harness/run/scenario_runner.h"
-#include "harness/run/sweep.h"
 #include "harness/run/sweep_job.h"
 #include "harness/session/session.h"
 #include "properties/gate_job.h"
@@ -29,10 +23,6 @@
 #include "properties/verify_job.h"
 
 namespace collcheck::cli {
-
-// Exit code of `analyze` when the dumps cannot decide (a rank left no dump,
-// say): neither clean nor a diagnosis; what is missing is printed.
-using collcheck::kExitUndecided;
 
 // --report FORMAT=PATH, on every command, repeatable; and the command's one
 // stream of events (harness/report/events.h), which the lower rooms fill and
@@ -51,9 +41,10 @@ void parse_reports(ReportFlags& f);
 // and (on the root) each streaming --report format.
 void start_events(ReportFlags& f, const Session& session);
 // A command's progress (--progress, on the root): a sink of `what` counting
-// `unit`, put before the console so that the bar makes way for text.
+// `unit`, put before the console so that the bar makes way for text; lines
+// one every `line_every`.
 void add_progress_sink(ReportFlags& f, const Session& session, const std::string& flag, const std::string& what,
-                       const std::string& unit);
+                       const std::string& unit, std::chrono::milliseconds line_every = std::chrono::seconds(30));
 // After the run, on the root: writes the requested reports and closes the
 // stream. A report that cannot be written is an error (exit 5,
 // kExitOutputLost) unless the verdict already failed.
@@ -65,18 +56,12 @@ int finish_reports(const ReportFlags& f, const Report& r, int code);
 void add_progress_flag(CLI::App* command, std::string& f);
 ProgressStyle progress_for(const std::string& f, const Session& session);
 
-
-// The metrics flags of the long-running commands (soak; sweep and verify at
-// their end): --metrics-listen, --pushgateway, --push-job, --metrics-textfile.
-using MetricsFlags = MetricsOutputs;
-// `periodic`: the command exports during the run too (soak), so --metrics-listen
+// The metrics flags (metrics_outputs.h) of the long-running commands (soak;
+// sweep and verify at their end). `periodic`: the command exports during the run too (soak), so --metrics-listen
 // and --metrics-linger are offered.
-void add_metrics_flags(CLI::App* command, MetricsFlags& f, const std::string& default_job, bool periodic);
-inline void check_metrics_flags(const MetricsFlags& f) { check_metrics_outputs(f); }
+void add_metrics_flags(CLI::App* command, MetricsOutputs& f, const std::string& default_job, bool periodic);
 // start_metrics (metrics_outputs.h) on the session's root, with the build's versions.
-std::unique_ptr<Metrics> start_metrics(const MetricsFlags& f, const Session& session, Events& ev);
-
-using collcheck::parse_seed;
+std::unique_ptr<Metrics> start_metrics(const MetricsOutputs& f, const Session& session, Events& ev);
 
 // --world sim: the schedule, its seed, the α-β link model (docs/simulation.md).
 struct SimFlags {
@@ -93,7 +78,7 @@ struct SweepFlags {
   std::string world = "threads";
   SimFlags sim;  // --world sim's schedule and link model
   std::string json;  // --json FILE
-  MetricsFlags metrics;
+  MetricsOutputs metrics;
   ReportFlags report;
 };
 void add_sweep(CLI::App& app, SweepFlags& f);
@@ -106,14 +91,11 @@ struct VerifyFlags {
   std::string world;  // "": sim for the reference algorithms, threads otherwise (--world)
   SimFlags sim;  // --world sim's schedule and link model
   std::string progress = "auto";
-  MetricsFlags metrics;
+  MetricsOutputs metrics;
   ReportFlags report;
 };
 void add_verify(CLI::App& app, VerifyFlags& f);
 int run_verify_command(VerifyFlags& f, const Session& session);
-// The flags checked and turned into a job (UsageError names the flag): verify's and the gate's.
-// "0 default, 1 basic_linear, ..., 6 rabenseifner": for help and errors.
-std::string mpi_algo_choices();
 
 // soak's flags bind to a SoakJob (harness/soak/soak_job.h), which plans it;
 // the command adds the world, the metrics and the reports.
@@ -121,7 +103,7 @@ struct SoakFlags {
   SoakJob job;
   std::string world = "threads";
   SimFlags sim;  // --world sim's schedule and link model
-  MetricsFlags metrics;
+  MetricsOutputs metrics;
   ReportFlags report;
 };
 void add_soak(CLI::App& app, SoakFlags& f);
@@ -160,15 +142,12 @@ struct AnalyzeFlags {
 void add_analyze(CLI::App& app, AnalyzeFlags& f);
 int run_analyze_command(AnalyzeFlags& f);
 
+// faults' flags bind to a FaultsJob (properties/faults_job.h); the command
+// adds the world, the progress and the reports.
 struct FaultsFlags {
-  std::string impl = "ring";
-  int ranks = -1;  // -1: 4, or every process in the MPI world
-  std::string mode = "both";
+  FaultsJob job;
   std::string world;  // "": sim for the reference algorithms, threads otherwise (--world)
   SimFlags sim;  // --world sim's schedule and link model
-  size_t random = 0;  // > 0: the detection property, this many random cases
-  std::string seed = "1";
-  std::string keep_dumps;  // --keep-dumps DIR: where a failed row's dumps are kept ("" = not kept)
   std::string progress = "auto";  // --random's progress on stderr
   ReportFlags report;
 };

@@ -2,12 +2,9 @@
 #include <fmt/format.h>
 
 #include <cstdio>
-#include <map>
 #include <stdexcept>
 
 #include "harness/cli/commands.h"
-#include "harness/model/atomic_file.h"
-#include "harness/model/size.h"
 #include "harness/peers/gloo_impl.h"
 #include "harness/peers/mpi_impl.h"
 #include "harness/peers/nccl_impl.h"
@@ -16,12 +13,7 @@ namespace collcheck::cli {
 
 void add_report_flag(CLI::App* command, ReportFlags& f) {
   command->add_option("--report", f.specs,
-                      "also write the verdicts as FORMAT=PATH (repeatable), atomically; formats: " +
-                          [] {
-                            std::string s;
-                            for (const auto& x : report_formats()) s += fmt::format("{}{} ({})", s.empty() ? "" : ", ", x.name, x.describe);
-                            return s;
-                          }());
+                      "also write the verdicts as FORMAT=PATH (repeatable), atomically; formats: " + report_format_help());
 }
 
 void add_junit_flag(CLI::App* command, ReportFlags& f, const std::string& help) {
@@ -77,9 +69,9 @@ void start_events(ReportFlags& f, const Session& session) {
 }
 
 void add_progress_sink(ReportFlags& f, const Session& session, const std::string& flag, const std::string& what,
-                       const std::string& unit) {
+                       const std::string& unit, std::chrono::milliseconds line_every) {
   if (const ProgressStyle st = progress_for(flag, session); st != ProgressStyle::Off)
-    f.events->add(progress_sink(what, unit, st), /*first=*/true);
+    f.events->add(progress_sink(what, unit, st, stderr, line_every), /*first=*/true);
 }
 
 int finish_reports(const ReportFlags& f, const Report& r, int code) {
@@ -103,15 +95,7 @@ int finish_reports(const ReportFlags& f, const Report& r, int code) {
   return code == 0 ? kExitOutputLost : code;
 }
 
-std::string mpi_algo_choices() {
-  std::string s;
-  for (size_t i = 0; i < std::size(collcheck::kMpiAllreduceAlgos); ++i)
-    s += fmt::format("{}{} {}", i ? ", " : "", i, i ? collcheck::kMpiAllreduceAlgos[i] : "default");
-  return s;
-}
-
-
-void add_metrics_flags(CLI::App* c, MetricsFlags& f, const std::string& default_job, bool periodic) {
+void add_metrics_flags(CLI::App* c, MetricsOutputs& f, const std::string& default_job, bool periodic) {
   f.push_job = default_job;
   if (periodic) {
     c->add_option("--metrics-listen", f.listen,
@@ -131,7 +115,7 @@ void add_metrics_flags(CLI::App* c, MetricsFlags& f, const std::string& default_
                     (periodic ? ", every --metrics-interval and at the end" : " at the end"));
 }
 
-std::unique_ptr<Metrics> start_metrics(const MetricsFlags& f, const Session& session, Events& ev) {
+std::unique_ptr<Metrics> start_metrics(const MetricsOutputs& f, const Session& session, Events& ev) {
   // In the MPI world rank 0 judges every unit: its registry holds the world's.
   return collcheck::start_metrics(f, session.root(),
                                   {{"version", COLLCHECK_VERSION}, {"mpi", mpi_library_version()},

@@ -3,7 +3,6 @@
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
 
-#include <sys/resource.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -14,6 +13,7 @@
 #include <tuple>
 
 #include "harness/cli/commands.h"
+#include "harness/model/user_values.h"
 #include "harness/session/supervisor.h"
 #include "harness/peers/mpi_impl.h"
 #include "harness/peers/peer_registry.h"
@@ -102,19 +102,10 @@ collcheck::WorldRequest world_asked(CLI::App& app, const Commands& c) {
 // here, or all failed before alike. nullopt: started; else the exit code.
 std::optional<int> start_session(CLI::App& app, Commands& c, int& argc, char**& argv, collcheck::Session& session) {
   const collcheck::WorldRequest w = world_asked(app, c);
-  const int algo = c.verify.job.mpi_algo;
-  if (app.got_subcommand("verify") && algo != -1 && (algo < 0 || algo >= static_cast<int>(std::size(collcheck::kMpiAllreduceAlgos)))) {
-    fmt::print(stderr, "collcheck: error: --mpi-algo must be 0..{} ({}), got {}\n", std::size(collcheck::kMpiAllreduceAlgos) - 1,
-               mpi_algo_choices(), algo);
-    return 2;
-  }
-  if (w.world == "mpi" && algo >= 0) {
-    // Both, or coll/tuned silently ignores the choice.
-    ::setenv("OMPI_MCA_coll_tuned_use_dynamic_rules", "1", 1);
-    ::setenv("OMPI_MCA_coll_tuned_allreduce_algorithm", std::to_string(algo).c_str(), 1);
-  }
   std::string warning;
   try {
+    // Before MPI starts, in every world alike (a bad value is bad input anywhere).
+    if (app.got_subcommand("verify")) collcheck::choose_mpi_allreduce_algorithm(c.verify.job.mpi_algo);
     session = collcheck::Session::open(w, &argc, &argv, warning);
   } catch (const std::exception& ex) {
     std::fprintf(stderr, "collcheck: error: %s\n", ex.what());
@@ -139,25 +130,11 @@ void supervise_command(CLI::App& app, Commands& c) {
       {"soak", &c.soak.report},     {"replay", &c.replay.report}, {"gate", &c.gate.report}};
   for (const auto& [name, flags] : reports) {
     if (!app.got_subcommand(name)) continue;
-    std::vector<collcheck::ReportRequest> requests;
-    for (const std::string& spec : flags->specs) {
-      try {
-        requests.push_back(collcheck::parse_report_request(spec));
-      } catch (const std::exception&) {  // the child says why, as bad input
-      }
-    }
-    if (!flags->junit.empty()) requests.push_back({"junit", flags->junit});
-    if (name == "gate" && !c.gate.markdown.empty()) requests.push_back({"markdown", c.gate.markdown});
-    collcheck::supervise(fmt::format("collcheck {}", name), [requests, name = name](const std::string& why) {
-      collcheck::Report rep;
-      rep.command = name;
-      rep.suite = "collcheck " + name;
-      rep.cases.push_back({"verdict", collcheck::ReportCase::Status::Error, "no verdict: " + why, "", 0});
-      try {
-        collcheck::write_reports(requests, rep);
-      } catch (const std::exception& e) {
-        std::fprintf(stderr, "collcheck: error: --report: %s\n", e.what());
-      }
+    std::vector<std::string> specs = flags->specs;
+    if (!flags->junit.empty()) specs.push_back("junit=" + flags->junit);
+    if (name == "gate" && !c.gate.markdown.empty()) specs.push_back("markdown=" + c.gate.markdown);
+    collcheck::supervise(fmt::format("collcheck {}", name), [specs, name = name](const std::string& why) {
+      collcheck::write_no_verdict_reports(name, specs, why);
     });
   }
 }
@@ -196,12 +173,6 @@ int dispatch(CLI::App& app, Commands& c, const collcheck::Session& session) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  // Gloo's worlds hold p(p-1) sockets each: use the open-file limit the
-  // system allows (the soft limit is often 1024 of a much larger hard one).
-  if (rlimit lim{}; getrlimit(RLIMIT_NOFILE, &lim) == 0 && lim.rlim_cur < lim.rlim_max) {
-    lim.rlim_cur = lim.rlim_max;
-    setrlimit(RLIMIT_NOFILE, &lim);
-  }
   CLI::App app{"collcheck: a verification and fault-injection harness for All-Reduce"};
   app.require_subcommand(0, 1);
   bool version = false;

@@ -24,10 +24,8 @@ void add_soak(CLI::App& app, SoakFlags& f) {
   add_sim_flags(s, f.sim);
   s->add_option("--world", f.world, "sim (the verify and fault units as fibers in virtual time; perf and algorithms units as threads), threads (the default) or mpi (one rank per process, under mpirun)")
       ->capture_default_str();
-  s->add_option("--progress", f.job.progress, "a live progress line on stderr: auto (when a terminal), on, off")
-      ->capture_default_str();
-  s->add_option("--progress-interval", f.job.progress_interval,
-                "without a live line, one progress line on stdout this often (seconds)")
+  add_progress_flag(s, f.job.progress);
+  s->add_option("--progress-interval", f.job.progress_interval, "--progress lines: one line this often (seconds)")
       ->capture_default_str();
   add_metrics_flags(s, f.metrics, "collcheck_soak", true);
   s->add_option("--metrics-interval", f.job.metrics_interval, "seconds between pushes and textfile writes")
@@ -40,7 +38,9 @@ int run_soak_command(SoakFlags& f, const Session& session) {
   const bool root = session.root();
   f.job.version = COLLCHECK_VERSION;
   SoakOptions o = plan_soak(f.job, session);
-  check_metrics_flags(f.metrics);  // on every process alike; only the root keeps a registry
+  add_progress_sink(f.report, session, f.job.progress, "soak", "units",
+                    std::chrono::milliseconds(static_cast<long long>(std::min(f.job.progress_interval, 1e7) * 1000)));
+  check_metrics_outputs(f.metrics);  // on every process alike; only the root keeps a registry
   if (!root) {
     try {
       return serve_soak(o, *f.report.events, session);
@@ -68,7 +68,7 @@ int run_soak_command(SoakFlags& f, const Session& session) {
   const int code = finish_reports(f.report, soak_report(o, r), r.exit_code());
   // The soak pushed and wrote at its end already; what is left is the linger.
   if (metrics && !f.metrics.listen.empty() && f.metrics.linger > 0) {
-    MetricsFlags linger_only;
+    MetricsOutputs linger_only;
     linger_only.listen = f.metrics.listen;
     linger_only.linger = f.metrics.linger;
     Events console;  // the run's stream is closed: the linger's line goes to the console alone

@@ -61,7 +61,7 @@ void add_sweep(CLI::App& app, SweepFlags& f) {
   add_report_flag(s, f.report);
 }
 int run_sweep_command(SweepFlags& f, const Session& session) {
-  check_metrics_flags(f.metrics);
+  check_metrics_outputs(f.metrics);
   if (!f.json.empty()) {
     try {
       check_report_path(f.json, "--json");

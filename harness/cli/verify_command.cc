@@ -90,7 +90,7 @@ int output_lost_unless(bool ok, int code) { return ok || code != 0 ? code : coll
 int run_verify_command(VerifyFlags& f, const collcheck::Session& session) {
   collcheck::VerifyJob& job = f.job;
   plan_verify(job, session);  // bad flags are said before any output is opened
-  check_metrics_flags(f.metrics);
+  check_metrics_outputs(f.metrics);
   // A replay token too long for a command line goes next to the reports.
   if (!f.report.requests.empty())
     job.o.token_dir = std::filesystem::absolute(f.report.requests.front().path).parent_path().string();

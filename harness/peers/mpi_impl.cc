@@ -30,7 +30,10 @@
 #include <climits>
 #include <cmath>
 #include <cstring>
+#include <cstdlib>
 #include <mutex>
+#include <stdexcept>
+#include <string>
 
 #include "harness/peers/implementation.h"
 #include "harness/world/mpi_world.h"
@@ -351,6 +354,22 @@ std::string mpi_library_version() {
   std::string s(v, static_cast<size_t>(len));
   const auto nl = s.find_first_of(",\n");
   return s.substr(0, nl);
+}
+
+std::string mpi_algo_choices() {
+  std::string s;
+  for (size_t i = 0; i < std::size(kMpiAllreduceAlgos); ++i)
+    s += fmt::format("{}{} {}", i ? ", " : "", i, i ? kMpiAllreduceAlgos[i] : "default");
+  return s;
+}
+
+void choose_mpi_allreduce_algorithm(int algo) {
+  if (algo == -1) return;
+  if (algo < 0 || algo >= static_cast<int>(std::size(kMpiAllreduceAlgos)))
+    throw std::invalid_argument(fmt::format("--mpi-algo must be 0..{} ({}), got {}", std::size(kMpiAllreduceAlgos) - 1,
+                                            mpi_algo_choices(), algo));
+  ::setenv("OMPI_MCA_coll_tuned_use_dynamic_rules", "1", 1);
+  ::setenv("OMPI_MCA_coll_tuned_allreduce_algorithm", std::to_string(algo).c_str(), 1);
 }
 
 }  // namespace collcheck

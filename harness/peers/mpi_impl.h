@@ -12,6 +12,12 @@ namespace collcheck {
 // Open MPI's coll/tuned allreduce algorithms (4.1), for --mpi-algo.
 inline constexpr const char* kMpiAllreduceAlgos[] = {"default (tuned's decision rules)", "basic_linear", "nonoverlapping",
                                                      "recursive_doubling", "ring", "segmented_ring", "rabenseifner"};
+// "0 default, 1 basic_linear, ..., 6 rabenseifner": for help and errors.
+std::string mpi_algo_choices();
+// Before MPI starts: Open MPI's coll/tuned told to run allreduce algorithm
+// `algo` (-1: its own rules; both variables, or it silently ignores the
+// choice). Out of range: std::invalid_argument naming --mpi-algo.
+void choose_mpi_allreduce_algorithm(int algo);
 
 enum class MpiSupport : uint8_t {
   Native,       // an MPI type and an MPI op

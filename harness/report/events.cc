@@ -79,8 +79,9 @@ class TextCollector final : public EventSink {
 
 class ProgressSink final : public EventSink {
  public:
-  ProgressSink(std::string what, std::string unit, ProgressStyle style, std::FILE* out)
-      : what_(std::move(what)), unit_(std::move(unit)), style_(style), out_(out) {}
+  ProgressSink(std::string what, std::string unit, ProgressStyle style, std::FILE* out,
+               std::chrono::milliseconds line_every)
+      : what_(std::move(what)), unit_(std::move(unit)), style_(style), out_(out), every_(line_every) {}
   void on(const Event& e) override {
     if (const auto* t = std::get_if<TextEvent>(&e)) {
       // A line of the command's own on the terminal: the bar makes way (the
@@ -94,7 +95,7 @@ class ProgressSink final : public EventSink {
       bar_.reset();
       return;
     }
-    if (!bar_) bar_.emplace(what_, unit_, style_, out_);
+    if (!bar_) bar_.emplace(what_, unit_, style_, out_, every_);
     if (p->count) bar_->count(p->count->first, p->count->second);
     if (p->budget_s) bar_->budget(*p->budget_s);
     if (p->limit_from_now_s) bar_->limit_from_now(*p->limit_from_now_s);
@@ -106,6 +107,7 @@ class ProgressSink final : public EventSink {
   std::string what_, unit_;
   ProgressStyle style_;
   std::FILE* out_;
+  std::chrono::milliseconds every_;
   std::optional<Progress> bar_;
 };
 }  // namespace
@@ -148,8 +150,9 @@ std::shared_ptr<EventSink> console_sink(std::FILE* out, std::FILE* err) { return
 
 std::shared_ptr<EventSink> text_collector(std::string& into) { return std::make_shared<TextCollector>(into); }
 
-std::shared_ptr<EventSink> progress_sink(std::string what, std::string unit, ProgressStyle style, std::FILE* out) {
-  return std::make_shared<ProgressSink>(std::move(what), std::move(unit), style, out);
+std::shared_ptr<EventSink> progress_sink(std::string what, std::string unit, ProgressStyle style, std::FILE* out,
+                                         std::chrono::milliseconds line_every) {
+  return std::make_shared<ProgressSink>(std::move(what), std::move(unit), style, out, line_every);
 }
 
 }  // namespace collcheck

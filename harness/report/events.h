@@ -121,8 +121,10 @@ std::shared_ptr<EventSink> console_sink(std::FILE* out = stdout, std::FILE* err 
 // run said, kept as a unit's detail.
 std::shared_ptr<EventSink> text_collector(std::string& into);
 // The progress events drawn by a Progress (progress.h) of `what` counting
-// `unit`, made at the first progress event; Off: nothing.
+// `unit`, made at the first progress event; Off: nothing. Lines prints one
+// every `line_every`.
 std::shared_ptr<EventSink> progress_sink(std::string what, std::string unit, ProgressStyle style,
-                                         std::FILE* out = stderr);
+                                         std::FILE* out = stderr,
+                                         std::chrono::milliseconds line_every = std::chrono::seconds(30));
 
 }  // namespace collcheck

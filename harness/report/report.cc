@@ -68,6 +68,12 @@ std::string report_format_choices() {
   return s;
 }
 
+std::string report_format_help() {
+  std::string s;
+  for (const auto& f : formats()) s += fmt::format("{}{} ({})", s.empty() ? "" : ", ", f.name, f.describe);
+  return s;
+}
+
 std::string render_report(std::string_view format, const Report& r) {
   for (const auto& f : report_formats())
     if (f.name == format) {
@@ -127,6 +133,25 @@ void write_reports(const std::vector<ReportRequest>& requests, const Report& r) 
     }
   }
   if (!failed.empty()) throw std::runtime_error(failed);
+}
+
+void write_no_verdict_reports(const std::string& command, const std::vector<std::string>& specs, const std::string& why) {
+  std::vector<ReportRequest> requests;
+  for (const std::string& spec : specs) {
+    try {
+      requests.push_back(parse_report_request(spec));
+    } catch (const std::exception&) {  // the command said why, as bad input
+    }
+  }
+  Report rep;
+  rep.command = command;
+  rep.suite = "collcheck " + command;
+  rep.cases.push_back({"verdict", ReportCase::Status::Error, "no verdict: " + why, "", 0});
+  try {
+    write_reports(requests, rep);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "collcheck: error: --report: %s\n", e.what());
+  }
 }
 
 }  // namespace collcheck

@@ -88,6 +88,8 @@ void unregister_report_format(std::string_view name);
 std::string render_report(std::string_view format, const Report& r);
 // "junit, text, markdown": for help and error text.
 std::string report_format_choices();
+// Each format with what it is, for --help: "jsonl (one JSON line per verdict), ...".
+std::string report_format_help();
 
 struct ReportRequest {
   std::string format;
@@ -107,5 +109,10 @@ std::vector<std::shared_ptr<EventSink>> open_report_streams(const std::vector<Re
 // written as the run went). Throws std::runtime_error naming
 // the file on an I/O failure (the other requests are still written).
 void write_reports(const std::vector<ReportRequest>& requests, const Report& r);
+// What a supervisor writes when `command` ended with no verdict (a crash, a
+// hang, a signal): one error verdict naming `why`, to every FORMAT=PATH of
+// `specs` that parses (a bad one the command itself said was bad input), so
+// that a CI job reads an error there, never nothing. Errors go to stderr.
+void write_no_verdict_reports(const std::string& command, const std::vector<std::string>& specs, const std::string& why);
 
 }  // namespace collcheck

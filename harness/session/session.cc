@@ -1,6 +1,7 @@
 #include "harness/session/session.h"
 
 #include <fmt/format.h>
+#include <sys/resource.h>
 
 #include <cstdlib>
 #include <stdexcept>
@@ -27,6 +28,12 @@ Session Session::start_mpi(int* argc, char*** argv, std::string& warning) {
 }
 
 Session Session::open(const WorldRequest& w, int* argc, char*** argv, std::string& warning) {
+  // Gloo's worlds hold p(p-1) sockets each: use the open-file limit the
+  // system allows (the soft limit is often 1024 of a much larger hard one).
+  if (rlimit lim{}; getrlimit(RLIMIT_NOFILE, &lim) == 0 && lim.rlim_cur < lim.rlim_max) {
+    lim.rlim_cur = lim.rlim_max;
+    setrlimit(RLIMIT_NOFILE, &lim);
+  }
   if (!w.world.empty() && w.world != "threads" && w.world != "mpi" && w.world != "sim")
     throw UsageError(fmt::format("--world must be sim, threads or mpi, got '{}'", w.world));
   if (w.world == "mpi") {

@@ -109,8 +109,12 @@ SoakResult Soak::run() {
   install_signals();
   open_results();
   const auto t0 = t0_ = Clock::now();
-  auto last_progress = t0, last_metrics = t0;
+  auto last_metrics = t0;
   print_header();
+  // The progress sink draws it (a bar, or a line every --progress-interval):
+  // the time left is what the duration leaves this run.
+  ev_.progress({.count = std::pair<size_t, size_t>{totals_.units, 0},
+                .budget_s = std::max(1e-3, o_.duration_s - elapsed_before_)});
   SoakResult res;
   size_t index = next_index_;
   for (;; ++index) {
@@ -143,19 +147,13 @@ SoakResult Soak::run() {
     const auto now = Clock::now();
     totals_.elapsed_s = elapsed_before_ + seconds_since(t0);
     if (o_.metrics) o_.metrics->elapsed(totals_.elapsed_s, std::max(0.0, o_.duration_s - totals_.elapsed_s));
-    if (o_.progress_tty && now - last_progress > std::chrono::milliseconds(500)) {
-      last_progress = now;
-      ev_.warn("\r{} ", progress_line(u));
-    } else if (!o_.progress_tty && seconds_since(last_progress) >= o_.progress_interval_s) {
-      last_progress = now;
-      ev_.print("{}\n", progress_line(u));
-    }
+    ev_.progress({.count = std::pair<size_t, size_t>{totals_.units, 0}, .phase = progress_line(u)});
     if (seconds_since(last_metrics) >= o_.metrics_interval_s) {
       last_metrics = now;
       export_metrics();
     }
   }
-  if (o_.progress_tty) ev_.warn("\r{:100}\r", "");
+  ev_.progress({.end = true});
   if (mpi_) (void)mpi_->broadcast(fmt::format("E{}", res.exit_code()), Clock::now() + std::chrono::seconds(30));
   totals_.elapsed_s = elapsed_before_ + seconds_since(t0);
   res.totals = totals_;

@@ -41,8 +41,6 @@ struct SoakOptions {
   double duration_s = 600;
   std::string results_path = "collcheck-soak.jsonl";
   bool resume = false;
-  bool progress_tty = false;         // a live \r line on stderr
-  double progress_interval_s = 60;   // otherwise a full line this often on stdout
   Metrics* metrics = nullptr;        // where units are counted (root only), may be null
   double metrics_interval_s = 15;    // push and textfile this often
   std::string metrics_textfile;      // "" = none

@@ -55,13 +55,8 @@ void soak_seed_and_results(SoakJob& f, SoakOptions& o, const Session& session) {
 
 // How it reports: progress, metrics intervals, the replay line.
 void soak_outputs(const SoakJob& f, SoakOptions& o, const Session& session) {
-  const bool root = session.root();
-  if (f.progress != "auto" && f.progress != "on" && f.progress != "off")
-    throw UsageError(fmt::format("--progress must be auto, on or off, got '{}'", f.progress));
-  o.progress_tty = root && (f.progress == "on" || (f.progress == "auto" && ::isatty(STDERR_FILENO)));
   if (!(f.progress_interval > 0))
     throw UsageError(fmt::format("--progress-interval must be > 0 seconds, got {}", f.progress_interval));
-  o.progress_interval_s = f.progress_interval;
   if (!(f.metrics_interval >= 0.1))
     throw UsageError(fmt::format("--metrics-interval must be >= 0.1 seconds, got {}", f.metrics_interval));
   o.metrics_interval_s = f.metrics_interval;

@@ -19,8 +19,8 @@ struct SoakJob {
   std::string seed;             // "": the plan's, else random (printed)
   std::string results;          // "": collcheck-soak-<UTC date and time>-<seed>.jsonl
   bool resume = false;          // continue the soak of `results`
-  std::string progress = "auto";  // a live line on stderr: auto (a terminal), on, off
-  double progress_interval = 60;  // without a live line, a line this often
+  std::string progress = "auto";  // on stderr: auto (a bar on a terminal, lines elsewhere), bar, lines, off
+  double progress_interval = 60;  // lines: one this often (seconds)
   double metrics_interval = 15;   // pushes and textfile writes this often
   std::string max_input_bytes = "1M";  // the largest plan file read
   std::string version;          // collcheck's, in the results file

@@ -29,16 +29,10 @@ void Soak::print_header() {
 }
 
 std::string Soak::progress_line(const Unit& u) const {
-  const double left = std::max(0.0, o_.duration_s - totals_.elapsed_s);
-  auto hms = [](double s) {
-    const auto t = static_cast<long>(s);
-    return fmt::format("{:02}:{:02}:{:02}", t / 3600, t / 60 % 60, t % 60);
-  };
   size_t cases = 0;
   for (const auto& [w, n] : totals_.cases_by_workload) cases += n;
-  return fmt::format("[soak] {} units, {} cases, {} failed ({} signatures), {} elapsed, {} left, last: {} {}",
-                     totals_.units, cases, totals_.failed_units, totals_.groups.size(), hms(totals_.elapsed_s),
-                     hms(left), u.workload, lanes_[u.impl].spec.impl);
+  return fmt::format("{} cases, {} failed units ({} signatures), last: {} {}", cases, totals_.failed_units,
+                     totals_.groups.size(), u.workload, lanes_[u.impl].spec.impl);
 }
 
 json Soak::summary_json(const SoakResult& r) const {
