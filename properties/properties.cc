@@ -2,7 +2,6 @@
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
-#include <malloc.h>
 
 #include <algorithm>
 #include <cmath>
@@ -12,6 +11,7 @@
 #include <system_error>
 
 #include "harness/model/data.h"
+#include "harness/model/heap.h"
 #include "harness/run/communicator.h"
 #include "harness/world/crash_handler.h"
 #include "impl/element_ops.h"
@@ -203,23 +203,9 @@ void execute_rank_calls(const Case& c, CaseExecution& st, const RunConfig& cfg, 
 
 namespace {
 
-// Cases allocate and free their buffers over and over, many above glibc's
-// mmap threshold: each was mapped, faulted in page by page and unmapped
-// again, a third of a verify run's time. Keep them in the heap instead (up to
-// 32 MiB a block, glibc's largest threshold), and return heap memory to the
-// system only above 256 MiB free at its top. Once per process: the
-// allocator's settings are the process's.
-void keep_case_buffers_in_the_heap() {
-  static std::once_flag once;
-  std::call_once(once, [] {
-    mallopt(M_MMAP_THRESHOLD, 32 << 20);
-    mallopt(M_TRIM_THRESHOLD, 256 << 20);
-  });
-}
-
 }  // namespace
 
-CaseRunner::CaseRunner(RunConfig cfg) : cfg_(std::move(cfg)) { keep_case_buffers_in_the_heap(); }
+CaseRunner::CaseRunner(RunConfig cfg) : cfg_(std::move(cfg)) { keep_buffers_in_the_heap(); }
 CaseRunner::~CaseRunner() = default;
 
 World& CaseRunner::world(int p) {

@@ -1,17 +1,20 @@
 // A scenario call's data (harness/run/call_data.h): the closed form of the
 // split data must be what the oracle expects of every element, in every
 // world size, for every dtype and op it is used for; the fill must be the
-// elements; the rest must stay harness/model's exact data.
+// elements; the rest must stay harness/model's exact data. And the
+// transfers' checksum, which the calls' recorded transfers carry.
 #include <gtest/gtest.h>
 
 #include <fmt/format.h>
 
 #include <cstdio>
+#include <cstring>
 #include <random>
 #include <set>
 #include <vector>
 
 #include "harness/check/oracle.h"
+#include "harness/history/flight_recorder.h"
 #include "harness/model/data.h"
 #include "harness/run/call_data.h"
 #include "impl/dtype.h"
@@ -88,4 +91,36 @@ TEST(CallData, OtherDtypesAndOpsKeepTheExactData) {
       }
     }
   for (RedOp op : {RedOp::Prod, RedOp::Avg, RedOp::PreMulSum}) EXPECT_FALSE(CallData(DType::Float32, op, 4, 1, 10).split());
+}
+
+// The transfers' checksum (flight_recorder.h): the corrupted-payload detector
+// compares a sender's and a receiver's, so any one changed word, any changed
+// byte of the tail and two swapped words must each change it. Random payloads
+// and positions from a fresh seed, printed.
+TEST(PayloadChecksum, AnyChangedWordOrByteOrSwapChangesIt) {
+  const uint64_t seed = std::random_device{}();
+  std::printf("[ seed    ] %llu\n", static_cast<unsigned long long>(seed));
+  std::mt19937_64 g(seed);
+  for (int trial = 0; trial < 2000; ++trial) {
+    const size_t bytes = 1 + g() % 9000;
+    std::vector<unsigned char> a(bytes);
+    for (auto& x : a) x = static_cast<unsigned char>(g());
+    const uint64_t h = collcheck::payload_checksum(a.data(), a.size());
+    std::vector<unsigned char> b = a;
+    const size_t at = g() % bytes;
+    b[at] = static_cast<unsigned char>(b[at] ^ (1 + g() % 255));
+    EXPECT_NE(collcheck::payload_checksum(b.data(), b.size()), h) << "byte " << at << " of " << bytes;
+    if (bytes >= 16) {
+      // two different 8-byte words swapped
+      std::vector<unsigned char> c = a;
+      const size_t words = bytes / 8, i = g() % words, j = (i + 1 + g() % (words - 1)) % words;
+      if (std::memcmp(&c[8 * i], &c[8 * j], 8) != 0) {
+        for (int k = 0; k < 8; ++k) std::swap(c[8 * i + k], c[8 * j + k]);
+        EXPECT_NE(collcheck::payload_checksum(c.data(), c.size()), h) << "words " << i << ", " << j << " of " << bytes;
+      }
+    }
+  }
+  // The length counts: zeros of two lengths differ.
+  const std::vector<unsigned char> z(64, 0);
+  EXPECT_NE(collcheck::payload_checksum(z.data(), 32), collcheck::payload_checksum(z.data(), 64));
 }

@@ -1,3 +1,4 @@
+#include "harness/model/heap.h"
 #include "harness/run/scenario_runner.h"
 
 #include "harness/session/session.h"
@@ -105,6 +106,7 @@ ReplayResult replay_in_session(const Scenario& s, const ReplayOptions& o, const 
 }
 
 ReplayResult replay_scenario(const Scenario& in, const ReplayOptions& o, World& world) {
+  keep_buffers_in_the_heap();  // each call's buffers, freed and made again
   if (in.world == "mpi" && world.kind() != "mpi")
     throw ScenarioError(fmt::format("{}: world.kind: '{}' runs one rank per process: mpirun -np {} collcheck replay "
                                     "{} --world mpi",
