@@ -117,7 +117,12 @@ TEST(Pushgateway, ABlackholeGatewayCannotHangARun) {
 TEST(Pushgateway, A500IsSaidOnceAndCountedAtTheEnd) {
   Answers500 server;
   const std::string plan = fresh("verify-only.yaml");
-  std::ofstream(plan) << "workloads: {verify: {weight: 1, cases: 20}, faults: {weight: 0}, perf: {weight: 0}}\n";
+  // Small units (no large counts), so that the soak reaches a push point
+  // every --metrics-interval even on a loaded host: with the default sizes
+  // one unit once took most of the 5 s beside other suites, and the soak made
+  // 2 pushes, not the 3 this test needs to see a failure said once.
+  std::ofstream(plan) << "workloads: {verify: {weight: 1, cases: 20, max_count: 4096, large_bytes: 0}, faults: {weight: 0}, "
+                         "perf: {weight: 0}}\n";
   const auto r = collcheck("soak --duration 5 --plan " + plan + " --results " + fresh("500.jsonl") +
                                " --metrics-interval 1 --pushgateway http://127.0.0.1:" + std::to_string(server.sock.port),
                            90);
