@@ -120,7 +120,12 @@ std::vector<std::string> default_algorithm_peers() {
   std::vector<std::string> v;
   if (on_path("mpirun"))
     for (int a = 0; a < kMpiAlgorithms; ++a) v.push_back(fmt::format("mpi:{}", a));
-  for (const auto& g : gloo_algorithms()) v.push_back("gloo:" + g);
+  // Not gloo:bcube: its AllreduceBcube drops contributions whenever p is not
+  // a power of two (docs/peers.md, Findings), so every soak that drew it
+  // failed on that known finding, not on news (1 nightly soak in 30 or so).
+  // A plan that names it in peers soaks it still.
+  for (const auto& g : gloo_algorithms())
+    if (g != "bcube") v.push_back("gloo:" + g);
   return v;
 }
 
