@@ -26,7 +26,7 @@ void plan_faults(FaultsJob& job, const Session& session) {
     throw UsageError(fmt::format("--impl: {}", e.what()));
   }
   if (job.random > 0) {
-    (void)parse_seed(job.seed, "--seed");
+    job.random_seed = parse_seed(job.seed, "--seed");
     if (job.ranks > 8) throw UsageError(fmt::format("--random draws worlds of at most 8 ranks, got {}", job.ranks));
   }
 }
@@ -34,7 +34,7 @@ void plan_faults(FaultsJob& job, const Session& session) {
 int run_faults_job(const FaultsJob& job, const Session& session, Events& ev, Report& rep) {
   if (job.random > 0) {
     int code = 0;
-    rep = run_detection_job({job.random, job.ranks, parse_seed(job.seed, "--seed")}, session, ev, code);
+    rep = run_detection_job({job.random, job.ranks, job.random_seed}, session, ev, code);
     return code;
   }
   FaultTableOptions o;

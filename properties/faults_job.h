@@ -21,6 +21,7 @@ struct FaultsJob {
   size_t random = 0;          // > 0: the detection property, this many random cases
   std::string seed = "1";     // --random's
   std::string keep_dumps;     // a failed row's dumps are kept here ("": not kept)
+  uint64_t random_seed = 0;   // `seed` parsed (plan_faults)
 };
 
 // Checks the job (throws UsageError naming the flag) and settles its ranks.

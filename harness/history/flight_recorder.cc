@@ -35,7 +35,9 @@ uint64_t payload_checksum(const void* data, size_t bytes) {
   // Fletcher's two running sums, mod 2^64, in four independent lanes of
   // 64-bit words: a += w; b += a. A changed word changes its lane's a (the
   // step is a bijection of the word), so two payloads that differ in any one
-  // word always differ here; b also tells two swapped words apart. Only adds:
+  // word always differ here. Two different words swapped across lanes change
+  // both lanes' a; within a lane they change b by (j - i)(w_i - w_j), which
+  // is zero only when that product is a multiple of 2^64. Only adds:
   // the lanes run at load speed, where a multiply per word ((h ^ w) * odd)
   // was a quarter of a 128-rank replay's time, and byte-wise FNV-1a a third.
   // The lanes are mixed with multiplies once, at the end.
