@@ -16,6 +16,7 @@
 #include "properties/faults_job.h"
 #include "harness/report/report.h"
 #include "harness/run/replay_job.h"
+#include "harness/run/run_job.h"
 #include "harness/run/sweep_job.h"
 #include "harness/session/session.h"
 #include "properties/gate_job.h"
@@ -141,6 +142,16 @@ struct AnalyzeFlags {
 };
 void add_analyze(CLI::App& app, AnalyzeFlags& f);
 int run_analyze_command(AnalyzeFlags& f);
+
+// run's flags bind to a RunJob (harness/run/run_job.h).
+struct RunFlags {
+  collcheck::RunJob job;
+  std::string emit_scenario;
+  std::string emit_max_count = "65536";
+  ReportFlags report;
+};
+void add_run(CLI::App& app, RunFlags& f);
+int run_run_command(RunFlags& f);
 
 // faults' flags bind to a FaultsJob (properties/faults_job.h); the command
 // adds the world, the progress and the reports.

@@ -32,6 +32,7 @@ struct Commands {
   ReplayFlags replay;
   FaultsFlags faults;
   AnalyzeFlags analyze;
+  RunFlags run;
   SoakFlags soak;
   GateFlags gate;
 };
@@ -42,6 +43,7 @@ void add_commands(CLI::App& app, Commands& c) {
   add_replay(app, c.replay);
   add_faults(app, c.faults);
   add_analyze(app, c.analyze);
+  add_run(app, c.run);
   add_soak(app, c.soak);
   add_gate(app, c.gate);
   // An empty value is bad input, never the same as leaving the flag out
@@ -142,7 +144,7 @@ void supervise_command(CLI::App& app, Commands& c) {
 int dispatch(CLI::App& app, Commands& c, const collcheck::Session& session) {
   try {
     for (ReportFlags* r : {&c.sweep.report, &c.verify.report, &c.replay.report, &c.faults.report, &c.analyze.report,
-                           &c.soak.report, &c.gate.report})
+                           &c.soak.report, &c.gate.report, &c.run.report})
     {
       parse_reports(*r);  // before the run: a report that cannot be written is bad input
       start_events(*r, session);
@@ -154,10 +156,11 @@ int dispatch(CLI::App& app, Commands& c, const collcheck::Session& session) {
     if (app.got_subcommand("verify")) return run_verify_command(c.verify, session);
     if (app.got_subcommand("replay")) return run_replay_command(c.replay, session);
     if (app.got_subcommand("analyze")) return run_analyze_command(c.analyze);
+    if (app.got_subcommand("run")) return run_run_command(c.run);
     if (app.got_subcommand("faults")) return run_faults_command(c.faults, session);
     if (app.got_subcommand("soak")) return run_soak_command(c.soak, session);
     if (app.got_subcommand("gate")) return run_gate_command(c.gate, session);
-    std::fprintf(stderr, "collcheck: error: no subcommand given; allowed: verify, replay, analyze, faults, sweep, soak, gate (see --help)\n");
+    std::fprintf(stderr, "collcheck: error: no subcommand given; allowed: verify, replay, analyze, run, faults, sweep, soak, gate (see --help)\n");
     return 2;
   } catch (const UsageError& ex) {
     // In the MPI world every rank finds the same error; rank 0 says it.

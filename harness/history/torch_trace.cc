@@ -307,6 +307,21 @@ std::string torch_collective(const std::string& profiling_name) {
   for (const char* backend : {"nccl:", "gloo:", "ucc:", "mpi:", "xccl:"})
     if (op.starts_with(backend)) op = op.substr(std::strlen(backend));
   if (const auto sp = op.find(' '); sp != std::string::npos) op.resize(sp);  // "send 0->3"
+  // collcheck's MPI interposer (interpose/): MPI's names, "i" for non-blocking.
+  if (profiling_name.starts_with("mpi:")) {
+    static const std::map<std::string, std::string> mpi = {
+        {"bcast", "broadcast"},         {"allreduce", "all_reduce"},       {"reduce", "reduce"},
+        {"allgather", "all_gather"},    {"alltoall", "all_to_all"},        {"gather", "gather"},
+        {"scatter", "scatter"},         {"barrier", "barrier"},            {"reduce_scatter_block", "reduce_scatter"},
+        {"allgatherv", "all_gather_v"}, {"alltoallv", "all_to_all_v"},     {"gatherv", "gather_v"},
+        {"scatterv", "scatter_v"},      {"reduce_scatter", "reduce_scatter_v"}, {"scan", "scan"},
+        {"exscan", "exscan"},           {"send", "send"},                  {"recv", "recv"},
+        {"recvAnySource", "recv"},
+    };
+    if (op.size() > 1 && op[0] == 'i' && !mpi.count(op) && mpi.count(op.substr(1))) op = op.substr(1);
+    const auto it = mpi.find(op);
+    return it == mpi.end() ? "" : it->second;
+  }
   static const std::map<std::string, std::string> table = {
       {"all_reduce", "all_reduce"}, {"allreduce", "all_reduce"}, {"all_reduce_coalesced", "all_reduce"},
       {"allreduce_coalesced", "all_reduce"}, {"sparse_all_reduce", "all_reduce"}, {"allreduce_sparse", "all_reduce"},
@@ -327,9 +342,28 @@ std::string torch_collective(const std::string& profiling_name) {
   return it == table.end() ? "" : it->second;
 }
 
+std::string torch_call_attributes(const std::string& profiling_name) {
+  if (!profiling_name.starts_with("mpi:")) return "";
+  std::string out;
+  const std::string name = profiling_name.substr(4, profiling_name.find(' ') == std::string::npos
+                                                       ? std::string::npos
+                                                       : profiling_name.find(' ') - 4);
+  if (name.size() > 1 && name[0] == 'i' && !torch_collective("mpi:" + name.substr(1)).empty() &&
+      name != "isend" && name != "irecv")
+    out = "nonblocking";
+  size_t k = profiling_name.find(' ');
+  while (k != std::string::npos) {
+    const size_t next = profiling_name.find(' ', k + 1);
+    const std::string word = profiling_name.substr(k + 1, next == std::string::npos ? std::string::npos : next - k - 1);
+    if (word.starts_with("op=") || word.starts_with("root=")) out += (out.empty() ? "" : " ") + word;
+    k = next;
+  }
+  return out;
+}
+
 std::string torch_entry_text(const TorchEntry& e) {
   std::string op = e.op;
-  for (const char* backend : {"nccl:", "gloo:"})
+  for (const char* backend : {"nccl:", "gloo:", "mpi:"})
     if (op.starts_with(backend)) op = op.substr(std::strlen(backend));
   std::string shape = e.input_sizes.empty() ? "-" : fmt::format("{}", fmt::join(e.input_sizes.front(), "x"));
   if (!e.input_sizes.empty() && e.input_sizes.front().empty()) shape = "scalar";
@@ -341,7 +375,9 @@ std::string torch_call_site(const TorchEntry& e) {
   for (const auto& fr : e.frames) {
     if (fr.file.find("/torch/") != std::string::npos || fr.file.starts_with("torch/") || fr.file.empty()) continue;
     const auto slash = fr.file.rfind('/');
-    return fmt::format("{}:{}{}", slash == std::string::npos ? fr.file : fr.file.substr(slash + 1), fr.line,
+    const std::string base = slash == std::string::npos ? fr.file : fr.file.substr(slash + 1);
+    // Line 0: a site without debug information (the object and, in the name, the symbol).
+    return fmt::format("{}{}{}", base, fr.line > 0 ? fmt::format(":{}", fr.line) : "",
                        fr.name.empty() ? "" : " (" + fr.name + ")");
   }
   return "";

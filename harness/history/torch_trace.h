@@ -97,6 +97,12 @@ std::vector<TorchDump> load_torch_traces(const std::string& dir);
 // collective or point-to-point call this reader knows.
 std::string torch_collective(const std::string& profiling_name);
 
+// What else a call must agree on across ranks, from its name: for collcheck's
+// MPI interposer's records, "nonblocking", "op=sum" and "root=0" (space
+// separated, "" when none); "" for every other backend (their dumps do not
+// record them).
+std::string torch_call_attributes(const std::string& profiling_name);
+
 // "all_to_all 4027x5120 BFloat16": the op without its backend, the first
 // input's shape and dtype.
 std::string torch_entry_text(const TorchEntry& e);

@@ -150,9 +150,14 @@ int analyze_torch_dumps(const AnalyzeJob& f, Events& ev, Report& rep) {
   const bool gloo = std::any_of(dumps.begin(), dumps.end(), [](const TorchDump& d) {
     return std::any_of(d.entries.begin(), d.entries.end(), [](const auto& e) { return e.op.starts_with("gloo:"); });
   });
-  ev.print("collcheck analyze: PyTorch Flight Recorder dumps of {} from {} (format {}{}); world: {} ranks{}\n",
-             rank_ranges_text(ranks), f.dir, dumps.front().version,
-             dumps.front().nccl_version.empty() ? (gloo ? ", Gloo" : "") : ", NCCL " + dumps.front().nccl_version,
+  const bool mpi = std::any_of(dumps.begin(), dumps.end(), [](const TorchDump& d) {
+    return std::any_of(d.entries.begin(), d.entries.end(), [](const auto& e) { return e.op.starts_with("mpi:"); });
+  });
+  ev.print("collcheck analyze: {} of {} from {} (format {}{}); world: {} ranks{}\n",
+             mpi ? "collcheck's MPI interposer dumps" : "PyTorch Flight Recorder dumps", rank_ranges_text(ranks),
+             f.dir, dumps.front().version,
+             mpi ? ", " + dumps.front().nccl_version
+                 : dumps.front().nccl_version.empty() ? (gloo ? ", Gloo" : "") : ", NCCL " + dumps.front().nccl_version,
              a.world, a.world_known ? "" : " at least");
   ev.print("outcome: {}\n", torch_outcome_name(a.outcome));
   if (a.outcome == TorchOutcome::Clean)

@@ -2,11 +2,7 @@
 // `collcheck verify` (algorithms.h).
 #include "harness/soak/algorithms.h"
 
-#include <fcntl.h>
 #include <poll.h>
-#include <signal.h>
-#include <sys/prctl.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <fmt/format.h>
@@ -16,6 +12,7 @@
 #include <regex>
 #include <sstream>
 
+#include "harness/model/child_process.h"
 #include "harness/peers/gloo_impl.h"
 
 namespace collcheck {
@@ -61,51 +58,34 @@ std::string joined(const std::vector<std::string>& a) {
 // -1000 when its deadline passed, -1001 when it was stopped.
 std::pair<std::string, int> run_child(const std::vector<std::string>& args, double deadline_s,
                                       const std::function<bool()>& should_stop) {
-  int fds[2];
-  if (::pipe2(fds, O_CLOEXEC) != 0) return {"pipe failed", -2};
-  const pid_t pid = ::fork();
-  if (pid < 0) return {"fork failed", -2};
-  if (pid == 0) {
-    ::setpgid(0, 0);                     // its own group: mpirun and its ranks end together
-    ::prctl(PR_SET_PDEATHSIG, SIGKILL);  // and with the soak, if the soak is killed
-    ::dup2(fds[1], 1);
-    ::dup2(fds[1], 2);
-    std::vector<char*> argv;
-    for (const auto& s : args) argv.push_back(const_cast<char*>(s.c_str()));
-    argv.push_back(nullptr);
-    ::execvp(argv[0], argv.data());
-    ::_exit(127);
+  ChildProcess child;
+  try {
+    child = start_child(args, {}, true);
+  } catch (const std::runtime_error& e) {
+    return {e.what(), -2};
   }
-  ::setpgid(pid, pid);
-  ::close(fds[1]);
   std::string out;
   const auto t0 = std::chrono::steady_clock::now();
   int ended = 0;  // 0 running; -1000 deadline; -1001 stopped
   char buf[65536];
   for (bool open = true; open;) {
-    pollfd p{fds[0], POLLIN, 0};
+    pollfd p{child.out_fd, POLLIN, 0};
     if (::poll(&p, 1, 200) > 0) {
-      const ssize_t n = ::read(fds[0], buf, sizeof buf);
+      const ssize_t n = ::read(child.out_fd, buf, sizeof buf);
       if (n <= 0) open = false;
       else if (out.size() < (size_t{8} << 20)) out.append(buf, static_cast<size_t>(n));
     }
-    if (ended == 0) {
-      const double t = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-      if (t > deadline_s) ended = -1000;
-      else if (should_stop && should_stop()) ended = -1001;
-      if (ended != 0) {
-        ::kill(-pid, SIGTERM);
-        for (int i = 0; i < 50 && ::waitpid(pid, nullptr, WNOHANG) == 0; ++i) ::usleep(100000);
-        ::kill(-pid, SIGKILL);
-        break;
-      }
+    const double t = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    if (t > deadline_s) ended = -1000;
+    else if (should_stop && should_stop()) ended = -1001;
+    if (ended != 0) {
+      stop_child(child, 5.0);
+      ::close(child.out_fd);
+      return {out, ended};
     }
   }
-  ::close(fds[0]);
-  int status = 0;
-  ::waitpid(pid, &status, 0);
-  if (ended != 0) return {out, ended};
-  return {out, WIFEXITED(status) ? WEXITSTATUS(status) : -WTERMSIG(status)};
+  ::close(child.out_fd);
+  return {out, wait_child(child)};
 }
 
 std::string last_lines(const std::string& s, size_t n) {

@@ -1,0 +1,134 @@
+// Communicators as every member names them. A communicator made from a parent
+// is named <parent>.<k>:<first member>, where k counts the communicators the
+// parent's members made from it (every member takes part in each creation, so
+// k agrees) and the first member's world rank tells apart the siblings of one
+// split. MPI_COMM_WORLD is "0". A communicator the interposer did not see made
+// (MPI_Cart_create, an inter-communicator's merge) is named by its members.
+#include <map>
+#include <mutex>
+
+#include "interpose/interpose.h"
+
+namespace collcheck_mpi {
+
+namespace {
+
+std::recursive_mutex mu;
+std::map<MPI_Comm, CommInfo> live;
+std::map<std::string, CommRow> seen;  // every communicator ever named, for the dump
+int w_rank = -1, w_size = 0;
+
+std::vector<int> world_ranks_of(MPI_Comm c) {
+  MPI_Group g, wg;
+  int n = 0;
+  PMPI_Comm_group(c, &g);
+  PMPI_Comm_group(MPI_COMM_WORLD, &wg);
+  PMPI_Group_size(g, &n);
+  std::vector<int> local(static_cast<size_t>(n)), world(static_cast<size_t>(n));
+  for (int i = 0; i < n; ++i) local[static_cast<size_t>(i)] = i;
+  PMPI_Group_translate_ranks(g, n, local.data(), wg, world.data());
+  PMPI_Group_free(&g);
+  PMPI_Group_free(&wg);
+  return world;
+}
+
+CommInfo& add(MPI_Comm c, std::string name, std::string desc, bool shadow) {
+  std::lock_guard lock(mu);
+  CommInfo info;
+  info.name = std::move(name);
+  info.desc = std::move(desc);
+  info.ranks = world_ranks_of(c);
+  if (shadow && config().guarded && !is_inter(c)) PMPI_Comm_dup(c, &info.shadow);
+  seen[info.name] = CommRow{info.name, info.desc, info.ranks};
+  return live[c] = std::move(info);
+}
+
+// A new communicator `out` made from `parent`; `how` says how, for the desc.
+void made(MPI_Comm parent, MPI_Comm* out, const std::string& how) {
+  std::lock_guard lock(mu);
+  CommInfo& p = comm_info(parent);
+  const int64_t k = p.children++;
+  if (!out || *out == MPI_COMM_NULL) return;
+  const std::vector<int> ranks = world_ranks_of(*out);
+  const std::string name = p.name + "." + std::to_string(k) + ":" + std::to_string(ranks.empty() ? -1 : ranks[0]);
+  add(*out, name, how + " of " + p.name, true);
+}
+
+}  // namespace
+
+bool is_inter(MPI_Comm c) {
+  int flag = 0;
+  PMPI_Comm_test_inter(c, &flag);
+  return flag != 0;
+}
+
+int world_rank() { return w_rank; }
+int world_size() { return w_size; }
+
+void comms_init() {
+  PMPI_Comm_rank(MPI_COMM_WORLD, &w_rank);
+  PMPI_Comm_size(MPI_COMM_WORLD, &w_size);
+  add(MPI_COMM_WORLD, "0", "MPI_COMM_WORLD", true);
+}
+
+CommInfo& comm_info(MPI_Comm c) {
+  std::lock_guard lock(mu);
+  if (auto it = live.find(c); it != live.end()) return it->second;
+  if (c == MPI_COMM_SELF) return add(c, "self:" + std::to_string(w_rank), "MPI_COMM_SELF", false);
+  std::string name = "x";
+  for (int r : world_ranks_of(c)) name += ":" + std::to_string(r);
+  return add(c, name, "a communicator made outside the calls collcheck follows", false);
+}
+
+std::vector<CommRow> comm_table() {
+  std::lock_guard lock(mu);
+  std::vector<CommRow> out;
+  for (const auto& [name, row] : seen) out.push_back(row);
+  return out;
+}
+
+}  // namespace collcheck_mpi
+
+using namespace collcheck_mpi;
+
+extern "C" {
+
+int MPI_Comm_dup(MPI_Comm comm, MPI_Comm* newcomm) {
+  const int rc = PMPI_Comm_dup(comm, newcomm);
+  if (rc == MPI_SUCCESS) made(comm, newcomm, "dup");
+  return rc;
+}
+
+int MPI_Comm_split(MPI_Comm comm, int color, int key, MPI_Comm* newcomm) {
+  const int rc = PMPI_Comm_split(comm, color, key, newcomm);
+  if (rc == MPI_SUCCESS) made(comm, newcomm, color == MPI_UNDEFINED ? "split" : "split (color " + std::to_string(color) + ")");
+  return rc;
+}
+
+int MPI_Comm_split_type(MPI_Comm comm, int split_type, int key, MPI_Info info, MPI_Comm* newcomm) {
+  const int rc = PMPI_Comm_split_type(comm, split_type, key, info, newcomm);
+  if (rc == MPI_SUCCESS) made(comm, newcomm, "split_type");
+  return rc;
+}
+
+int MPI_Comm_create(MPI_Comm comm, MPI_Group group, MPI_Comm* newcomm) {
+  const int rc = PMPI_Comm_create(comm, group, newcomm);
+  if (rc == MPI_SUCCESS) made(comm, newcomm, "create");
+  return rc;
+}
+
+int MPI_Comm_free(MPI_Comm* comm) {
+  {
+    std::lock_guard lock(mu);
+    if (comm) {
+      auto it = live.find(*comm);
+      if (it != live.end()) {
+        if (it->second.shadow != MPI_COMM_NULL) PMPI_Comm_free(&it->second.shadow);
+        live.erase(it);
+      }
+    }
+  }
+  return PMPI_Comm_free(comm);
+}
+
+}  // extern "C"

@@ -1,0 +1,196 @@
+// Point-to-point calls and the calls that complete requests. A send or a
+// receive is recorded as "mpi:send a->b" / "mpi:recv a<-b" (ranks of its
+// communicator; "recvAnySource" for MPI_ANY_SOURCE) with the communicator's
+// point-to-point sequence number; a non-blocking one stays "started" until
+// the MPI_Wait/MPI_Test family completes its request, so a request never
+// waited is still open in the dump at MPI_Finalize.
+#include <map>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "interpose/interpose.h"
+
+namespace collcheck_mpi {
+
+namespace {
+
+std::mutex mu;
+std::map<MPI_Request, uint64_t> open_requests;
+
+uint64_t begin(MPI_Comm c, bool send, bool nonblocking, int peer, int n, MPI_Datatype t, const void* ra) {
+  CommInfo& info = comm_info(c);
+  int me = 0;
+  PMPI_Comm_rank(c, &me);
+  Entry e;
+  e.group = info.name;
+  e.p2p = true;
+  e.p2p_seq = ++info.p2p_seq;
+  e.coll_seq = info.coll_seq;
+  const std::string verb = std::string(nonblocking ? "i" : "") + (send ? "send" : "recv");
+  if (peer == MPI_ANY_SOURCE) e.name = "mpi:" + verb + "AnySource " + std::to_string(me) + "<-any";
+  else if (send) e.name = "mpi:" + verb + " " + std::to_string(me) + "->" + std::to_string(peer);
+  else e.name = "mpi:" + verb + " " + std::to_string(me) + "<-" + std::to_string(peer);
+  const auto [dtype, count] = dtype_of(t, n);
+  e.dtype = dtype;
+  e.count = count;
+  e.site = site_of(ra);
+  return record(e);
+}
+
+template <typename F>
+int blocking(uint64_t id, F call) {
+  blocking_enter(id);
+  const int rc = call();
+  blocking_leave();
+  complete(id);
+  return rc;
+}
+
+// The records of requests that are done (their handle is now MPI_REQUEST_NULL
+// or, for persistent ones, inactive): what `before` held and `after` no longer does.
+void settle(const std::vector<MPI_Request>& before, const MPI_Request* after, int n, const int* done_flags) {
+  std::lock_guard lock(mu);
+  for (int i = 0; i < n; ++i) {
+    const bool done = done_flags ? done_flags[i] != 0 : after[i] == MPI_REQUEST_NULL;
+    if (!done) continue;
+    if (auto it = open_requests.find(before[static_cast<size_t>(i)]); it != open_requests.end()) {
+      complete(it->second);
+      open_requests.erase(it);
+    }
+  }
+}
+
+uint64_t first_open(const MPI_Request* q, int n) {
+  std::lock_guard lock(mu);
+  for (int i = 0; i < n; ++i)
+    if (auto it = open_requests.find(q[i]); it != open_requests.end()) return it->second;
+  return ~uint64_t{0};
+}
+
+}  // namespace
+
+void track_request(MPI_Request q, uint64_t id) {
+  if (q == MPI_REQUEST_NULL) return;
+  std::lock_guard lock(mu);
+  open_requests[q] = id;
+}
+
+}  // namespace collcheck_mpi
+
+using namespace collcheck_mpi;
+
+#define RA __builtin_return_address(0)
+
+extern "C" {
+
+int MPI_Send(const void* b, int n, MPI_Datatype t, int to, int tag, MPI_Comm c) {
+  return blocking(begin(c, true, false, to, n, t, RA), [&] { return PMPI_Send(b, n, t, to, tag, c); });
+}
+int MPI_Ssend(const void* b, int n, MPI_Datatype t, int to, int tag, MPI_Comm c) {
+  return blocking(begin(c, true, false, to, n, t, RA), [&] { return PMPI_Ssend(b, n, t, to, tag, c); });
+}
+int MPI_Recv(void* b, int n, MPI_Datatype t, int from, int tag, MPI_Comm c, MPI_Status* st) {
+  return blocking(begin(c, false, false, from, n, t, RA), [&] { return PMPI_Recv(b, n, t, from, tag, c, st); });
+}
+int MPI_Sendrecv(const void* sb, int sn, MPI_Datatype st, int to, int stag, void* rb, int rn, MPI_Datatype rt,
+                 int from, int rtag, MPI_Comm c, MPI_Status* s) {
+  const uint64_t a = begin(c, true, false, to, sn, st, RA);
+  const uint64_t b = begin(c, false, false, from, rn, rt, RA);
+  const int rc = blocking(a, [&] { return PMPI_Sendrecv(sb, sn, st, to, stag, rb, rn, rt, from, rtag, c, s); });
+  complete(b);
+  return rc;
+}
+int MPI_Isend(const void* b, int n, MPI_Datatype t, int to, int tag, MPI_Comm c, MPI_Request* q) {
+  const uint64_t id = begin(c, true, true, to, n, t, RA);
+  const int rc = PMPI_Isend(b, n, t, to, tag, c, q);
+  if (rc == MPI_SUCCESS) track_request(*q, id);
+  return rc;
+}
+int MPI_Issend(const void* b, int n, MPI_Datatype t, int to, int tag, MPI_Comm c, MPI_Request* q) {
+  const uint64_t id = begin(c, true, true, to, n, t, RA);
+  const int rc = PMPI_Issend(b, n, t, to, tag, c, q);
+  if (rc == MPI_SUCCESS) track_request(*q, id);
+  return rc;
+}
+int MPI_Irecv(void* b, int n, MPI_Datatype t, int from, int tag, MPI_Comm c, MPI_Request* q) {
+  const uint64_t id = begin(c, false, true, from, n, t, RA);
+  const int rc = PMPI_Irecv(b, n, t, from, tag, c, q);
+  if (rc == MPI_SUCCESS) track_request(*q, id);
+  return rc;
+}
+int MPI_Probe(int from, int tag, MPI_Comm c, MPI_Status* st) {
+  blocking_enter(~uint64_t{0});
+  const int rc = PMPI_Probe(from, tag, c, st);
+  blocking_leave();
+  return rc;
+}
+
+int MPI_Wait(MPI_Request* q, MPI_Status* st) {
+  const std::vector<MPI_Request> before{*q};
+  blocking_enter(first_open(q, 1));
+  const int rc = PMPI_Wait(q, st);
+  blocking_leave();
+  settle(before, q, 1, nullptr);
+  return rc;
+}
+int MPI_Waitall(int n, MPI_Request q[], MPI_Status st[]) {
+  const std::vector<MPI_Request> before(q, q + n);
+  blocking_enter(first_open(q, n));
+  const int rc = PMPI_Waitall(n, q, st);
+  blocking_leave();
+  settle(before, q, n, nullptr);
+  return rc;
+}
+int MPI_Waitany(int n, MPI_Request q[], int* index, MPI_Status* st) {
+  const std::vector<MPI_Request> before(q, q + n);
+  blocking_enter(first_open(q, n));
+  const int rc = PMPI_Waitany(n, q, index, st);
+  blocking_leave();
+  settle(before, q, n, nullptr);
+  return rc;
+}
+int MPI_Waitsome(int n, MPI_Request q[], int* outcount, int idx[], MPI_Status st[]) {
+  const std::vector<MPI_Request> before(q, q + n);
+  blocking_enter(first_open(q, n));
+  const int rc = PMPI_Waitsome(n, q, outcount, idx, st);
+  blocking_leave();
+  settle(before, q, n, nullptr);
+  return rc;
+}
+int MPI_Test(MPI_Request* q, int* flag, MPI_Status* st) {
+  const std::vector<MPI_Request> before{*q};
+  const int rc = PMPI_Test(q, flag, st);
+  if (*flag) settle(before, q, 1, flag);
+  return rc;
+}
+int MPI_Testall(int n, MPI_Request q[], int* flag, MPI_Status st[]) {
+  const std::vector<MPI_Request> before(q, q + n);
+  const int rc = PMPI_Testall(n, q, flag, st);
+  if (*flag) settle(before, q, n, nullptr);
+  return rc;
+}
+int MPI_Testany(int n, MPI_Request q[], int* index, int* flag, MPI_Status* st) {
+  const std::vector<MPI_Request> before(q, q + n);
+  const int rc = PMPI_Testany(n, q, index, flag, st);
+  if (*flag) settle(before, q, n, nullptr);
+  return rc;
+}
+int MPI_Testsome(int n, MPI_Request q[], int* outcount, int idx[], MPI_Status st[]) {
+  const std::vector<MPI_Request> before(q, q + n);
+  const int rc = PMPI_Testsome(n, q, outcount, idx, st);
+  settle(before, q, n, nullptr);
+  return rc;
+}
+int MPI_Request_free(MPI_Request* q) {
+  {
+    std::lock_guard lock(mu);
+    if (auto it = open_requests.find(*q); it != open_requests.end()) {
+      complete(it->second);  // freed: the program gave it up knowingly
+      open_requests.erase(it);
+    }
+  }
+  return PMPI_Request_free(q);
+}
+
+}  // extern "C"

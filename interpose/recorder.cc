@@ -1,0 +1,191 @@
+// The per-rank ring of records and its dump, in the JSON variant of PyTorch's
+// Flight Recorder format (what `collcheck analyze` reads).
+#include <dlfcn.h>
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <deque>
+#include <mutex>
+
+#include <nlohmann/json.hpp>
+
+#include "interpose/interpose.h"
+
+namespace collcheck_mpi {
+
+namespace {
+
+std::string env(const char* name, const char* fallback) {
+  const char* v = std::getenv(name);
+  return v && *v ? v : fallback;
+}
+
+Config load_config() {
+  Config c;
+  c.dir = env("COLLCHECK_MPI_DIR", "");
+  c.run_id = env("COLLCHECK_MPI_RUN_ID", "");
+  if (c.dir.empty()) c.dir = "collcheck-mpi-" + std::to_string(::getppid());
+  c.guarded = env("COLLCHECK_MPI_MODE", "unguarded") == "guarded";
+  const double d = std::atof(env("COLLCHECK_MPI_DEADLINE", "60").c_str());
+  c.deadline_s = d > 0 ? d : 60;
+  const long n = std::atol(env("COLLCHECK_MPI_ENTRIES", "4096").c_str());
+  c.entries = n > 0 ? static_cast<size_t>(n) : 4096;
+  return c;
+}
+
+std::mutex mu;
+std::deque<Entry> ring;
+uint64_t next_id = 0;
+
+}  // namespace
+
+const Config& config() {
+  static const Config c = load_config();
+  return c;
+}
+
+int64_t now_ns() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+Site site_of(const void* ra) {
+  Site s;
+  Dl_info info{};
+  if (ra && ::dladdr(ra, &info) && info.dli_fname) {
+    s.object = info.dli_fname;
+    s.offset = reinterpret_cast<uintptr_t>(ra) - reinterpret_cast<uintptr_t>(info.dli_fbase);
+    if (info.dli_sname) s.symbol = info.dli_sname;
+  } else {
+    s.offset = reinterpret_cast<uintptr_t>(ra);
+  }
+  // The main program's name as /proc says it (dladdr gives argv[0]'s text).
+  if (s.object.empty() || s.object.find('/') == std::string::npos) {
+    char buf[4096];
+    const ssize_t n = ::readlink("/proc/self/exe", buf, sizeof buf - 1);
+    if (n > 0 && (s.object.empty() || std::strstr(buf, s.object.c_str()))) s.object.assign(buf, static_cast<size_t>(n));
+  }
+  return s;
+}
+
+std::string site_text(const Site& s) {
+  const auto slash = s.object.rfind('/');
+  char off[32];
+  std::snprintf(off, sizeof off, "+0x%zx", static_cast<size_t>(s.offset));
+  return (slash == std::string::npos ? s.object : s.object.substr(slash + 1)) + off +
+         (s.symbol.empty() ? "" : " (" + s.symbol + ")");
+}
+
+std::pair<std::string, int64_t> dtype_of(MPI_Datatype t, int count) {
+  struct Row {
+    MPI_Datatype t;
+    const char* name;
+  };
+  const Row rows[] = {
+      {MPI_FLOAT, "Float"},        {MPI_DOUBLE, "Double"},   {MPI_INT, "Int"},          {MPI_INT32_T, "Int"},
+      {MPI_LONG, "Long"},          {MPI_LONG_LONG, "Long"},  {MPI_INT64_T, "Long"},     {MPI_UNSIGNED, "UInt32"},
+      {MPI_UINT32_T, "UInt32"},    {MPI_UINT64_T, "UInt64"}, {MPI_UNSIGNED_LONG, "UInt64"}, {MPI_SHORT, "Short"},
+      {MPI_UINT16_T, "UInt16"},    {MPI_CHAR, "Char"},       {MPI_SIGNED_CHAR, "Char"}, {MPI_INT8_T, "Char"},
+      {MPI_BYTE, "Byte"},          {MPI_UNSIGNED_CHAR, "Byte"}, {MPI_UINT8_T, "Byte"}, {MPI_C_BOOL, "Bool"},
+      {MPI_C_FLOAT_COMPLEX, "ComplexFloat"}, {MPI_C_DOUBLE_COMPLEX, "ComplexDouble"},
+  };
+  for (const Row& r : rows)
+    if (r.t == t) return {r.name, count};
+  int size = 0;
+  if (t == MPI_DATATYPE_NULL || PMPI_Type_size(t, &size) != MPI_SUCCESS) return {"Byte", 0};
+  return {"Byte", int64_t{count} * size};  // a derived type: its signature's bytes
+}
+
+uint64_t record(Entry e) {
+  std::lock_guard lock(mu);
+  e.record_id = next_id++;
+  e.created_ns = now_ns();
+  ring.push_back(std::move(e));
+  while (ring.size() > config().entries) ring.pop_front();
+  return ring.back().record_id;
+}
+
+void complete(uint64_t id) {
+  std::lock_guard lock(mu);
+  if (ring.empty() || id < ring.front().record_id) return;  // out of the ring
+  const size_t k = static_cast<size_t>(id - ring.front().record_id);
+  if (k >= ring.size()) return;
+  ring[k].state = "completed";
+  ring[k].completed_ns = now_ns();
+}
+
+void dump(const char* why) {
+  using nlohmann::json;
+  static std::mutex dump_mu;  // one dump at a time (the watchdog and a signal's may meet)
+  std::lock_guard dlock(dump_mu);
+  json d;
+  d["version"] = "2.10";
+  char lib[MPI_MAX_LIBRARY_VERSION_STRING] = {0};
+  int len = 0;
+  PMPI_Get_library_version(lib, &len);  // callable at any time, from any thread (MPI-3.1 8.1.1)
+  std::string version(lib, static_cast<size_t>(std::max(0, len)));
+  version = version.substr(0, version.find_first_of(",\n"));
+  d["comm_lib_version"] = version.empty() ? "MPI" : version;
+  d["rank"] = world_rank();
+  d["world_size"] = world_size();
+  d["collcheck_run_id"] = config().run_id;
+  d["collcheck_dump_reason"] = why;
+  d["collcheck_mode"] = config().guarded ? "guarded" : "unguarded";
+  json cfg = json::object();
+  json entries = json::array();
+  {
+    std::lock_guard lock(mu);
+    for (const Entry& e : ring) {
+      json j;
+      j["record_id"] = e.record_id;
+      j["process_group"] = {e.group, ""};
+      j["collective_seq_id"] = e.coll_seq;
+      j["p2p_seq_id"] = e.p2p_seq;
+      j["is_p2p"] = e.p2p;
+      j["profiling_name"] = e.name;
+      j["input_sizes"] = json::array({json::array({e.count})});
+      j["output_sizes"] = json::array({json::array({e.count})});
+      j["input_dtypes"] = {e.dtype};
+      j["output_dtypes"] = {e.dtype};
+      j["state"] = e.state;
+      j["time_created_ns"] = e.created_ns;
+      j["time_discovered_started_ns"] = e.created_ns;
+      j["time_discovered_completed_ns"] = e.completed_ns;
+      j["timeout_ms"] = static_cast<int64_t>(config().deadline_s * 1000);
+      char off[32];
+      std::snprintf(off, sizeof off, "0x%zx", static_cast<size_t>(e.site.offset));
+      j["frames"] = {{{"filename", e.site.object}, {"name", e.site.symbol}, {"line", 0}, {"offset", off}}};
+      entries.push_back(std::move(j));
+    }
+  }
+  for (const auto& [name, desc, ranks] : comm_table()) cfg[name] = {{"name", name}, {"desc", desc}, {"ranks", ranks}};
+  for (json& j : entries) j["process_group"][1] = cfg[j["process_group"][0].get<std::string>()]["desc"];
+  d["pg_config"] = cfg;
+  d["entries"] = std::move(entries);
+  const std::string text = d.dump(1);
+  const std::string path = config().dir + "/mpi_trace_rank_" + std::to_string(world_rank()) + ".json";
+  const std::string tmp = path + ".tmp";
+  const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd < 0) {
+    std::fprintf(stderr, "collcheck-mpi: rank %d cannot write its dump %s: %s\n", world_rank(), tmp.c_str(),
+                 std::strerror(errno));
+    return;
+  }
+  size_t off = 0;
+  while (off < text.size()) {
+    const ssize_t n = ::write(fd, text.data() + off, text.size() - off);
+    if (n <= 0) break;
+    off += static_cast<size_t>(n);
+  }
+  ::fsync(fd);
+  ::close(fd);
+  if (off != text.size() || ::rename(tmp.c_str(), path.c_str()) != 0)
+    std::fprintf(stderr, "collcheck-mpi: rank %d could not finish its dump %s\n", world_rank(), path.c_str());
+}
+
+}  // namespace collcheck_mpi

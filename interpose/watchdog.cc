@@ -1,0 +1,130 @@
+// The watchdog: a thread per rank that never calls MPI. It puts a deadline on
+// every blocking call (and on the guard's exchange); when one passes it
+// leaves a marker file in the dump directory, writes this rank's dump, waits
+// a little for the other ranks' dumps, and ends the rank, which makes the
+// launcher end the job. Every other rank's watchdog sees the marker and
+// writes its dump too, wherever that rank is (stuck in MPI or not). It also
+// writes the dump on SIGTERM, SIGINT and SIGABRT (the signal handler only
+// raises a flag and waits, a bounded time, for the dump), and at exit.
+#include <dirent.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <csignal>
+#include <cstdio>
+#include <cstring>
+#include <thread>
+
+#include "interpose/interpose.h"
+
+namespace collcheck_mpi {
+
+namespace {
+
+std::atomic<int64_t> since_ns{0};   // when the outermost blocking call began (0: none)
+std::atomic<uint64_t> blocked_id{0};
+std::atomic<int> depth{0};
+std::atomic<int> signalled{0};      // the signal to dump for
+std::atomic<bool> dumped_for_signal{false};
+std::atomic<bool> stop{false};
+std::thread thread;
+
+std::string marker() { return config().dir + "/hang"; }
+
+bool exists(const std::string& path) {
+  struct stat st{};
+  return ::stat(path.c_str(), &st) == 0;
+}
+
+int dumps_in_dir() {
+  int n = 0;
+  if (DIR* d = ::opendir(config().dir.c_str())) {
+    while (const dirent* e = ::readdir(d))
+      if (std::strncmp(e->d_name, "mpi_trace_rank_", 15) == 0 && std::strstr(e->d_name, ".json") &&
+          !std::strstr(e->d_name, ".tmp"))
+        ++n;
+    ::closedir(d);
+  }
+  return n;
+}
+
+void on_signal(int sig) {
+  signalled.store(sig);
+  // Wait (bounded: 3 s) for the watchdog's dump, then die of the signal.
+  for (int i = 0; i < 300 && !dumped_for_signal.load(); ++i) {
+    timespec ts{0, 10'000'000};
+    ::nanosleep(&ts, nullptr);
+  }
+  std::signal(sig, SIG_DFL);
+  std::raise(sig);
+}
+
+void fire(double sat_s) {
+  if (FILE* f = std::fopen(marker().c_str(), "wx")) {  // the first rank to fire names itself
+    std::fprintf(f, "rank %d\n", world_rank());
+    std::fclose(f);
+  }
+  std::fprintf(stderr,
+               "collcheck-mpi: rank %d has sat in one MPI call for %.1f s (deadline %.1f s); every rank's recorder is "
+               "being dumped to %s\n",
+               world_rank(), sat_s, config().deadline_s, config().dir.c_str());
+  std::fflush(stderr);
+  dump("hang: this rank's deadline passed in a blocking call");
+  // The others see the marker within a poll; give them 5 s to write.
+  for (int i = 0; i < 100 && dumps_in_dir() < world_size(); ++i) ::usleep(50'000);
+  ::_exit(kExitFound);
+}
+
+void run() {
+  bool dumped_for_peer = false;
+  while (!stop.load()) {
+    ::usleep(50'000);
+    if (const int sig = signalled.load(); sig && !dumped_for_signal.load()) {
+      dump(sig == SIGABRT ? "signal: SIGABRT" : sig == SIGINT ? "signal: SIGINT" : "signal: SIGTERM");
+      dumped_for_signal.store(true);
+    }
+    const int64_t t0 = since_ns.load();
+    if (t0 > 0) {
+      const double sat = static_cast<double>(now_ns() - t0) / 1e9;
+      if (sat > config().deadline_s) fire(sat);
+    }
+    if (!dumped_for_peer && exists(marker())) {
+      dump("hang: another rank's deadline passed");
+      dumped_for_peer = true;
+    }
+  }
+}
+
+}  // namespace
+
+void blocking_enter(uint64_t id) {
+  if (depth.fetch_add(1) == 0) {
+    blocked_id.store(id);
+    since_ns.store(now_ns());
+  }
+}
+
+void blocking_leave() {
+  if (depth.fetch_sub(1) == 1) since_ns.store(0);
+}
+
+void watchdog_start() {
+  ::mkdir(config().dir.c_str(), 0755);
+  struct sigaction sa{};
+  sa.sa_handler = on_signal;
+  sigemptyset(&sa.sa_mask);
+  for (int sig : {SIGTERM, SIGINT, SIGABRT}) {
+    struct sigaction old{};
+    ::sigaction(sig, nullptr, &old);
+    if (old.sa_handler == SIG_DFL) ::sigaction(sig, &sa, nullptr);  // the program's own handlers stay
+  }
+  thread = std::thread(run);
+}
+
+void watchdog_stop() {
+  stop.store(true);
+  if (thread.joinable()) thread.join();
+}
+
+}  // namespace collcheck_mpi
