@@ -42,8 +42,10 @@ uint64_t begin(const Spec& s, bool nonblocking, const void* ra) {
   if (s.count >= 0 && s.kind != Kind::Barrier) {
     int size = 0;
     if (s.type != MPI_DATATYPE_NULL) PMPI_Type_size(s.type, &size);
-    fp.count = s.count;
+    const auto [base, elements] = elements_of(s.type, s.count);
+    fp.count = elements;
     fp.type_bytes = int64_t{s.count} * size;
+    fp.type_code = type_code(base);
   }
   fp.op = s.op == MPI_OP_NULL ? -1 : op_code(s.op);
   fp.root = s.root;

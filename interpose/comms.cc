@@ -4,6 +4,8 @@
 // k agrees) and the first member's world rank tells apart the siblings of one
 // split. MPI_COMM_WORLD is "0". A communicator the interposer did not see made
 // (MPI_Cart_create, an inter-communicator's merge) is named by its members.
+#include <algorithm>
+#include <cstdio>
 #include <map>
 #include <mutex>
 
@@ -65,10 +67,28 @@ bool is_inter(MPI_Comm c) {
 int world_rank() { return w_rank; }
 int world_size() { return w_size; }
 
+namespace {
+// MPI_ERRORS_ARE_FATAL, with the rank's dump written first: an error MPI
+// raises (a truncated message, a bad argument) ends the job inside MPI,
+// where no wrapper of ours sees it. A program that sets its own handler
+// keeps it.
+void fatal_with_dump(MPI_Comm* comm, int* code, ...) {
+  char text[MPI_MAX_ERROR_STRING] = {0};
+  int len = 0;
+  PMPI_Error_string(*code, text, &len);
+  const std::string why = "MPI error: " + std::string(text, static_cast<size_t>(std::max(0, len)));
+  std::fprintf(stderr, "collcheck-mpi: rank %d: %s; the rank's dump is written, then the job ends\n", w_rank, why.c_str());
+  dump(why.c_str());
+  PMPI_Abort(comm ? *comm : MPI_COMM_WORLD, *code);
+}
+}  // namespace
+
 void comms_init() {
   PMPI_Comm_rank(MPI_COMM_WORLD, &w_rank);
   PMPI_Comm_size(MPI_COMM_WORLD, &w_size);
   add(MPI_COMM_WORLD, "0", "MPI_COMM_WORLD", true);
+  MPI_Errhandler h;
+  if (PMPI_Comm_create_errhandler(fatal_with_dump, &h) == MPI_SUCCESS) PMPI_Comm_set_errhandler(MPI_COMM_WORLD, h);
 }
 
 CommInfo& comm_info(MPI_Comm c) {

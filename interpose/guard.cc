@@ -30,8 +30,12 @@ std::string differences(const Fingerprint& a, const Fingerprint& b) {
   if (a.seq != b.seq) add("sequence");
   if (a.kind != b.kind) add("collective");
   if (a.nonblocking != b.nonblocking) add("blocking");
-  if (a.kind == b.kind && a.count != b.count) add("count");
-  if (a.kind == b.kind && a.count == b.count && a.type_bytes != b.type_bytes) add("dtype");
+  // Predefined datatypes on both sides: count and type compared apart. A
+  // derived one: only the signature's size (4 MPI_INT match 1 of a
+  // contiguous type of 4 MPI_INT).
+  const bool predefined = a.type_code >= 0 && b.type_code >= 0;
+  if (a.kind == b.kind && (predefined ? a.count != b.count : a.type_bytes != b.type_bytes)) add("count");
+  if (a.kind == b.kind && predefined && a.type_code != b.type_code) add("dtype");
   if (a.kind == b.kind && a.op != b.op) add("op");
   if (a.kind == b.kind && a.root != b.root) add("root");
   return out;

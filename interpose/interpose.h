@@ -100,6 +100,12 @@ void dump(const char* why);
 int64_t now_ns();
 // The dtype's name and count as the dump writes them.
 std::pair<std::string, int64_t> dtype_of(MPI_Datatype t, int count);
+// A derived datatype as its one predefined element type and the count of
+// them (MPI_DATATYPE_NULL and the bytes when it mixes types): 1 of a
+// contiguous type of 4 MPI_INT is 4 MPI_INT, as MPI's type matching says.
+std::pair<MPI_Datatype, int64_t> elements_of(MPI_Datatype t, int count);
+// A predefined datatype's code (the same in every process of the job); -1 for a derived one.
+int32_t type_code(MPI_Datatype t);
 
 // ---- requests (p2p.cc): a non-blocking call's record, completed by the
 // MPI_Wait/MPI_Test family when its request completes ----
@@ -123,6 +129,7 @@ struct Fingerprint {
   int64_t seq = 0;
   int64_t count = -1;       // -1: not compared (v-variants)
   int64_t type_bytes = -1;  // size of the datatype signature: count × type size
+  int32_t type_code = -1;   // a predefined datatype's code; -1: derived (only its size is compared)
   int32_t op = -1;          // -1: not a reduction
   int32_t root = -1;        // -1: rootless
   uint64_t site_hash = 0;

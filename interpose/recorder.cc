@@ -81,24 +81,72 @@ std::string site_text(const Site& s) {
          (s.symbol.empty() ? "" : " (" + s.symbol + ")");
 }
 
-std::pair<std::string, int64_t> dtype_of(MPI_Datatype t, int count) {
-  struct Row {
-    MPI_Datatype t;
-    const char* name;
-  };
-  const Row rows[] = {
+namespace {
+struct TypeRow {
+  MPI_Datatype t;
+  const char* name;  // PyTorch's name for it
+};
+// MPI's predefined datatypes the dump names (their index is the guard's type code).
+std::vector<TypeRow> type_rows() {
+  return {
       {MPI_FLOAT, "Float"},        {MPI_DOUBLE, "Double"},   {MPI_INT, "Int"},          {MPI_INT32_T, "Int"},
       {MPI_LONG, "Long"},          {MPI_LONG_LONG, "Long"},  {MPI_INT64_T, "Long"},     {MPI_UNSIGNED, "UInt32"},
       {MPI_UINT32_T, "UInt32"},    {MPI_UINT64_T, "UInt64"}, {MPI_UNSIGNED_LONG, "UInt64"}, {MPI_SHORT, "Short"},
       {MPI_UINT16_T, "UInt16"},    {MPI_CHAR, "Char"},       {MPI_SIGNED_CHAR, "Char"}, {MPI_INT8_T, "Char"},
       {MPI_BYTE, "Byte"},          {MPI_UNSIGNED_CHAR, "Byte"}, {MPI_UINT8_T, "Byte"}, {MPI_C_BOOL, "Bool"},
-      {MPI_C_FLOAT_COMPLEX, "ComplexFloat"}, {MPI_C_DOUBLE_COMPLEX, "ComplexDouble"},
+      {MPI_C_FLOAT_COMPLEX, "ComplexFloat"}, {MPI_C_DOUBLE_COMPLEX, "ComplexDouble"}, {MPI_LONG_DOUBLE, "LongDouble"},
+      {MPI_UNSIGNED_SHORT, "UInt16"}, {MPI_UNSIGNED_LONG_LONG, "UInt64"}, {MPI_INT16_T, "Short"},
   };
-  for (const Row& r : rows)
-    if (r.t == t) return {r.name, count};
-  int size = 0;
-  if (t == MPI_DATATYPE_NULL || PMPI_Type_size(t, &size) != MPI_SUCCESS) return {"Byte", 0};
-  return {"Byte", int64_t{count} * size};  // a derived type: its signature's bytes
+}
+}  // namespace
+
+int32_t type_code(MPI_Datatype t) {
+  static const std::vector<TypeRow> rows = type_rows();
+  for (size_t i = 0; i < rows.size(); ++i)
+    if (rows[i].t == t) return static_cast<int32_t>(i);
+  return -1;
+}
+
+// The one predefined type a derived type is made of (contiguous, vector,
+// indexed, struct of one type, ...); MPI_DATATYPE_NULL when it mixes types.
+MPI_Datatype base_type(MPI_Datatype t, int depth) {
+  int ni = 0, na = 0, nd = 0, combiner = 0;
+  if (depth > 16 || PMPI_Type_get_envelope(t, &ni, &na, &nd, &combiner) != MPI_SUCCESS) return MPI_DATATYPE_NULL;
+  if (combiner == MPI_COMBINER_NAMED) return t;
+  if (nd < 1) return MPI_DATATYPE_NULL;
+  std::vector<int> ints(static_cast<size_t>(std::max(ni, 1)));
+  std::vector<MPI_Aint> addrs(static_cast<size_t>(std::max(na, 1)));
+  std::vector<MPI_Datatype> types(static_cast<size_t>(nd));
+  if (PMPI_Type_get_contents(t, ni, na, nd, ints.data(), addrs.data(), types.data()) != MPI_SUCCESS)
+    return MPI_DATATYPE_NULL;
+  MPI_Datatype base = MPI_DATATYPE_NULL;
+  for (MPI_Datatype inner : types) {
+    const MPI_Datatype b = base_type(inner, depth + 1);
+    int ni2 = 0, na2 = 0, nd2 = 0, comb2 = 0;
+    PMPI_Type_get_envelope(inner, &ni2, &na2, &nd2, &comb2);
+    if (comb2 != MPI_COMBINER_NAMED) PMPI_Type_free(&inner);  // get_contents made a copy
+    if (b == MPI_DATATYPE_NULL || (base != MPI_DATATYPE_NULL && b != base)) return MPI_DATATYPE_NULL;
+    base = b;
+  }
+  return base;
+}
+
+std::pair<MPI_Datatype, int64_t> elements_of(MPI_Datatype t, int count) {
+  if (t == MPI_DATATYPE_NULL || type_code(t) >= 0) return {t, count};
+  int size = 0, base_size = 0;
+  PMPI_Type_size(t, &size);
+  const MPI_Datatype base = base_type(t, 0);
+  if (base != MPI_DATATYPE_NULL && type_code(base) >= 0 && PMPI_Type_size(base, &base_size) == MPI_SUCCESS &&
+      base_size > 0 && size % base_size == 0)
+    return {base, int64_t{count} * (size / base_size)};
+  return {MPI_DATATYPE_NULL, int64_t{count} * size};  // mixed: its signature's bytes
+}
+
+std::pair<std::string, int64_t> dtype_of(MPI_Datatype t, int count) {
+  static const std::vector<TypeRow> rows = type_rows();
+  const auto [base, n] = elements_of(t, count);
+  if (const int32_t k = type_code(base); k >= 0) return {rows[static_cast<size_t>(k)].name, n};
+  return {"Byte", n};
 }
 
 uint64_t record(Entry e) {

@@ -1,7 +1,7 @@
 /* BUG: MPI_Allreduce with 4 elements on rank 0 and 8 on the others. Open MPI
  * 4.1 gives rank 0 MPI_ERR_TRUNCATE, returns success with wrong data to the
  * others, and with 4 ranks one of them hangs.
- * collcheck: shape_mismatch (count) at collective #1 of MPI_COMM_WORLD. */
+ * collcheck-expect: shape_mismatch ranks=[0] fields=count */
 #include <mpi.h>
 
 int main(int argc, char** argv) {

@@ -1,6 +1,6 @@
 /* BUG: rank 0 calls MPI_Allreduce while every other rank calls MPI_Bcast on
  * the same step. Under Open MPI 4.1 this hangs silently.
- * collcheck: order_mismatch at collective #2 of MPI_COMM_WORLD. */
+ * collcheck-expect: order_mismatch ranks=[0] */
 #include <mpi.h>
 #include <stdio.h>
 

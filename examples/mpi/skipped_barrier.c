@@ -1,6 +1,6 @@
 /* BUG: the last rank skips an MPI_Barrier (an early "continue" on its
  * shard). The others wait in the barrier forever.
- * collcheck: missing_rank (the last rank) at collective #3 of MPI_COMM_WORLD. */
+ * collcheck-expect: missing_rank ranks=[n-1] */
 #include <mpi.h>
 
 int main(int argc, char** argv) {

@@ -62,6 +62,14 @@ struct TorchAnalysis {
   std::map<std::string, std::vector<int>> inferred_members;
 };
 
+// collcheck's MPI interposer's dumps (torch_p2p.cc): point-to-point calls
+// blocked on each other in a cycle (a send-send deadlock above the eager
+// size: deadlock), non-blocking calls whose request no MPI_Wait/MPI_Test
+// completed before MPI_Finalize or exit (unwaited_work), and a rank blocked
+// in a point-to-point call that neither explains (a reason the dumps cannot
+// be called clean). Adds to `out`; `named` gets the ranks it names.
+void add_mpi_p2p_findings(const std::vector<TorchDump>& dumps, TorchAnalysis& out);
+
 TorchAnalysis analyze_torch(const std::vector<TorchDump>& dumps, std::optional<int> world_size = std::nullopt);
 
 std::string_view torch_outcome_name(TorchOutcome o);  // "diagnosis", "clean", "cannot decide"

@@ -153,6 +153,7 @@ TorchDump from_json(const json& d, const std::string& file) {
     if (rank < 0 || rank > 1'000'000) f.bad("rank", fmt::format("{} is out of range (0 to 1000000)", rank));
     t.rank = static_cast<int>(rank);
   }
+  if (const json* v = f.maybe(d, "collcheck_dump_reason")) t.collcheck_reason = f.str(*v, "collcheck_dump_reason");
   const json& cfg = f.at(d, "pg_config", "");
   if (!cfg.is_object()) f.bad("pg_config", fmt::format("expected a dict, got {}", cfg.type_name()));
   for (const auto& [key, g] : cfg.items()) {

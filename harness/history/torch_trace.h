@@ -72,6 +72,9 @@ struct TorchDump {
   std::map<int64_t, TorchGroupStatus> status;  // pg_status, by pg_id
   bool has_status = false;                  // the dump has pg_status at all
   std::vector<TorchEntry> entries;           // in record order
+  // collcheck's MPI interposer: why the rank was dumped ("finalize", "exit: ...",
+  // "hang: ...", "signal: SIGTERM", "MPI_Abort", "guard: ..."); "" for PyTorch's dumps.
+  std::string collcheck_reason;
 };
 
 // The format versions this reader knows: 2.0 to 2.10 (2.10 is what torch 2.14 writes; the
