@@ -57,6 +57,30 @@ MappedType map_dtype(const std::string& t) {
   return {DType::Uint8, 0, false};
 }
 
+// collcheck's MPI interposer's records say more than PyTorch's: the op, the
+// root, and whether the call blocked (then it is a sync call, as it ran) or
+// was non-blocking (waited at the end, or never when no wait completed it
+// before the rank reached MPI_Finalize or exit: `finished`).
+void mpi_call_details(const TorchEntry& e, const std::vector<int>& members, bool finished, CallStep& c) {
+  if (!e.op.starts_with("mpi:")) return;
+  const std::string attrs = torch_call_attributes(e.op);
+  auto value = [&](const std::string& key) {
+    const size_t k = attrs.find(key);
+    return k == std::string::npos ? std::string() : attrs.substr(k + key.size(), attrs.find(' ', k) - k - key.size());
+  };
+  if (const auto op = parse_op(value("op="))) c.op = *op;
+  if (const std::string root = value("root="); !root.empty() && c.coll == Collective::Broadcast) {
+    const size_t r = std::stoul(root);
+    if (r < members.size()) c.peer = members[r];
+  }
+  if (!attrs.starts_with("nonblocking")) {
+    c.async = false;
+    c.wait = WaitAt::Call;
+  } else if (e.state != "completed" && finished) {
+    c.wait = WaitAt::Never;
+  }
+}
+
 uint64_t numel(const std::vector<int64_t>& dims) {
   uint64_t n = 1;
   for (const int64_t d : dims) n *= static_cast<uint64_t>(std::max<int64_t>(d, 0));
@@ -148,7 +172,8 @@ TorchScenario torch_scenario(const std::vector<TorchDump>& dumps, const std::str
     int64_t seq;
   };
   std::vector<Placed> placed;
-  auto place = [&](int rank, Program& prog, const TorchEntry& e, const std::string& k, const std::string& file) {
+  auto place = [&](int rank, Program& prog, const TorchEntry& e, const std::string& k, const std::string& file,
+                   bool finished) {
     const TorchGroupModel& g = *groups.at(k);
     const auto gp = static_cast<uint64_t>(g.members.size());
     const std::string op = op_of(e);
@@ -186,9 +211,10 @@ TorchScenario torch_scenario(const std::vector<TorchDump>& dumps, const std::str
     if (!t.exact) shape.clear();
     c.shape = shape;
     c.count = count;
-    if (c.coll == Collective::Broadcast) c.peer = g.members.front();  // the dump does not record the root
+    if (c.coll == Collective::Broadcast) c.peer = g.members.front();  // PyTorch's dumps do not record the root
     c.async = true;
     c.wait = WaitAt::End;
+    mpi_call_details(e, g.members, finished, c);
     placed.push_back({rank, prog.size(), k, e.collective_seq});
     prog.push_back(std::move(step));
   };
@@ -197,7 +223,8 @@ TorchScenario torch_scenario(const std::vector<TorchDump>& dumps, const std::str
     for (const auto& e : d.entries) {
       const std::string k = torch_group_key(d, e);
       if (e.p2p || !groups.count(k) || e.collective_seq < out.first_seq.at(k)) continue;
-      place(d.rank, prog, e, k, d.file);
+      place(d.rank, prog, e, k, d.file,
+            d.collcheck_reason == "finalize" || d.collcheck_reason.starts_with("exit"));
     }
   }
   // A rank without a dump: the calls of its groups that the others show it
@@ -223,7 +250,7 @@ TorchScenario torch_scenario(const std::vector<TorchDump>& dumps, const std::str
     }
     std::stable_sort(known.begin(), known.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
     for (const auto& [t, ek] : known) {
-      place(r, prog, *ek.first, ek.second, "rank " + std::to_string(r));
+      place(r, prog, *ek.first, ek.second, "rank " + std::to_string(r), false);
       prog.back().call.async = false;  // what it is known to have finished, it finished
       prog.back().call.wait = WaitAt::Call;
     }
