@@ -11,6 +11,7 @@
 #include <cstring>
 #include <deque>
 #include <mutex>
+#include <unordered_map>
 
 #include <nlohmann/json.hpp>
 
@@ -54,7 +55,23 @@ int64_t now_ns() {
       .count();
 }
 
+namespace {
+Site resolve(const void* ra);
+}  // namespace
+
+// dladdr per call costs more than the rest of a record: sites are kept by
+// return address (a program has few call sites).
 Site site_of(const void* ra) {
+  static std::mutex cache_mu;
+  static std::unordered_map<const void*, Site> cache;
+  std::lock_guard lock(cache_mu);
+  if (const auto it = cache.find(ra); it != cache.end()) return it->second;
+  if (cache.size() > 65536) cache.clear();
+  return cache[ra] = resolve(ra);
+}
+
+namespace {
+Site resolve(const void* ra) {
   Site s;
   Dl_info info{};
   if (ra && ::dladdr(ra, &info) && info.dli_fname) {
@@ -72,6 +89,7 @@ Site site_of(const void* ra) {
   }
   return s;
 }
+}  // namespace
 
 std::string site_text(const Site& s) {
   const auto slash = s.object.rfind('/');

@@ -324,7 +324,12 @@ TorchScenario torch_scenario(const std::vector<TorchDump>& dumps, const std::str
                                     factor, o.max_count));
   if (!bytes_typed.empty())
     out.notes.push_back(fmt::format("dtypes collcheck does not have, written as bytes (uint8): {}", fmt::join(bytes_typed, ", ")));
-  out.notes.push_back("reduction ops are not in the dumps: sum is used; broadcasts' roots neither: the group's first rank");
+  const bool mpi = std::any_of(dumps.begin(), dumps.end(), [](const TorchDump& d) { return !d.collcheck_reason.empty(); });
+  if (mpi)
+    out.notes.push_back("point-to-point calls are left out (the scenario holds collectives only); MPI's reduce, "
+                        "gather, scatter, scan and v-variants are written as all_reduce of the same size");
+  else
+    out.notes.push_back("reduction ops are not in the dumps: sum is used; broadcasts' roots neither: the group's first rank");
 
   s.ranks = world;
   s.name = "flight-recorder";
@@ -333,10 +338,12 @@ TorchScenario torch_scenario(const std::vector<TorchDump>& dumps, const std::str
     groups_text += fmt::format("{}{} = {} from #{}", groups_text.empty() ? "" : "; ", name,
                                torch_group_text(*groups.at(pg)), out.first_seq.at(pg));
   s.description = fmt::format(
-      "Written by collcheck analyze --emit-scenario from the PyTorch Flight Recorder dumps in {} (format {}): each "
-      "rank's collectives as its dump recorded them, async and waited at the end. Tags are <collective>#<the dump's "
-      "sequence number>. Groups: {}.",
-      source, dumps.front().version, groups_text);
+      "Written by collcheck analyze --emit-scenario from the {} in {} (format {}): each rank's collectives as its "
+      "dump recorded them, {}. Tags are <collective>#<the dump's sequence number>. Groups: {}.",
+      mpi ? "dumps of collcheck's MPI interposer" : "PyTorch Flight Recorder dumps", source, dumps.front().version,
+      mpi ? "blocking calls as sync calls, non-blocking ones waited at the end (never, when no wait completed them)"
+          : "async and waited at the end",
+      groups_text);
   s.deadline_s = 5.0;
   return out;
 }
