@@ -100,6 +100,13 @@ INSTANTIATE_TEST_SUITE_P(
                       BadInput{"sweep --data weird", "unknown --data 'weird'"},
                       BadInput{"sweep --ranks many", "--ranks"},
                       BadInput{"sweep --frobnicate", "frobnicate"},
+                      BadInput{"run", "command is required"},
+                      BadInput{"run --mode loud -- true", "--mode: 'loud'; allowed: guarded, unguarded"},
+                      BadInput{"run --deadline 0 -- true", "--deadline: 0 s; allowed: above 0"},
+                      BadInput{"run --time-limit -5 -- true", "--time-limit: -5 s; allowed: above 0"},
+                      BadInput{"run --mpi-lib /nonexistent/lib.so -- true", "--mpi-lib: /nonexistent/lib.so is not a file"},
+                      BadInput{"run --dir /proc/version -- true", "--dir: /proc/version exists and is not a directory"},
+                      BadInput{"run --emit-max-count lots -- true", "--emit-max-count"},
                       BadInput{"", "no subcommand given"},
                       BadInput{"explode", "explode"}),
     [](const ::testing::TestParamInfo<BadInput>& i) { return "case" + std::to_string(i.index); });

@@ -23,9 +23,13 @@ ChildProcess start_child(const std::vector<std::string>& args,
   int fds[2] = {-1, -1};
   if (capture && ::pipe2(fds, O_CLOEXEC) != 0)
     throw std::runtime_error(std::string("cannot make a pipe: ") + std::strerror(errno));
+  // A pipe that exec closes: what comes through it is exec's errno.
+  int errs[2];
+  if (::pipe2(errs, O_CLOEXEC) != 0) throw std::runtime_error(std::string("cannot make a pipe: ") + std::strerror(errno));
   const pid_t pid = ::fork();
   if (pid < 0) throw std::runtime_error(std::string("cannot fork: ") + std::strerror(errno));
   if (pid == 0) {
+    ::close(errs[0]);
     ::setpgid(0, 0);                     // its own group: a launcher and its ranks end together
     ::prctl(PR_SET_PDEATHSIG, SIGKILL);  // and with us, if we are killed
     if (capture) {
@@ -37,12 +41,23 @@ ChildProcess start_child(const std::vector<std::string>& args,
     for (const auto& s : args) argv.push_back(const_cast<char*>(s.c_str()));
     argv.push_back(nullptr);
     ::execvp(argv[0], argv.data());
-    const std::string msg = "collcheck: cannot run " + args[0] + ": " + std::strerror(errno) + "\n";
-    if (::write(2, msg.data(), msg.size()) < 0) {}
+    const int e = errno;
+    if (::write(errs[1], &e, sizeof e) < 0) {}
     ::_exit(127);
   }
   ::setpgid(pid, pid);
+  ::close(errs[1]);
   if (capture) ::close(fds[1]);
+  int e = 0;
+  ssize_t n;
+  while ((n = ::read(errs[0], &e, sizeof e)) < 0 && errno == EINTR) {}
+  ::close(errs[0]);
+  if (n == static_cast<ssize_t>(sizeof e)) {
+    int status = 0;
+    ::waitpid(pid, &status, 0);
+    if (capture) ::close(fds[0]);
+    throw std::runtime_error("cannot run " + args[0] + ": " + std::strerror(e));
+  }
   return ChildProcess{pid, capture ? fds[0] : -1};
 }
 

@@ -22,7 +22,8 @@ struct ChildProcess {
 // Starts `args` (args[0] found on PATH) with `env` added to this process's
 // environment. capture: its stdout and stderr go to a pipe (out_fd); else
 // they are this process's. The child dies with this process (PR_SET_PDEATHSIG).
-// Throws std::runtime_error when it cannot start (no pipe, no fork).
+// Throws std::runtime_error when it cannot start (no pipe, no fork, or exec
+// failed: "cannot run X: No such file or directory").
 ChildProcess start_child(const std::vector<std::string>& args,
                          const std::vector<std::pair<std::string, std::string>>& env, bool capture);
 

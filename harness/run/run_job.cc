@@ -99,6 +99,7 @@ void check_run_job(RunJob& job, const std::string& self_exe) {
     throw UsageError(fmt::format("--deadline: {} s; allowed: above 0 and up to 86400", job.deadline_s));
   if (!(job.time_limit_s > 0 && job.time_limit_s <= 7 * 86400))
     throw UsageError(fmt::format("--time-limit: {} s; allowed: above 0 and up to 604800", job.time_limit_s));
+  job.library = find_library(job.library, self_exe);
   if (job.dir.empty())
     job.dir = fmt::format("collcheck-run-{}-{}", static_cast<long long>(std::time(nullptr)), ::getpid());
   std::error_code ec;
@@ -110,7 +111,6 @@ void check_run_job(RunJob& job, const std::string& self_exe) {
   fs::create_directories(job.dir, ec);
   if (ec) throw UsageError(fmt::format("--dir: cannot make {}: {}", job.dir, ec.message()));
   job.dir = fs::canonical(job.dir).string();
-  job.library = find_library(job.library, self_exe);
 }
 
 int run_mpi_job(const RunJob& job, Events& ev, Report& rep) {
@@ -131,7 +131,9 @@ int run_mpi_job(const RunJob& job, Events& ev, Report& rep) {
   try {
     launcher = run_launcher(job, env, ev, stopped);
   } catch (const std::runtime_error& e) {
-    throw UsageError(fmt::format("collcheck run: cannot start {}: {}", job.command[0], e.what()));
+    std::error_code ec;
+    fs::remove(job.dir, ec);  // made for this run and still empty (remove leaves a non-empty one)
+    throw UsageError(fmt::format("collcheck run: {}", e.what()));
   }
   ev.print("collcheck run: the job ended ({}){}\n",
            launcher >= 0 ? fmt::format("exit code {}", launcher) : fmt::format("signal {}", -launcher),
