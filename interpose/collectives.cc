@@ -192,5 +192,40 @@ int MPI_Iscan(const void* s, void* r, int n, MPI_Datatype t, MPI_Op op, MPI_Comm
 int MPI_Exscan(const void* s, void* r, int n, MPI_Datatype t, MPI_Op op, MPI_Comm c) {
   return blocking({c, Kind::Exscan, "exscan", n, n, t, op}, RA, [&] { return PMPI_Exscan(s, r, n, t, op, c); });
 }
+int MPI_Iexscan(const void* s, void* r, int n, MPI_Datatype t, MPI_Op op, MPI_Comm c, MPI_Request* q) {
+  return nonblocking({c, Kind::Exscan, "exscan", n, n, t, op}, q, RA,
+                     [&] { return PMPI_Iexscan(s, r, n, t, op, c, q); });
+}
+int MPI_Igatherv(const void* s, int sn, MPI_Datatype st, void* r, const int rn[], const int d[], MPI_Datatype rt,
+                 int root, MPI_Comm c, MPI_Request* q) {
+  return nonblocking({c, Kind::Gatherv, "gatherv", -1, sn, st, MPI_OP_NULL, root}, q, RA,
+                     [&] { return PMPI_Igatherv(s, sn, st, r, rn, d, rt, root, c, q); });
+}
+int MPI_Iscatterv(const void* s, const int sn[], const int d[], MPI_Datatype st, void* r, int rn, MPI_Datatype rt,
+                  int root, MPI_Comm c, MPI_Request* q) {
+  return nonblocking({c, Kind::Scatterv, "scatterv", -1, rn, rt, MPI_OP_NULL, root}, q, RA,
+                     [&] { return PMPI_Iscatterv(s, sn, d, st, r, rn, rt, root, c, q); });
+}
+int MPI_Iallgatherv(const void* s, int sn, MPI_Datatype st, void* r, const int rn[], const int d[], MPI_Datatype rt,
+                    MPI_Comm c, MPI_Request* q) {
+  return nonblocking({c, Kind::Allgatherv, "allgatherv", -1, sn, st}, q, RA,
+                     [&] { return PMPI_Iallgatherv(s, sn, st, r, rn, d, rt, c, q); });
+}
+int MPI_Ialltoallv(const void* s, const int sn[], const int sd[], MPI_Datatype st, void* r, const int rn[],
+                   const int rd[], MPI_Datatype rt, MPI_Comm c, MPI_Request* q) {
+  return nonblocking({c, Kind::Alltoallv, "alltoallv", -1, sn ? sn[rank_in(c)] : 0, st}, q, RA,
+                     [&] { return PMPI_Ialltoallv(s, sn, sd, st, r, rn, rd, rt, c, q); });
+}
+int MPI_Alltoallw(const void* s, const int sn[], const int sd[], const MPI_Datatype st[], void* r, const int rn[],
+                  const int rd[], const MPI_Datatype rt[], MPI_Comm c) {
+  const int me = rank_in(c);
+  return blocking({c, Kind::Alltoallw, "alltoallw", -1, sn ? sn[me] : 0, st ? st[me] : MPI_BYTE}, RA,
+                  [&] { return PMPI_Alltoallw(s, sn, sd, st, r, rn, rd, rt, c); });
+}
+int MPI_Ireduce_scatter(const void* s, void* r, const int n[], MPI_Datatype t, MPI_Op op, MPI_Comm c,
+                        MPI_Request* q) {
+  return nonblocking({c, Kind::ReduceScatter, "reduce_scatter", -1, n ? n[rank_in(c)] : 0, t, op}, q, RA,
+                     [&] { return PMPI_Ireduce_scatter(s, r, n, t, op, c, q); });
+}
 
 }  // extern "C"

@@ -79,6 +79,7 @@ void fatal_with_dump(MPI_Comm* comm, int* code, ...) {
   const std::string why = "MPI error: " + std::string(text, static_cast<size_t>(std::max(0, len)));
   std::fprintf(stderr, "collcheck-mpi: rank %d: %s; the rank's dump is written, then the job ends\n", w_rank, why.c_str());
   dump(why.c_str());
+  mark_job_ending("MPI error");
   PMPI_Abort(comm ? *comm : MPI_COMM_WORLD, *code);
 }
 }  // namespace

@@ -115,6 +115,7 @@ void guard(MPI_Comm c, const Fingerprint& fp, const Entry& e) {
   }
   dump("guard: the ranks disagree at a collective");
   PMPI_Barrier(info.shadow);  // every member's dump is on disk before the abort
+  mark_job_ending("guard");
   PMPI_Abort(MPI_COMM_WORLD, kExitFound);
 }
 

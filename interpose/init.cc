@@ -59,7 +59,10 @@ int MPI_Finalize(void) {
 }
 
 int MPI_Abort(MPI_Comm comm, int code) {
-  if (started.load()) dump("MPI_Abort");
+  if (started.load()) {
+    dump("MPI_Abort");
+    mark_job_ending("MPI_Abort");
+  }
   return PMPI_Abort(comm, code);
 }
 

@@ -112,6 +112,11 @@ int32_t type_code(MPI_Datatype t);
 void track_request(MPI_Request q, uint64_t id);
 
 // ---- the watchdog (watchdog.cc) ----
+// Leaves DIR/ended naming why this rank is ending the job (guard, MPI_Abort,
+// an MPI error): `collcheck run` stops a launcher that does not end the job
+// by itself soon after (Open MPI 4.1's mpirun can hang when ranks die while
+// others are in MPI_Finalize).
+void mark_job_ending(const char* why);
 void watchdog_start();
 void watchdog_stop();
 // A blocking call begins / ends (nesting: the outermost counts).

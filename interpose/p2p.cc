@@ -90,6 +90,20 @@ int MPI_Send(const void* b, int n, MPI_Datatype t, int to, int tag, MPI_Comm c) 
 int MPI_Ssend(const void* b, int n, MPI_Datatype t, int to, int tag, MPI_Comm c) {
   return blocking(begin(c, true, false, to, n, t, RA), [&] { return PMPI_Ssend(b, n, t, to, tag, c); });
 }
+int MPI_Bsend(const void* b, int n, MPI_Datatype t, int to, int tag, MPI_Comm c) {
+  return blocking(begin(c, true, false, to, n, t, RA), [&] { return PMPI_Bsend(b, n, t, to, tag, c); });
+}
+int MPI_Rsend(const void* b, int n, MPI_Datatype t, int to, int tag, MPI_Comm c) {
+  return blocking(begin(c, true, false, to, n, t, RA), [&] { return PMPI_Rsend(b, n, t, to, tag, c); });
+}
+int MPI_Sendrecv_replace(void* b, int n, MPI_Datatype t, int to, int stag, int from, int rtag, MPI_Comm c,
+                         MPI_Status* s) {
+  const uint64_t a = begin(c, true, false, to, n, t, RA);
+  const uint64_t r = begin(c, false, false, from, n, t, RA);
+  const int rc = blocking(a, [&] { return PMPI_Sendrecv_replace(b, n, t, to, stag, from, rtag, c, s); });
+  complete(r);
+  return rc;
+}
 int MPI_Recv(void* b, int n, MPI_Datatype t, int from, int tag, MPI_Comm c, MPI_Status* st) {
   return blocking(begin(c, false, false, from, n, t, RA), [&] { return PMPI_Recv(b, n, t, from, tag, c, st); });
 }

@@ -98,6 +98,13 @@ void run() {
 
 }  // namespace
 
+void mark_job_ending(const char* why) {
+  if (FILE* f = std::fopen((config().dir + "/ended").c_str(), "a")) {
+    std::fprintf(f, "rank %d: %s\n", world_rank(), why);
+    std::fclose(f);
+  }
+}
+
 void blocking_enter(uint64_t id) {
   if (depth.fetch_add(1) == 0) {
     blocked_id.store(id);

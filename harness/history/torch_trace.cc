@@ -316,7 +316,8 @@ std::string torch_collective(const std::string& profiling_name) {
         {"scatter", "scatter"},         {"barrier", "barrier"},            {"reduce_scatter_block", "reduce_scatter"},
         {"allgatherv", "all_gather_v"}, {"alltoallv", "all_to_all_v"},     {"gatherv", "gather_v"},
         {"scatterv", "scatter_v"},      {"reduce_scatter", "reduce_scatter_v"}, {"scan", "scan"},
-        {"exscan", "exscan"},           {"send", "send"},                  {"recv", "recv"},
+        {"exscan", "exscan"},           {"alltoallw", "all_to_all_w"},     {"send", "send"},
+        {"recv", "recv"},
         {"recvAnySource", "recv"},
     };
     if (op.size() > 1 && op[0] == 'i' && !mpi.count(op) && mpi.count(op.substr(1))) op = op.substr(1);

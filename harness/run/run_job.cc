@@ -58,8 +58,9 @@ double since(std::chrono::steady_clock::time_point t0) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 }
 
-// Runs the launcher until it ends; stops it when a rank's watchdog fired and
-// the launcher did not end the job by itself within 15 s, or at the time
+// Runs the launcher until it ends; stops it when a rank's watchdog fired (or
+// a rank ended the job: DIR/ended) and the launcher did not end the job by
+// itself within 10 s, or at the time
 // limit (after asking every rank for its dump). Returns its exit code, or
 // -signal; sets `stopped` when collcheck ended it.
 int run_launcher(const RunJob& job, const std::vector<std::pair<std::string, std::string>>& env, Events& ev,
@@ -67,14 +68,14 @@ int run_launcher(const RunJob& job, const std::vector<std::pair<std::string, std
   const ChildProcess child = start_child(job.command, env, false);
   const auto t0 = std::chrono::steady_clock::now();
   std::optional<std::chrono::steady_clock::time_point> fired;
-  const std::string marker = job.dir + "/hang";
+  const std::string marker = job.dir + "/hang", ended = job.dir + "/ended";
   for (;;) {
     if (auto code = poll_child(child)) return *code;
     std::error_code ec;
-    if (!fired && fs::exists(marker, ec)) fired = std::chrono::steady_clock::now();
-    if (fired && since(*fired) > 15) {
-      ev.print("collcheck run: a rank's deadline passed and the launcher has not ended the job 15 s later; "
-               "stopping it\n");
+    if (!fired && (fs::exists(marker, ec) || fs::exists(ended, ec))) fired = std::chrono::steady_clock::now();
+    if (fired && since(*fired) > 10) {
+      ev.print("collcheck run: a rank ended the job (a deadline passed, the guard, MPI_Abort or an MPI error) and the "
+               "launcher has not ended it 10 s later; stopping it\n");
       stopped = true;
       return stop_child(child, 5);
     }
@@ -105,7 +106,8 @@ void check_run_job(RunJob& job, const std::string& self_exe) {
   std::error_code ec;
   if (fs::exists(job.dir, ec) && !fs::is_directory(job.dir, ec))
     throw UsageError(fmt::format("--dir: {} exists and is not a directory", job.dir));
-  if (fs::is_directory(job.dir, ec) && (dumps_in(job.dir) > 0 || fs::exists(job.dir + "/hang", ec)))
+  if (fs::is_directory(job.dir, ec) &&
+      (dumps_in(job.dir) > 0 || fs::exists(job.dir + "/hang", ec) || fs::exists(job.dir + "/ended", ec)))
     throw UsageError(fmt::format("--dir: {} already holds a run's dumps; name a new or empty directory (the dumps of "
                                  "two runs would be read as one)", job.dir));
   fs::create_directories(job.dir, ec);
