@@ -27,15 +27,12 @@ std::string what(const TorchEntry& e) {
          torch_call_attributes(e.op);
 }
 
-// The attributes (op=, root=, nonblocking) two calls of one collective differ in.
+// The attributes (op, root, nonblocking) two calls of one collective differ in.
 void attribute_fields(const std::string& a, const std::string& b, std::set<std::string>& fields) {
-  auto value = [](const std::string& attrs, const std::string& key) {
-    const size_t k = attrs.find(key);
-    return k == std::string::npos ? std::string() : attrs.substr(k, attrs.find(' ', k) - k);
-  };
-  if (value(a, "op=") != value(b, "op=")) fields.insert("op");
-  if (value(a, "root=") != value(b, "root=")) fields.insert("root");
-  if (a.starts_with("nonblocking") != b.starts_with("nonblocking")) fields.insert("blocking");
+  for (const char* key : {"op", "root"})
+    if (torch_call_attribute(a, key) != torch_call_attribute(b, key)) fields.insert(key);
+  if (torch_call_attributes(a).starts_with("nonblocking") != torch_call_attributes(b).starts_with("nonblocking"))
+    fields.insert("blocking");
 }
 
 std::string ranks_only(const std::vector<int>& r) {
@@ -91,7 +88,7 @@ std::optional<Diagnosis> mismatch_in(const TorchGroupModel& g) {
       if (!same_op && o.op != r.op) fields.insert("collective");  // the replay's word for it
       if (o.input_dtypes != r.input_dtypes) fields.insert("dtype");
       if ((same_op || o.op == r.op) && o.input_sizes != r.input_sizes) fields.insert("count");
-      if (same_op) attribute_fields(torch_call_attributes(o.op), torch_call_attributes(r.op), fields);
+      if (same_op) attribute_fields(o.op, r.op, fields);
       others += fmt::format("; {} called {}{}", rank_ranges_text(it->second), torch_entry_text(o), site_text(&o));
     }
     std::sort(d.ranks.begin(), d.ranks.end());

@@ -14,8 +14,6 @@ namespace collcheck {
 
 namespace {
 
-bool ended(const TorchEntry& e) { return e.state == "completed" || (e.retired && *e.retired); }
-
 // "mpi:isend", "mpi:iallreduce": no blocking MPI call's name begins with i.
 bool nonblocking(const TorchEntry& e) { return e.op.starts_with("mpi:i"); }
 
@@ -46,7 +44,7 @@ std::optional<int> peer_of(const TorchDump& d, const TorchEntry& e) {
 // The call a rank is blocked in: its first unended blocking call.
 const TorchEntry* blocked_in(const TorchDump& d) {
   for (const auto& e : d.entries)
-    if (!ended(e) && !nonblocking(e)) return &e;
+    if (!torch_entry_ended(e) && !nonblocking(e)) return &e;
   return nullptr;
 }
 
@@ -107,7 +105,7 @@ void add_mpi_p2p_findings(const std::vector<TorchDump>& dumps, TorchAnalysis& ou
     if (d->collcheck_reason != "finalize" && !d->collcheck_reason.starts_with("exit")) continue;
     std::vector<const TorchEntry*> open;
     for (const auto& e : d->entries)
-      if (!ended(e) && nonblocking(e)) open.push_back(&e);
+      if (!torch_entry_ended(e) && nonblocking(e)) open.push_back(&e);
     if (open.empty()) continue;
     Diagnosis dg;
     dg.kind = DiagnosisKind::UnwaitedWork;

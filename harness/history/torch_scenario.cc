@@ -4,6 +4,7 @@
 #include <fmt/ranges.h>
 
 #include <algorithm>
+#include <charconv>
 #include <numeric>
 #include <set>
 
@@ -63,20 +64,17 @@ MappedType map_dtype(const std::string& t) {
 // before the rank reached MPI_Finalize or exit: `finished`).
 void mpi_call_details(const TorchEntry& e, const std::vector<int>& members, bool finished, CallStep& c) {
   if (!e.op.starts_with("mpi:")) return;
-  const std::string attrs = torch_call_attributes(e.op);
-  auto value = [&](const std::string& key) {
-    const size_t k = attrs.find(key);
-    return k == std::string::npos ? std::string() : attrs.substr(k + key.size(), attrs.find(' ', k) - k - key.size());
-  };
-  if (const auto op = parse_op(value("op="))) c.op = *op;
-  if (const std::string root = value("root="); !root.empty() && c.coll == Collective::Broadcast) {
-    const size_t r = std::stoul(root);
-    if (r < members.size()) c.peer = members[r];
-  }
-  if (!attrs.starts_with("nonblocking")) {
+  if (const auto op = parse_op(torch_call_attribute(e.op, "op"))) c.op = *op;
+  const std::string root = torch_call_attribute(e.op, "root");
+  size_t r = 0;
+  // A root that is not a member's index (a hand-edited dump) keeps the group's first rank.
+  if (c.coll == Collective::Broadcast && !root.empty() &&
+      std::from_chars(root.data(), root.data() + root.size(), r).ec == std::errc() && r < members.size())
+    c.peer = members[r];
+  if (!torch_call_attributes(e.op).starts_with("nonblocking")) {
     c.async = false;
     c.wait = WaitAt::Call;
-  } else if (e.state != "completed" && finished) {
+  } else if (!torch_entry_ended(e) && finished) {
     c.wait = WaitAt::Never;
   }
 }

@@ -363,6 +363,17 @@ std::string torch_call_attributes(const std::string& profiling_name) {
   return out;
 }
 
+std::string torch_call_attribute(const std::string& profiling_name, std::string_view key) {
+  const std::string attrs = torch_call_attributes(profiling_name);
+  const std::string want = std::string(key) + "=";
+  for (size_t k = 0; k < attrs.size();) {
+    const size_t end = std::min(attrs.find(' ', k), attrs.size());
+    if (attrs.compare(k, want.size(), want) == 0) return attrs.substr(k + want.size(), end - k - want.size());
+    k = end + 1;
+  }
+  return "";
+}
+
 std::string torch_entry_text(const TorchEntry& e) {
   std::string op = e.op;
   for (const char* backend : {"nccl:", "gloo:", "mpi:"})

@@ -105,6 +105,8 @@ std::string torch_collective(const std::string& profiling_name);
 // separated, "" when none); "" for every other backend (their dumps do not
 // record them).
 std::string torch_call_attributes(const std::string& profiling_name);
+// One of them by its key ("op", "root"): "sum", "0"; "" when the name has none.
+std::string torch_call_attribute(const std::string& profiling_name, std::string_view key);
 
 // "all_to_all 4027x5120 BFloat16": the op without its backend, the first
 // input's shape and dtype.
