@@ -30,7 +30,8 @@ uint64_t begin(const Spec& s, bool nonblocking, const void* ra) {
   e.name = std::string("mpi:") + (nonblocking ? "i" : "") + s.name;
   if (s.op != MPI_OP_NULL) e.name += " op=" + op_name(s.op);
   if (s.root >= 0) e.name += " root=" + std::to_string(s.root);
-  const auto [dtype, count] = s.kind == Kind::Barrier ? std::pair<std::string, int64_t>{"Byte", 0}
+  const bool no_data = s.kind == Kind::Barrier || s.kind == Kind::CommFree;
+  const auto [dtype, count] = no_data ? std::pair<std::string, int64_t>{"Byte", 0}
                                                        : dtype_of(s.type, s.dump_count);
   e.dtype = dtype;
   e.count = count;
@@ -39,7 +40,7 @@ uint64_t begin(const Spec& s, bool nonblocking, const void* ra) {
   fp.kind = static_cast<int32_t>(s.kind);
   fp.nonblocking = nonblocking ? 1 : 0;
   fp.seq = seq;
-  if (s.count >= 0 && s.kind != Kind::Barrier) {
+  if (s.count >= 0 && !no_data) {
     int size = 0;
     if (s.type != MPI_DATATYPE_NULL) PMPI_Type_size(s.type, &size);
     const auto [base, elements] = elements_of(s.type, s.count);
@@ -79,6 +80,10 @@ int rank_in(MPI_Comm c) {
 }
 
 }  // namespace
+
+uint64_t begin_comm_free(MPI_Comm c, const void* ra) {
+  return begin({c, Kind::CommFree, "comm_free", 0, 0, MPI_BYTE}, false, ra);
+}
 
 }  // namespace collcheck_mpi
 

@@ -139,6 +139,14 @@ int MPI_Comm_create(MPI_Comm comm, MPI_Group group, MPI_Comm* newcomm) {
 }
 
 int MPI_Comm_free(MPI_Comm* comm) {
+  // One the program made (not an inter-communicator): a collective call of it.
+  bool ours = false;
+  {
+    std::lock_guard lock(mu);
+    ours = comm && *comm != MPI_COMM_NULL && live.count(*comm) && !is_inter(*comm);
+  }
+  const uint64_t id = ours ? begin_comm_free(*comm, __builtin_return_address(0)) : 0;
+  if (ours) blocking_enter(id);
   {
     std::lock_guard lock(mu);
     if (comm) {
@@ -149,7 +157,12 @@ int MPI_Comm_free(MPI_Comm* comm) {
       }
     }
   }
-  return PMPI_Comm_free(comm);
+  const int rc = PMPI_Comm_free(comm);
+  if (ours) {
+    blocking_leave();
+    complete(id);
+  }
+  return rc;
 }
 
 }  // extern "C"

@@ -93,6 +93,9 @@ struct Entry {
 };
 // Records a call as started; returns its id.
 uint64_t record(Entry e);
+// MPI_Comm_free of a communicator the program made: recorded and guarded as
+// a collective of it ("mpi:comm_free"); the caller frees, then completes it.
+uint64_t begin_comm_free(MPI_Comm c, const void* ra);
 void complete(uint64_t id);
 // Writes this rank's dump (atomically); `why` goes into it. Safe to call from
 // the watchdog thread and more than once.
@@ -127,6 +130,7 @@ void blocking_leave();
 enum class Kind : int32_t {
   Barrier = 1, Bcast, Reduce, Allreduce, Gather, Gatherv, Scatter, Scatterv, Allgather, Allgatherv, Alltoall,
   Alltoallv, ReduceScatter, ReduceScatterBlock, Scan, Exscan, Alltoallw,
+  CommFree,  // MPI_Comm_free: collective, so every member must free its communicators in one order
 };
 struct Fingerprint {
   int32_t kind = 0;

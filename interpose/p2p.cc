@@ -1,6 +1,7 @@
 // Point-to-point calls and the calls that complete requests. A send or a
 // receive is recorded as "mpi:send a->b" / "mpi:recv a<-b" (ranks of its
-// communicator; "recvAnySource" for MPI_ANY_SOURCE) with the communicator's
+// communicator; MPI_Sendrecv as its two halves, "mpi:sendrecv a->b" and
+// "mpi:sendrecv a<-c"; "recvAnySource" for MPI_ANY_SOURCE) with the communicator's
 // point-to-point sequence number; a non-blocking one stays "started" until
 // the MPI_Wait/MPI_Test family completes its request, so a request never
 // waited is still open in the dump at MPI_Finalize.
@@ -18,7 +19,8 @@ namespace {
 std::mutex mu;
 std::map<MPI_Request, uint64_t> open_requests;
 
-uint64_t begin(MPI_Comm c, bool send, bool nonblocking, int peer, int n, MPI_Datatype t, const void* ra) {
+uint64_t begin(MPI_Comm c, bool send, bool nonblocking, int peer, int n, MPI_Datatype t, const void* ra,
+               bool sendrecv = false) {
   CommInfo& info = comm_info(c);
   int me = 0;
   PMPI_Comm_rank(c, &me);
@@ -27,7 +29,7 @@ uint64_t begin(MPI_Comm c, bool send, bool nonblocking, int peer, int n, MPI_Dat
   e.p2p = true;
   e.p2p_seq = ++info.p2p_seq;
   e.coll_seq = info.coll_seq;
-  const std::string verb = std::string(nonblocking ? "i" : "") + (send ? "send" : "recv");
+  const std::string verb = sendrecv ? "sendrecv" : std::string(nonblocking ? "i" : "") + (send ? "send" : "recv");
   if (peer == MPI_ANY_SOURCE) e.name = "mpi:" + verb + "AnySource " + std::to_string(me) + "<-any";
   else if (send) e.name = "mpi:" + verb + " " + std::to_string(me) + "->" + std::to_string(peer);
   else e.name = "mpi:" + verb + " " + std::to_string(me) + "<-" + std::to_string(peer);
@@ -98,8 +100,8 @@ int MPI_Rsend(const void* b, int n, MPI_Datatype t, int to, int tag, MPI_Comm c)
 }
 int MPI_Sendrecv_replace(void* b, int n, MPI_Datatype t, int to, int stag, int from, int rtag, MPI_Comm c,
                          MPI_Status* s) {
-  const uint64_t a = begin(c, true, false, to, n, t, RA);
-  const uint64_t r = begin(c, false, false, from, n, t, RA);
+  const uint64_t a = begin(c, true, false, to, n, t, RA, true);
+  const uint64_t r = begin(c, false, false, from, n, t, RA, true);
   const int rc = blocking(a, [&] { return PMPI_Sendrecv_replace(b, n, t, to, stag, from, rtag, c, s); });
   complete(r);
   return rc;
@@ -109,8 +111,8 @@ int MPI_Recv(void* b, int n, MPI_Datatype t, int from, int tag, MPI_Comm c, MPI_
 }
 int MPI_Sendrecv(const void* sb, int sn, MPI_Datatype st, int to, int stag, void* rb, int rn, MPI_Datatype rt,
                  int from, int rtag, MPI_Comm c, MPI_Status* s) {
-  const uint64_t a = begin(c, true, false, to, sn, st, RA);
-  const uint64_t b = begin(c, false, false, from, rn, rt, RA);
+  const uint64_t a = begin(c, true, false, to, sn, st, RA, true);
+  const uint64_t b = begin(c, false, false, from, rn, rt, RA, true);
   const int rc = blocking(a, [&] { return PMPI_Sendrecv(sb, sn, st, to, stag, rb, rn, rt, from, rtag, c, s); });
   complete(b);
   return rc;

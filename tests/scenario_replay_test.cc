@@ -298,6 +298,39 @@ TEST(Scenario, AGroupsProgressRuleIsWrittenBack) {
   EXPECT_FALSE(back.groups[1].caller_progress);
 }
 
+// MPI's matching rule survives the trip too, and decides whether a blocking
+// and a non-blocking call of one collective are the same call.
+TEST(Scenario, AGroupsMatchingRuleIsWrittenBackAndDecidesWhetherBlockingCounts) {
+  const std::string text = R"(world: {ranks: 3}
+deadline: 2
+groups: {g: {ranks: [0, 1, 2], matching: mpi}}
+program:
+  - all_reduce: {group: g, tag: x, count: 8}
+ranks:
+  1:
+    program:
+      - all_reduce: {group: g, tag: x, count: 8, async: true, wait: end}
+)";
+  const Scenario s = parse_scenario(text, "m.yaml");
+  ASSERT_EQ(s.groups.size(), 1u);
+  EXPECT_TRUE(s.groups[0].mpi_matching);
+  EXPECT_FALSE(s.groups[0].caller_progress);
+  EXPECT_TRUE(parse_scenario(scenario_to_yaml(s), "back.yaml").groups[0].mpi_matching);
+  for (const bool guarded : {true, false}) {
+    Scenario run = s;
+    run.guarded = guarded;
+    const ReplayResult r = replay_scenario(run, ReplayOptions{});
+    ASSERT_FALSE(r.diagnoses.empty()) << "guarded " << guarded;
+    EXPECT_EQ(r.diagnoses.front().kind, DiagnosisKind::ShapeMismatch) << format_diagnosis(r.diagnoses.front());
+    EXPECT_EQ(r.diagnoses.front().ranks, (std::vector<int>{1}));
+    EXPECT_EQ(r.diagnoses.front().fields, (std::vector<std::string>{"blocking"}));
+  }
+  std::string any = text;
+  any.replace(any.find("matching: mpi"), 13, "matching: any");
+  const ReplayResult clean = replay_scenario(parse_scenario(any, "any.yaml"), ReplayOptions{});
+  EXPECT_TRUE(clean.diagnoses.empty()) << format_diagnosis(clean.diagnoses.front());
+}
+
 }  // namespace
 
 namespace {

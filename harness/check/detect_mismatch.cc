@@ -14,11 +14,12 @@ namespace collcheck::detect {
 
 namespace {
 
-using Key = std::tuple<std::string, size_t, int, int, int, int>;
+using Key = std::tuple<std::string, size_t, int, int, int, int, bool>;
 
+// Whether a call is non-blocking counts only under MPI's matching rule.
 Key key_of(const CallRecord& c) {
   return std::make_tuple(c.tag, c.count, static_cast<int>(c.dtype), reduces(c.coll) ? static_cast<int>(c.op) : 0,
-                         static_cast<int>(c.coll), c.peer);
+                         static_cast<int>(c.coll), c.peer, c.blocking_matters && c.async);
 }
 
 // A rank's calls from call #k on: what it recorded, then what its program
@@ -168,6 +169,7 @@ std::optional<Diagnosis> mismatch(const Dumps& dumps) {
       if (o.count != r.count) fields.insert("count");
       if (o.dtype != r.dtype) fields.insert("dtype");
       if (o.op != r.op && reduces(r.coll)) fields.insert("op");
+      if ((o.blocking_matters && o.async) != (r.blocking_matters && r.async)) fields.insert("blocking");
       others += fmt::format("; {} called {}", ranks_text(it->second), fp_text(o));
     }
     std::sort(d.ranks.begin(), d.ranks.end());

@@ -25,7 +25,6 @@ void late_rank(const Dumps&, const AnalysisOptions&, std::vector<Diagnosis>&);  
 void hung_call(const Dumps&, const AnalysisOptions&, std::vector<Diagnosis>&);          // detect_hung_call.cc
 void corrupted_payload(const Dumps&, const AnalysisOptions&, std::vector<Diagnosis>&);  // detect_corrupted_payload.cc
 void slow_link(const Dumps&, const AnalysisOptions&, std::vector<Diagnosis>&);          // detect_slow_link.cc
-void async_work(const Dumps&, const AnalysisOptions&, std::vector<Diagnosis>&);         // detect_async_work.cc
 void call_failed(const Dumps&, const AnalysisOptions&, std::vector<Diagnosis>&);        // detect_call_failed.cc
 
 const std::vector<Detector>& detectors() {
@@ -96,13 +95,14 @@ std::string last_completed_text(const Dumps& dumps) {
 }
 
 std::string fp_text(const CallRecord& c) {
+  const char* form = c.blocking_matters ? (c.async ? " non-blocking" : " blocking") : "";
   if (c.coll == Collective::AllReduce)
-    return fmt::format("{} count={} {} {}", c.tag, c.count, dtype_name(c.dtype), op_name(c.op));
+    return fmt::format("{} count={} {} {}{}", c.tag, c.count, dtype_name(c.dtype), op_name(c.op), form);
   std::string s = fmt::format("{} {}", c.tag, collective_name(c.coll));
   if (c.coll == Collective::Broadcast) s += fmt::format(" root={}", c.peer);
   if (c.coll != Collective::Barrier) s += fmt::format(" count={} {}", c.count, dtype_name(c.dtype));
   if (reduces(c.coll)) s += fmt::format(" {}", op_name(c.op));
-  return s;
+  return s + form;
 }
 
 TransferPairs transfer_pairs(const Dumps& dumps) {

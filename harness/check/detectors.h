@@ -43,6 +43,7 @@ std::optional<Diagnosis> call_cycle(const Dumps&);    // detect_deadlock.cc
 // replay's cycle detector and the analysis of PyTorch dumps both use it.
 std::vector<int> find_wait_cycle(const std::map<int, std::vector<int>>& edges, const std::set<int>& stuck);
 void p2p(const Dumps&, const AnalysisOptions&, std::vector<Diagnosis>&);  // detect_p2p.cc: the p2p dumps
+void async_work(const Dumps&, const AnalysisOptions&, std::vector<Diagnosis>&);  // detect_async_work.cc: also on the p2p dumps
 
 // What several detectors read (detectors.cc).
 const CallRecord* call_of(const RankDump& d, uint64_t seq);

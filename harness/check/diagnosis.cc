@@ -137,6 +137,20 @@ std::vector<Diagnosis> analyze(const std::vector<RankDump>& dumps, const Analysi
   detect::p2p(dumps, o, pairs);
   for (auto& f : pairs)
     if (!explained(f)) out.push_back(std::move(f));
+  // Async sends and receives misused (never waited, read or written before
+  // their wait), per group, as the table judges collectives.
+  std::map<std::string, std::vector<RankDump>> p2p_groups;
+  for (const auto& d : dumps)
+    if (d.p2p) p2p_groups[d.group].push_back(d);
+  for (const auto& [name, ds] : p2p_groups) {
+    std::vector<Diagnosis> misuse;
+    detect::async_work(ds, per_group, misuse);
+    for (auto& f : misuse) {
+      f.group = name;
+      f.text = group_prefix(name) + "point-to-point: " + f.text;
+      out.push_back(std::move(f));
+    }
+  }
   // A run that hung is named by its hang: its link timings were taken among
   // ranks whose streams queued behind stuck calls, and a replay of many ranks
   // as threads on few cores shows slow edges that no link had (the emitted

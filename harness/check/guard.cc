@@ -15,10 +15,11 @@ FingerprintGuard::FingerprintGuard(int nranks, Clock::time_point epoch, std::chr
     : nranks_(nranks), epoch_(epoch), settle_(settle) {}
 
 namespace {
-using Key = std::tuple<std::string, size_t, int, int, int, int>;
+// The fields record_of and detect_mismatch's key compare (the blocking form only under MPI's rule).
+using Key = std::tuple<std::string, size_t, int, int, int, int, bool>;
 Key key_of(const CallFingerprint& f) {
   return {f.tag, f.count, static_cast<int>(f.dtype), reduces(f.coll) ? static_cast<int>(f.op) : 0,
-          static_cast<int>(f.coll), f.peer};
+          static_cast<int>(f.coll), f.peer, f.blocking_matters && f.async};
 }
 }  // namespace
 

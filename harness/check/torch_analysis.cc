@@ -393,6 +393,7 @@ TorchAnalysis analyze_torch(const std::vector<TorchDump>& dumps, std::optional<i
                                       "be one too",
                                       torch_group_text(g), g.members_from, ranks_only(g.members)));
   add_mpi_p2p_findings(dumps, out);
+  add_mpi_order_findings(dumps, out);
   if (out.diagnoses.empty()) out.undecided.insert(out.undecided.end(), out.in_flight.begin(), out.in_flight.end());
   out.outcome = !out.diagnoses.empty() ? TorchOutcome::Diagnosis
                 : !out.undecided.empty() ? TorchOutcome::Undecided

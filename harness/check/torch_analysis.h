@@ -69,6 +69,10 @@ struct TorchAnalysis {
 // in a point-to-point call that neither explains (a reason the dumps cannot
 // be called clean). Adds to `out`; `named` gets the ranks it names.
 void add_mpi_p2p_findings(const std::vector<TorchDump>& dumps, TorchAnalysis& out);
+// Blocking collectives of two communicators that two ranks completed in
+// opposite orders (MPI_Comm_free's order, say): a deadlock on an MPI that
+// synchronizes in them (torch_order.cc). Ranks already named are left out.
+void add_mpi_order_findings(const std::vector<TorchDump>& dumps, TorchAnalysis& out);
 
 TorchAnalysis analyze_torch(const std::vector<TorchDump>& dumps, std::optional<int> world_size = std::nullopt);
 

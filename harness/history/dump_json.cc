@@ -42,6 +42,7 @@ nlohmann::json rank_dump_to_json(const RankDump& d) {
                           {"dtype", std::string(dtype_name(c.dtype))},
                           {"op", std::string(op_name(c.op))},
                           {"async", c.async},
+                          {"blocking_matters", c.blocking_matters},
                           {"impl", c.impl},
                           {"state", std::string(call_state_name(c.state))},
                           {"t_scheduled", c.t_scheduled},
@@ -152,6 +153,7 @@ RankDump rank_dump_from_json(const nlohmann::json& j) {
     r.op = *op;
     r.state = *st;
     r.async = c.at("async").get<bool>();
+    r.blocking_matters = c.value("blocking_matters", false);
     r.impl = c.value("impl", "");
     r.t_scheduled = c.at("t_scheduled").get<double>();
     r.t_started = c.at("t_started").get<double>();

@@ -23,6 +23,7 @@ CallRecord record_of(const CallFingerprint& f) {
   r.dtype = f.dtype;
   r.op = f.op;
   r.async = f.async;
+  r.blocking_matters = f.blocking_matters;
   r.impl = f.algorithm;
   r.coll = f.coll;
   r.peer = f.peer;
@@ -32,7 +33,7 @@ CallRecord record_of(const CallFingerprint& f) {
 std::string fingerprint_to_json(const CallFingerprint& f) {
   return nlohmann::json{{"seq", f.seq},   {"tag", f.tag},         {"count", f.count}, {"dtype", static_cast<int>(f.dtype)},
                         {"op", static_cast<int>(f.op)}, {"algorithm", f.algorithm}, {"async", f.async},
-                        {"coll", static_cast<int>(f.coll)}, {"peer", f.peer}}
+                        {"coll", static_cast<int>(f.coll)}, {"peer", f.peer}, {"blocking_matters", f.blocking_matters}}
       .dump();
 }
 
@@ -48,6 +49,7 @@ CallFingerprint fingerprint_from_json(const std::string& text) {
   f.async = j.at("async").get<bool>();
   f.coll = static_cast<Collective>(j.value("coll", 0));
   f.peer = j.value("peer", -1);
+  f.blocking_matters = j.value("blocking_matters", false);
   return f;
 }
 

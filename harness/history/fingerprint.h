@@ -22,6 +22,7 @@ struct CallFingerprint {
   RedOp op = RedOp::Sum;
   std::string algorithm;
   bool async = false;
+  bool blocking_matters = false;  // MPI's matching rule: `async` must agree too (CallRecord::blocking_matters)
   std::string describe() const;
 };
 

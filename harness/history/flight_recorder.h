@@ -33,6 +33,9 @@ struct CallRecord {
   DType dtype = DType::Float32;
   RedOp op = RedOp::Sum;
   bool async = false;
+  // MPI's matching rule (a group's `matching: mpi`): a blocking call never
+  // matches a non-blocking one, so `async` is part of what ranks must agree on.
+  bool blocking_matters = false;
   std::string impl;
   CallState state = CallState::Scheduled;
   double t_scheduled = -1, t_started = -1, t_completed = -1, t_waited = -1;  // seconds since the epoch

@@ -1,5 +1,7 @@
 #include "harness/history/torch_scenario.h"
 
+#include "harness/history/torch_scenario_p2p.h"
+
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
@@ -30,6 +32,7 @@ Mapped map_collective(const std::string& op) {
       {"all_reduce", Collective::AllReduce},         {"broadcast", Collective::Broadcast},
       {"all_gather", Collective::AllGather},         {"reduce_scatter", Collective::ReduceScatter},
       {"all_to_all", Collective::AllToAll},          {"barrier", Collective::Barrier},
+      {"comm_free", Collective::Barrier},  // MPI_Comm_free is collective: a barrier of its group (noted)
   };
   const auto it = table.find(op);
   if (it != table.end()) return {it->second, true};
@@ -113,7 +116,7 @@ TorchScenario torch_scenario(const std::vector<TorchDump>& dumps, const std::str
   std::map<std::string, const TorchGroupModel*> groups;
   size_t p2p = 0, checks = 0;
   for (const auto& d : dumps)
-    for (const auto& e : d.entries) p2p += e.p2p;
+    for (const auto& e : d.entries) p2p += e.p2p && d.collcheck_reason.empty();  // MPI's: torch_scenario_p2p.h
   for (const auto& g : job.groups) {
     if (g.helper) {
       for (const auto& [r, mine] : g.ranks) checks += mine.calls.size();
@@ -145,6 +148,22 @@ TorchScenario torch_scenario(const std::vector<TorchDump>& dumps, const std::str
       out.notes.push_back(fmt::format("{} ({}): members from {}: ranks {}", name, torch_group_text(g), g.members_from,
                                       fmt::join(g.members, ", ")));
   }
+  MpiP2pWriter p2p_writer(dumps);
+  for (const auto& [k, members] : p2p_writer.groups()) {
+    if (out.group_of_pg.count(k)) continue;
+    out.group_of_pg[k] = group_name(k);
+    GroupSpec spec;
+    spec.name = group_name(k);
+    spec.ranks = members;
+    std::sort(spec.ranks.begin(), spec.ranks.end());
+    s.groups.push_back(spec);
+  }
+  out.notes.insert(out.notes.end(), p2p_writer.notes.begin(), p2p_writer.notes.end());
+  // MPI's progress rule (a request moves only while its rank is in MPI, and
+  // pending point-to-point requests never wait on each other) and matching
+  // rule (a blocking collective never matches a non-blocking one).
+  if (std::any_of(dumps.begin(), dumps.end(), [](const TorchDump& d) { return !d.collcheck_reason.empty(); }))
+    for (auto& g : s.groups) g.caller_progress = g.mpi_matching = true;
   if (checks)
     out.notes.push_back(fmt::format("{} calls of TORCH_DISTRIBUTED_DEBUG=DETAIL's fingerprint check left out (collcheck's "
                                     "guarded mode is the same check)",
@@ -162,6 +181,7 @@ TorchScenario torch_scenario(const std::vector<TorchDump>& dumps, const std::str
                                     r));
   // The programs: each rank's collectives from its groups' starts, in its issue order.
   std::set<std::string> approximated, bytes_typed;
+  size_t frees = 0;
   bool uneven = false;
   struct Placed {
     int rank;
@@ -170,19 +190,8 @@ TorchScenario torch_scenario(const std::vector<TorchDump>& dumps, const std::str
     int64_t seq;
   };
   std::vector<Placed> placed;
-  auto place = [&](int rank, Program& prog, const TorchEntry& e, const std::string& k, const std::string& file,
-                   bool finished) {
-    const TorchGroupModel& g = *groups.at(k);
-    const auto gp = static_cast<uint64_t>(g.members.size());
-    const std::string op = op_of(e);
-    const Mapped m = map_collective(op);
-    if (!m.exact) approximated.insert(op);
-    Step step;
-    step.kind = Step::Call;
-    CallStep& c = step.call;
-    c.coll = m.coll;
-    c.group = out.group_of_pg.at(k);
-    c.tag = fmt::format("{}#{}", op, e.collective_seq);
+  // The dtype, count and shape of an entry's call (c.coll set; gp: the group's size).
+  auto fill_size = [&](const TorchEntry& e, const std::string& file, uint64_t gp, CallStep& c) {
     const std::string dtype = e.input_dtypes.empty() ? "Float" : e.input_dtypes.front();
     const MappedType t = map_dtype(dtype);
     if (t.bytes == 0)
@@ -209,6 +218,21 @@ TorchScenario torch_scenario(const std::vector<TorchDump>& dumps, const std::str
     if (!t.exact) shape.clear();
     c.shape = shape;
     c.count = count;
+  };
+  auto place = [&](int rank, Program& prog, const TorchEntry& e, const std::string& k, const std::string& file,
+                   bool finished) {
+    const TorchGroupModel& g = *groups.at(k);
+    const std::string op = op_of(e);
+    const Mapped m = map_collective(op);
+    if (!m.exact) approximated.insert(op);
+    frees += op == "comm_free";
+    Step step;
+    step.kind = Step::Call;
+    CallStep& c = step.call;
+    c.coll = m.coll;
+    c.group = out.group_of_pg.at(k);
+    c.tag = fmt::format("{}#{}", op, e.collective_seq);
+    fill_size(e, file, static_cast<uint64_t>(g.members.size()), c);
     if (c.coll == Collective::Broadcast) c.peer = g.members.front();  // PyTorch's dumps do not record the root
     c.async = true;
     c.wait = WaitAt::End;
@@ -218,12 +242,23 @@ TorchScenario torch_scenario(const std::vector<TorchDump>& dumps, const std::str
   };
   for (const auto& d : dumps) {
     Program& prog = s.overrides[d.rank];
+    const bool finished = d.collcheck_reason == "finalize" || d.collcheck_reason.starts_with("exit");
+    p2p_writer.start_rank(d.rank);
     for (const auto& e : d.entries) {
       const std::string k = torch_group_key(d, e);
+      if (e.p2p && p2p_writer.writes(k)) {
+        p2p_writer.waits_before(e.created_ns, prog);
+        for (const size_t i : p2p_writer.place(d, e, out.group_of_pg.at(k), finished, prog, [&](CallStep& c) {
+               fill_size(e, d.file, 1, c);
+             }))
+          placed.push_back({d.rank, i, k, -e.p2p_seq});
+        continue;
+      }
       if (e.p2p || !groups.count(k) || e.collective_seq < out.first_seq.at(k)) continue;
-      place(d.rank, prog, e, k, d.file,
-            d.collcheck_reason == "finalize" || d.collcheck_reason.starts_with("exit"));
+      p2p_writer.waits_before(e.created_ns, prog);
+      place(d.rank, prog, e, k, d.file, finished);
     }
+    p2p_writer.end_rank(prog);
   }
   // A rank without a dump: the calls of its groups that the others show it
   // made (before the one the analysis says it never joined, else every call
@@ -313,6 +348,10 @@ TorchScenario torch_scenario(const std::vector<TorchDump>& dumps, const std::str
   if (!approximated.empty())
     out.notes.push_back(fmt::format("collectives collcheck does not have, written as an all_reduce of the same size: {}",
                                     fmt::join(approximated, ", ")));
+  if (frees)
+    out.notes.push_back(fmt::format("{} MPI_Comm_free calls written as a barrier of their group (MPI says a free is "
+                                    "collective; an MPI that synchronizes in it waits as the barrier does)",
+                                    frees));
   if (uneven)
     out.notes.push_back("all_to_all with uneven splits (the ranks' inputs differ): every rank sends the largest, "
                         "rounded up to a multiple of the group's size");
@@ -324,8 +363,9 @@ TorchScenario torch_scenario(const std::vector<TorchDump>& dumps, const std::str
     out.notes.push_back(fmt::format("dtypes collcheck does not have, written as bytes (uint8): {}", fmt::join(bytes_typed, ", ")));
   const bool mpi = std::any_of(dumps.begin(), dumps.end(), [](const TorchDump& d) { return !d.collcheck_reason.empty(); });
   if (mpi)
-    out.notes.push_back("point-to-point calls are left out (the scenario holds collectives only); MPI's reduce, "
-                        "gather, scatter, scan and v-variants are written as all_reduce of the same size");
+    out.notes.push_back("point-to-point calls are paired in order per sender and receiver (MPI's tags are not "
+                        "recorded); MPI's reduce, gather, scatter, scan and v-variants are written as all_reduce of "
+                        "the same size");
   else
     out.notes.push_back("reduction ops are not in the dumps: sum is used; broadcasts' roots neither: the group's first rank");
 
@@ -333,8 +373,12 @@ TorchScenario torch_scenario(const std::vector<TorchDump>& dumps, const std::str
   s.name = "flight-recorder";
   std::string groups_text;
   for (const auto& [pg, name] : out.group_of_pg)
-    groups_text += fmt::format("{}{} = {} from #{}", groups_text.empty() ? "" : "; ", name,
-                               torch_group_text(*groups.at(pg)), out.first_seq.at(pg));
+    if (groups.count(pg))
+      groups_text += fmt::format("{}{} = {} from #{}", groups_text.empty() ? "" : "; ", name,
+                                 torch_group_text(*groups.at(pg)), out.first_seq.at(pg));
+    else
+      groups_text += fmt::format("{}{} = process group {} (point-to-point calls only)",
+                                 groups_text.empty() ? "" : "; ", name, pg);
   s.description = fmt::format(
       "Written by collcheck analyze --emit-scenario from the {} in {} (format {}): each rank's collectives as its "
       "dump recorded them, {}. Tags are <collective>#<the dump's sequence number>. Groups: {}.",

@@ -318,8 +318,11 @@ std::string torch_collective(const std::string& profiling_name) {
         {"scatterv", "scatter_v"},      {"reduce_scatter", "reduce_scatter_v"}, {"scan", "scan"},
         {"exscan", "exscan"},           {"alltoallw", "all_to_all_w"},     {"send", "send"},
         {"recv", "recv"},
-        {"recvAnySource", "recv"},
+        {"recvAnySource", "recv"},      {"comm_free", "comm_free"},
     };
+    // MPI_Sendrecv: its send half "sendrecv a->b", its receive half "sendrecv a<-b".
+    if (op == "sendrecv") return profiling_name.find("->") != std::string::npos ? "send" : "recv";
+    if (op == "sendrecvAnySource") return "recv";
     if (op.size() > 1 && op[0] == 'i' && !mpi.count(op) && mpi.count(op.substr(1))) op = op.substr(1);
     const auto it = mpi.find(op);
     return it == mpi.end() ? "" : it->second;

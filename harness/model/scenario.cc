@@ -133,10 +133,12 @@ std::string scenario_to_yaml(const Scenario& s) {
     y << YAML::Key << "groups" << YAML::Value << YAML::BeginMap;
     for (const auto& g : s.groups) {
       y << YAML::Key << g.name << YAML::Value;
-      if (g.caller_progress)
-        y << YAML::Flow << YAML::BeginMap << YAML::Key << "ranks" << YAML::Value << YAML::Flow << g.ranks
-          << YAML::Key << "progress" << YAML::Value << "caller" << YAML::EndMap;
-      else
+      if (g.caller_progress || g.mpi_matching) {
+        y << YAML::Flow << YAML::BeginMap << YAML::Key << "ranks" << YAML::Value << YAML::Flow << g.ranks;
+        if (g.caller_progress) y << YAML::Key << "progress" << YAML::Value << "caller";
+        if (g.mpi_matching) y << YAML::Key << "matching" << YAML::Value << "mpi";
+        y << YAML::EndMap;
+      } else
         y << YAML::Flow << g.ranks;
     }
     y << YAML::EndMap;

@@ -117,6 +117,11 @@ struct GroupSpec {
   // isend issued and then left alone while the rank blocks elsewhere never
   // moves.
   bool caller_progress = false;
+  // How calls match (`matching: any | mpi`). false (any): a sync and an async
+  // call of one collective match, as in NCCL and PyTorch. true (mpi): a
+  // blocking collective never matches a non-blocking one (MPI-3, 5.12), so
+  // the ranks' calls differ in "blocking".
+  bool mpi_matching = false;
   int line = 0;
 };
 

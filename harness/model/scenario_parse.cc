@@ -53,11 +53,11 @@ Scenario ScenarioParser::scenario(const YAML::Node& root) {
                            });
       if (!name_ok) fail(kv.first, f, "a group's name is 1 to 32 letters, digits, '_' or '-'");
       if (spec.name == "world") fail(kv.first, f, "'world' is every rank already; calls without a group use it");
-      // A list of ranks, or {ranks: [...], progress: stream | caller}.
+      // A list of ranks, or {ranks: [...], progress: stream | caller, matching: any | mpi}.
       // (A YAML::Node's operator= writes into the node it refers to: each
       // node here is bound once, at construction.)
       const bool as_map = kv.second.IsMap();
-      if (as_map) only_keys(kv.second, f, {"ranks", "progress"});
+      if (as_map) only_keys(kv.second, f, {"ranks", "progress", "matching"});
       if (as_map && !kv.second["ranks"]) fail(kv.second, f + ".ranks", "missing: the group's world ranks");
       const YAML::Node ranks_node = as_map ? kv.second["ranks"] : kv.second;
       const std::string rf = as_map ? f + ".ranks" : f;
@@ -71,9 +71,18 @@ Scenario ScenarioParser::scenario(const YAML::Node& root) {
                              pr));
           spec.caller_progress = pr == "caller";
         }
+        if (kv.second["matching"]) {
+          const auto mt = scalar<std::string>(kv.second["matching"], f + ".matching", "any or mpi");
+          if (mt != "any" && mt != "mpi")
+            fail(kv.second["matching"], f + ".matching",
+                 fmt::format("unknown matching rule '{}'; allowed: any (a sync and an async call match, NCCL), mpi "
+                             "(a blocking call never matches a non-blocking one)",
+                             mt));
+          spec.mpi_matching = mt == "mpi";
+        }
       }
       if (!ranks_node.IsSequence() || ranks_node.size() == 0)
-        fail(ranks_node, rf, "expected a non-empty list of ranks, or {ranks: [...], progress: stream | caller}");
+        fail(ranks_node, rf, "expected a non-empty list of ranks, or {ranks: [...], progress: stream | caller, matching: any | mpi}");
       spec.ranks = int_list(ranks_node, rf, 0, s.ranks - 1);
       std::vector<int> sorted = spec.ranks;
       std::sort(sorted.begin(), sorted.end());

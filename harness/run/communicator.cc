@@ -284,6 +284,7 @@ CallFingerprint Communicator::fingerprint(const CallSpec& c, bool async) {
   fp.op = c.op;
   fp.algorithm = c.coll == Collective::AllReduce ? impl_->name() : "reference";
   fp.async = async;
+  fp.blocking_matters = options_.mpi_matching;
   return fp;
 }
 

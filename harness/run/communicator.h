@@ -76,6 +76,9 @@ struct CommOptions {
   // at once. `stream` is not used: the device does not run these calls, and a
   // sync point-to-point call does not wait for the async ones before it.
   bool caller_progress = false;
+  // MPI's matching rule: a blocking call never matches a non-blocking one
+  // (GroupSpec::mpi_matching), so the fingerprint holds which it is.
+  bool mpi_matching = false;
 
   CommOptions(std::string algo = "ring", std::chrono::milliseconds t = std::chrono::milliseconds(30000),
               ImplPtr i = nullptr)

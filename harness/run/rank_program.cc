@@ -193,7 +193,10 @@ void run_rank_program(RankEnv& env, Links& base) {
     co.poison_async = true;
     co.group_id = s.group_id(gc.name);
     co.stream = stream;
-    if (const GroupSpec* g = s.group(gc.name)) co.caller_progress = g->caller_progress;
+    if (const GroupSpec* g = s.group(gc.name)) {
+      co.caller_progress = g->caller_progress;
+      co.mpi_matching = g->mpi_matching;
+    }
     if (env.before_call) co.before_call = [&env, g = gc.name](const CallFingerprint& fp) { env.before_call(g, fp); };
     gc.comm = std::make_unique<Communicator>(*gc.subset, co);
     comms.push_back(std::move(gc));
