@@ -79,6 +79,31 @@ int rank_in(MPI_Comm c) {
   return r;
 }
 
+// A process topology's out-degree: how many counts a neighborhood v/w call's arrays hold.
+int out_degree(MPI_Comm c) {
+  int kind = MPI_UNDEFINED, n = 0, in = 0, weighted = 0;
+  PMPI_Topo_test(c, &kind);
+  if (kind == MPI_CART) {
+    PMPI_Cartdim_get(c, &n);
+    return 2 * n;
+  }
+  if (kind == MPI_GRAPH) {
+    PMPI_Graph_neighbors_count(c, rank_in(c), &n);
+    return n;
+  }
+  if (kind == MPI_DIST_GRAPH) {
+    PMPI_Dist_graph_neighbors_count(c, &in, &n, &weighted);
+    return n;
+  }
+  return 0;
+}
+
+int sum_of(const int* counts, int n) {
+  int s = 0;
+  for (int i = 0; counts && i < n; ++i) s += counts[i];
+  return s;
+}
+
 }  // namespace
 
 uint64_t begin_comm_free(MPI_Comm c, const void* ra) {
@@ -227,10 +252,74 @@ int MPI_Alltoallw(const void* s, const int sn[], const int sd[], const MPI_Datat
   return blocking({c, Kind::Alltoallw, "alltoallw", -1, sn ? sn[me] : 0, st ? st[me] : MPI_BYTE}, RA,
                   [&] { return PMPI_Alltoallw(s, sn, sd, st, r, rn, rd, rt, c); });
 }
+int MPI_Ialltoallw(const void* s, const int sn[], const int sd[], const MPI_Datatype st[], void* r, const int rn[],
+                   const int rd[], const MPI_Datatype rt[], MPI_Comm c, MPI_Request* q) {
+  const int me = rank_in(c);
+  return nonblocking({c, Kind::Alltoallw, "alltoallw", -1, sn ? sn[me] : 0, st ? st[me] : MPI_BYTE}, q, RA,
+                     [&] { return PMPI_Ialltoallw(s, sn, sd, st, r, rn, rd, rt, c, q); });
+}
 int MPI_Ireduce_scatter(const void* s, void* r, const int n[], MPI_Datatype t, MPI_Op op, MPI_Comm c,
                         MPI_Request* q) {
   return nonblocking({c, Kind::ReduceScatter, "reduce_scatter", -1, n ? n[rank_in(c)] : 0, t, op}, q, RA,
                      [&] { return PMPI_Ireduce_scatter(s, r, n, t, op, c, q); });
+}
+
+
+// Neighborhood collectives (MPI-3, 7.6) on a process topology. What each rank
+// sends may differ legitimately from its neighbours' (only sender-receiver
+// pairs must match), so the guard compares the kind and blocking form only.
+int MPI_Neighbor_allgather(const void* s, int sn, MPI_Datatype st, void* r, int rn, MPI_Datatype rt, MPI_Comm c) {
+  return blocking({c, Kind::NeighborAllgather, "neighbor_allgather", -1, sn, st}, RA,
+                  [&] { return PMPI_Neighbor_allgather(s, sn, st, r, rn, rt, c); });
+}
+int MPI_Ineighbor_allgather(const void* s, int sn, MPI_Datatype st, void* r, int rn, MPI_Datatype rt, MPI_Comm c,
+                            MPI_Request* q) {
+  return nonblocking({c, Kind::NeighborAllgather, "neighbor_allgather", -1, sn, st}, q, RA,
+                     [&] { return PMPI_Ineighbor_allgather(s, sn, st, r, rn, rt, c, q); });
+}
+int MPI_Neighbor_allgatherv(const void* s, int sn, MPI_Datatype st, void* r, const int rn[], const int d[],
+                            MPI_Datatype rt, MPI_Comm c) {
+  return blocking({c, Kind::NeighborAllgatherv, "neighbor_allgatherv", -1, sn, st}, RA,
+                  [&] { return PMPI_Neighbor_allgatherv(s, sn, st, r, rn, d, rt, c); });
+}
+int MPI_Ineighbor_allgatherv(const void* s, int sn, MPI_Datatype st, void* r, const int rn[], const int d[],
+                             MPI_Datatype rt, MPI_Comm c, MPI_Request* q) {
+  return nonblocking({c, Kind::NeighborAllgatherv, "neighbor_allgatherv", -1, sn, st}, q, RA,
+                     [&] { return PMPI_Ineighbor_allgatherv(s, sn, st, r, rn, d, rt, c, q); });
+}
+int MPI_Neighbor_alltoall(const void* s, int sn, MPI_Datatype st, void* r, int rn, MPI_Datatype rt, MPI_Comm c) {
+  return blocking({c, Kind::NeighborAlltoall, "neighbor_alltoall", -1, sn * out_degree(c), st}, RA,
+                  [&] { return PMPI_Neighbor_alltoall(s, sn, st, r, rn, rt, c); });
+}
+int MPI_Ineighbor_alltoall(const void* s, int sn, MPI_Datatype st, void* r, int rn, MPI_Datatype rt, MPI_Comm c,
+                           MPI_Request* q) {
+  return nonblocking({c, Kind::NeighborAlltoall, "neighbor_alltoall", -1, sn * out_degree(c), st}, q, RA,
+                     [&] { return PMPI_Ineighbor_alltoall(s, sn, st, r, rn, rt, c, q); });
+}
+int MPI_Neighbor_alltoallv(const void* s, const int sn[], const int sd[], MPI_Datatype st, void* r, const int rn[],
+                           const int rd[], MPI_Datatype rt, MPI_Comm c) {
+  return blocking({c, Kind::NeighborAlltoallv, "neighbor_alltoallv", -1, sum_of(sn, out_degree(c)), st}, RA,
+                  [&] { return PMPI_Neighbor_alltoallv(s, sn, sd, st, r, rn, rd, rt, c); });
+}
+int MPI_Ineighbor_alltoallv(const void* s, const int sn[], const int sd[], MPI_Datatype st, void* r,
+                            const int rn[], const int rd[], MPI_Datatype rt, MPI_Comm c, MPI_Request* q) {
+  return nonblocking({c, Kind::NeighborAlltoallv, "neighbor_alltoallv", -1, sum_of(sn, out_degree(c)), st}, q, RA,
+                     [&] { return PMPI_Ineighbor_alltoallv(s, sn, sd, st, r, rn, rd, rt, c, q); });
+}
+int MPI_Neighbor_alltoallw(const void* s, const int sn[], const MPI_Aint sd[], const MPI_Datatype st[], void* r,
+                           const int rn[], const MPI_Aint rd[], const MPI_Datatype rt[], MPI_Comm c) {
+  const int k = out_degree(c);
+  return blocking({c, Kind::NeighborAlltoallw, "neighbor_alltoallw", -1, k > 0 && sn ? sn[0] : 0,
+                   k > 0 && st ? st[0] : MPI_BYTE},
+                  RA, [&] { return PMPI_Neighbor_alltoallw(s, sn, sd, st, r, rn, rd, rt, c); });
+}
+int MPI_Ineighbor_alltoallw(const void* s, const int sn[], const MPI_Aint sd[], const MPI_Datatype st[], void* r,
+                            const int rn[], const MPI_Aint rd[], const MPI_Datatype rt[], MPI_Comm c,
+                            MPI_Request* q) {
+  const int k = out_degree(c);
+  return nonblocking({c, Kind::NeighborAlltoallw, "neighbor_alltoallw", -1, k > 0 && sn ? sn[0] : 0,
+                      k > 0 && st ? st[0] : MPI_BYTE},
+                     q, RA, [&] { return PMPI_Ineighbor_alltoallw(s, sn, sd, st, r, rn, rd, rt, c, q); });
 }
 
 }  // extern "C"

@@ -138,6 +138,44 @@ int MPI_Comm_create(MPI_Comm comm, MPI_Group group, MPI_Comm* newcomm) {
   return rc;
 }
 
+// Process topologies: collective over the parent, so the count k agrees.
+// (MPI_Comm_create_group involves only the group, and MPI_Comm_idup's
+// communicator is not usable before its request completes: both are named
+// by their members.)
+int MPI_Cart_create(MPI_Comm comm, int ndims, const int dims[], const int periods[], int reorder, MPI_Comm* out) {
+  const int rc = PMPI_Cart_create(comm, ndims, dims, periods, reorder, out);
+  if (rc == MPI_SUCCESS) made(comm, out, "cart_create (" + std::to_string(ndims) + "-D)");
+  return rc;
+}
+
+int MPI_Cart_sub(MPI_Comm comm, const int remain_dims[], MPI_Comm* out) {
+  const int rc = PMPI_Cart_sub(comm, remain_dims, out);
+  if (rc == MPI_SUCCESS) made(comm, out, "cart_sub");
+  return rc;
+}
+
+int MPI_Graph_create(MPI_Comm comm, int nnodes, const int index[], const int edges[], int reorder, MPI_Comm* out) {
+  const int rc = PMPI_Graph_create(comm, nnodes, index, edges, reorder, out);
+  if (rc == MPI_SUCCESS) made(comm, out, "graph_create");
+  return rc;
+}
+
+int MPI_Dist_graph_create(MPI_Comm comm, int n, const int sources[], const int degrees[], const int dest[],
+                          const int weights[], MPI_Info info, int reorder, MPI_Comm* out) {
+  const int rc = PMPI_Dist_graph_create(comm, n, sources, degrees, dest, weights, info, reorder, out);
+  if (rc == MPI_SUCCESS) made(comm, out, "dist_graph_create");
+  return rc;
+}
+
+int MPI_Dist_graph_create_adjacent(MPI_Comm comm, int indegree, const int sources[], const int sourceweights[],
+                                   int outdegree, const int dests[], const int destweights[], MPI_Info info,
+                                   int reorder, MPI_Comm* out) {
+  const int rc = PMPI_Dist_graph_create_adjacent(comm, indegree, sources, sourceweights, outdegree, dests,
+                                                 destweights, info, reorder, out);
+  if (rc == MPI_SUCCESS) made(comm, out, "dist_graph_create_adjacent");
+  return rc;
+}
+
 int MPI_Comm_free(MPI_Comm* comm) {
   // One the program made (not an inter-communicator): a collective call of it.
   bool ours = false;

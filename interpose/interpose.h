@@ -131,6 +131,7 @@ enum class Kind : int32_t {
   Barrier = 1, Bcast, Reduce, Allreduce, Gather, Gatherv, Scatter, Scatterv, Allgather, Allgatherv, Alltoall,
   Alltoallv, ReduceScatter, ReduceScatterBlock, Scan, Exscan, Alltoallw,
   CommFree,  // MPI_Comm_free: collective, so every member must free its communicators in one order
+  NeighborAllgather, NeighborAllgatherv, NeighborAlltoall, NeighborAlltoallv, NeighborAlltoallw,
 };
 struct Fingerprint {
   int32_t kind = 0;

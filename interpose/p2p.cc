@@ -5,6 +5,7 @@
 // point-to-point sequence number; a non-blocking one stays "started" until
 // the MPI_Wait/MPI_Test family completes its request, so a request never
 // waited is still open in the dump at MPI_Finalize.
+#include <algorithm>
 #include <map>
 #include <mutex>
 #include <string>
@@ -49,18 +50,60 @@ int blocking(uint64_t id, F call) {
   return rc;
 }
 
-// The records of requests that are done (their handle is now MPI_REQUEST_NULL
-// or, for persistent ones, inactive): what `before` held and `after` no longer does.
-void settle(const std::vector<MPI_Request>& before, const MPI_Request* after, int n, const int* done_flags) {
+// The records of the requests that completed: done[i] for before[i] (the
+// handles as the call got them; a persistent request's handle stays, inactive).
+void settle(const std::vector<MPI_Request>& before, const std::vector<bool>& done) {
   std::lock_guard lock(mu);
-  for (int i = 0; i < n; ++i) {
-    const bool done = done_flags ? done_flags[i] != 0 : after[i] == MPI_REQUEST_NULL;
-    if (!done) continue;
-    if (auto it = open_requests.find(before[static_cast<size_t>(i)]); it != open_requests.end()) {
+  for (size_t i = 0; i < before.size() && i < done.size(); ++i) {
+    if (!done[i]) continue;
+    if (auto it = open_requests.find(before[i]); it != open_requests.end()) {
       complete(it->second);
       open_requests.erase(it);
     }
   }
+}
+
+std::vector<bool> all(int n, bool v = true) { return std::vector<bool>(static_cast<size_t>(std::max(n, 0)), v); }
+std::vector<bool> one_of(int n, int index) {
+  std::vector<bool> d = all(n, false);
+  if (index >= 0 && index < n) d[static_cast<size_t>(index)] = true;
+  return d;
+}
+std::vector<bool> some_of(int n, int outcount, const int* idx) {
+  std::vector<bool> d = all(n, false);
+  for (int k = 0; idx && outcount != MPI_UNDEFINED && k < outcount; ++k)
+    if (idx[k] >= 0 && idx[k] < n) d[static_cast<size_t>(idx[k])] = true;
+  return d;
+}
+
+// Persistent requests (MPI_Send_init and its kin, MPI_Recv_init): what each
+// MPI_Start posts, recorded then as an isend or irecv.
+struct Persistent {
+  MPI_Comm comm;
+  bool send;
+  int peer, count;
+  MPI_Datatype type;
+  const void* site;
+};
+std::map<MPI_Request, Persistent> persistent;
+
+int init(bool send, int peer, int n, MPI_Datatype t, MPI_Comm c, MPI_Request* q, const void* ra, int rc) {
+  if (rc == MPI_SUCCESS && q && *q != MPI_REQUEST_NULL) {
+    std::lock_guard lock(mu);
+    persistent[*q] = Persistent{c, send, peer, n, t, ra};
+  }
+  return rc;
+}
+
+void start(MPI_Request q) {
+  Persistent p;
+  {
+    std::lock_guard lock(mu);
+    const auto it = persistent.find(q);
+    if (it == persistent.end()) return;  // a persistent collective (MPI-4) or one made before the interposer
+    p = it->second;
+  }
+  track_request(q, begin(p.comm, p.send, true, p.peer, p.count, p.type, p.site));
 }
 
 uint64_t first_open(const MPI_Request* q, int n) {
@@ -147,7 +190,7 @@ int MPI_Wait(MPI_Request* q, MPI_Status* st) {
   blocking_enter(first_open(q, 1));
   const int rc = PMPI_Wait(q, st);
   blocking_leave();
-  settle(before, q, 1, nullptr);
+  if (rc == MPI_SUCCESS) settle(before, all(1));
   return rc;
 }
 int MPI_Waitall(int n, MPI_Request q[], MPI_Status st[]) {
@@ -155,7 +198,7 @@ int MPI_Waitall(int n, MPI_Request q[], MPI_Status st[]) {
   blocking_enter(first_open(q, n));
   const int rc = PMPI_Waitall(n, q, st);
   blocking_leave();
-  settle(before, q, n, nullptr);
+  if (rc == MPI_SUCCESS) settle(before, all(n));
   return rc;
 }
 int MPI_Waitany(int n, MPI_Request q[], int* index, MPI_Status* st) {
@@ -163,7 +206,7 @@ int MPI_Waitany(int n, MPI_Request q[], int* index, MPI_Status* st) {
   blocking_enter(first_open(q, n));
   const int rc = PMPI_Waitany(n, q, index, st);
   blocking_leave();
-  settle(before, q, n, nullptr);
+  if (rc == MPI_SUCCESS && index) settle(before, one_of(n, *index));
   return rc;
 }
 int MPI_Waitsome(int n, MPI_Request q[], int* outcount, int idx[], MPI_Status st[]) {
@@ -171,31 +214,31 @@ int MPI_Waitsome(int n, MPI_Request q[], int* outcount, int idx[], MPI_Status st
   blocking_enter(first_open(q, n));
   const int rc = PMPI_Waitsome(n, q, outcount, idx, st);
   blocking_leave();
-  settle(before, q, n, nullptr);
+  if (rc == MPI_SUCCESS && outcount) settle(before, some_of(n, *outcount, idx));
   return rc;
 }
 int MPI_Test(MPI_Request* q, int* flag, MPI_Status* st) {
   const std::vector<MPI_Request> before{*q};
   const int rc = PMPI_Test(q, flag, st);
-  if (*flag) settle(before, q, 1, flag);
+  if (rc == MPI_SUCCESS && *flag) settle(before, all(1));
   return rc;
 }
 int MPI_Testall(int n, MPI_Request q[], int* flag, MPI_Status st[]) {
   const std::vector<MPI_Request> before(q, q + n);
   const int rc = PMPI_Testall(n, q, flag, st);
-  if (*flag) settle(before, q, n, nullptr);
+  if (rc == MPI_SUCCESS && *flag) settle(before, all(n));
   return rc;
 }
 int MPI_Testany(int n, MPI_Request q[], int* index, int* flag, MPI_Status* st) {
   const std::vector<MPI_Request> before(q, q + n);
   const int rc = PMPI_Testany(n, q, index, flag, st);
-  if (*flag) settle(before, q, n, nullptr);
+  if (rc == MPI_SUCCESS && *flag && index) settle(before, one_of(n, *index));
   return rc;
 }
 int MPI_Testsome(int n, MPI_Request q[], int* outcount, int idx[], MPI_Status st[]) {
   const std::vector<MPI_Request> before(q, q + n);
   const int rc = PMPI_Testsome(n, q, outcount, idx, st);
-  settle(before, q, n, nullptr);
+  if (rc == MPI_SUCCESS && outcount) settle(before, some_of(n, *outcount, idx));
   return rc;
 }
 int MPI_Request_free(MPI_Request* q) {
@@ -205,8 +248,34 @@ int MPI_Request_free(MPI_Request* q) {
       complete(it->second);  // freed: the program gave it up knowingly
       open_requests.erase(it);
     }
+    persistent.erase(*q);
   }
   return PMPI_Request_free(q);
+}
+
+
+int MPI_Send_init(const void* b, int n, MPI_Datatype t, int to, int tag, MPI_Comm c, MPI_Request* q) {
+  return init(true, to, n, t, c, q, RA, PMPI_Send_init(b, n, t, to, tag, c, q));
+}
+int MPI_Ssend_init(const void* b, int n, MPI_Datatype t, int to, int tag, MPI_Comm c, MPI_Request* q) {
+  return init(true, to, n, t, c, q, RA, PMPI_Ssend_init(b, n, t, to, tag, c, q));
+}
+int MPI_Bsend_init(const void* b, int n, MPI_Datatype t, int to, int tag, MPI_Comm c, MPI_Request* q) {
+  return init(true, to, n, t, c, q, RA, PMPI_Bsend_init(b, n, t, to, tag, c, q));
+}
+int MPI_Rsend_init(const void* b, int n, MPI_Datatype t, int to, int tag, MPI_Comm c, MPI_Request* q) {
+  return init(true, to, n, t, c, q, RA, PMPI_Rsend_init(b, n, t, to, tag, c, q));
+}
+int MPI_Recv_init(void* b, int n, MPI_Datatype t, int from, int tag, MPI_Comm c, MPI_Request* q) {
+  return init(false, from, n, t, c, q, RA, PMPI_Recv_init(b, n, t, from, tag, c, q));
+}
+int MPI_Start(MPI_Request* q) {
+  if (q) start(*q);
+  return PMPI_Start(q);
+}
+int MPI_Startall(int n, MPI_Request q[]) {
+  for (int i = 0; q && i < n; ++i) start(q[i]);
+  return PMPI_Startall(n, q);
 }
 
 }  // extern "C"

@@ -1,7 +1,7 @@
 // The simulated world (issue 33): fibers in virtual time under a seeded
 // schedule. Its scheduler and world directly; then the commands as a user runs
 // them: one seed gives one output, byte for byte, on an idle host and on one
-// running 8 busy processes.
+// running 8 busy processes, and pinned to one CPU.
 
 #include <fmt/format.h>
 #include <gtest/gtest.h>
@@ -211,12 +211,14 @@ std::vector<std::string> example_bugs() {
 
 // Every example replayed and 1,000 cases of the detection property: what the
 // simulated world prints, all of it.
-std::vector<testutil::CommandResult> the_runs(uint64_t seed) {
+// `prefix` runs them under another command (taskset: one CPU instead of the host's).
+std::vector<testutil::CommandResult> the_runs(uint64_t seed, const std::string& prefix = "") {
   std::vector<testutil::CommandResult> out;
   for (const auto& f : example_bugs())
-    out.push_back(testutil::run_command(std::string(COLLCHECK_BIN) + " replay " + f + " --world sim 2>&1", 300));
+    out.push_back(testutil::run_command(prefix + COLLCHECK_BIN + " replay " + f + " --world sim 2>&1", 300));
   out.push_back(testutil::run_command(
-      fmt::format("{} faults --world sim --random 1000 --seed {} --progress off 2>&1", COLLCHECK_BIN, seed), 300));
+      fmt::format("{}{} faults --world sim --random 1000 --seed {} --progress off 2>&1", prefix, COLLCHECK_BIN, seed),
+      300));
   return out;
 }
 
@@ -233,6 +235,9 @@ TEST(SimCli, OneSeedOneOutputOnAnIdleAndABusyHost) {
     BusyHost host(8);
     busy = the_runs(seed);
   }
+  // A machine with fewer cores, as near as one host comes to another machine:
+  // the same runs pinned to one CPU.
+  const auto one_cpu = the_runs(seed, "taskset -c 0 ");
   const auto files = example_bugs();
   ASSERT_EQ(idle.size(), files.size() + 1);
   for (size_t i = 0; i < idle.size(); ++i) {
@@ -241,6 +246,7 @@ TEST(SimCli, OneSeedOneOutputOnAnIdleAndABusyHost) {
     EXPECT_EQ(idle[i].out, again[i].out) << what << ": two idle runs differ";
     EXPECT_EQ(idle[i].out, busy[i].out) << what << ": the busy host's run differs";
     EXPECT_EQ(idle[i].code, busy[i].code) << what;
+    EXPECT_EQ(idle[i].out, one_cpu[i].out) << what << ": the run on one CPU differs";
   }
   // Every example's expectation held, and the property had no miss and no false alarm.
   for (size_t i = 0; i < files.size(); ++i)

@@ -364,8 +364,8 @@ TorchScenario torch_scenario(const std::vector<TorchDump>& dumps, const std::str
   const bool mpi = std::any_of(dumps.begin(), dumps.end(), [](const TorchDump& d) { return !d.collcheck_reason.empty(); });
   if (mpi)
     out.notes.push_back("point-to-point calls are paired in order per sender and receiver (MPI's tags are not "
-                        "recorded); MPI's reduce, gather, scatter, scan and v-variants are written as all_reduce of "
-                        "the same size");
+                        "recorded); MPI's reduce, gather, scatter, scan, v-variants and neighbourhood collectives are "
+                        "written as all_reduce of the same size");
   else
     out.notes.push_back("reduction ops are not in the dumps: sum is used; broadcasts' roots neither: the group's first rank");
 

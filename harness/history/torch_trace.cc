@@ -319,6 +319,9 @@ std::string torch_collective(const std::string& profiling_name) {
         {"exscan", "exscan"},           {"alltoallw", "all_to_all_w"},     {"send", "send"},
         {"recv", "recv"},
         {"recvAnySource", "recv"},      {"comm_free", "comm_free"},
+        {"neighbor_allgather", "neighbor_all_gather"},   {"neighbor_allgatherv", "neighbor_all_gather_v"},
+        {"neighbor_alltoall", "neighbor_all_to_all"},    {"neighbor_alltoallv", "neighbor_all_to_all_v"},
+        {"neighbor_alltoallw", "neighbor_all_to_all_w"},
     };
     // MPI_Sendrecv: its send half "sendrecv a->b", its receive half "sendrecv a<-b".
     if (op == "sendrecv") return profiling_name.find("->") != std::string::npos ? "send" : "recv";

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <filesystem>
+#include <set>
 
 #include "harness/check/torch_analysis.h"
 #include "harness/history/torch_scenario.h"
@@ -47,6 +48,19 @@ void emit_torch_scenario(const AnalyzeJob& f, Events& ev, const std::vector<Torc
         o.stopped_before[{r, d.group}] = static_cast<int64_t>(*d.seq);
         o.extra_members[d.group].push_back(r);  // a member, whether or not the dumps list it
       }
+  // The collectives the ranks' k-th calls of group `g` are in the scenario.
+  auto colls_at = [](const Scenario& sc, const std::string& g, uint64_t k) {
+    std::set<Collective> out;
+    for (const auto& [r, prog] : sc.overrides) {
+      uint64_t n = 0;
+      for (const auto& st : prog)
+        if (st.kind == Step::Call && st.call.group == g && !is_p2p(st.call.coll) && ++n == k) {
+          out.insert(st.call.coll);
+          break;
+        }
+    }
+    return out;
+  };
   try {
     t = torch_scenario(dumps, f.dir, o);
   } catch (const TorchTraceError& e) {
@@ -73,6 +87,10 @@ void emit_torch_scenario(const AnalyzeJob& f, Events& ev, const std::vector<Torc
         e.seq = scenario_seq(t, d.group, static_cast<int64_t>(*d.seq));
     }
     if (d.kind == DiagnosisKind::Deadlock) e.group.reset();
+    // Two collectives written as one (an all_reduce of the same size: MPI's
+    // reduce, gather, neighbourhood calls) differ in their tags only.
+    if (d.kind == DiagnosisKind::OrderMismatch && e.group && e.seq && colls_at(s, *e.group, *e.seq).size() == 1)
+      e.fields = {"tag"};
     s.expect = e;
   }
   std::string text = scenario_to_yaml(s);
