@@ -188,13 +188,16 @@ class InProcRequest final : public LinkRequest {
     InProcFabric::Impl::settle(*box_, op_, lk);  // matched: the transfer happens, as it would have at the match
   }
 
+  // A poll that finds the transfer not done yields (in virtual time, 1 us:
+  // the others run and the clock moves), whether or not the peer has posted
+  // its side: a plugin spinning on test() never holds the simulated world's
+  // one thread.
   bool test() override {
     std::unique_lock<std::mutex> lk(box_->mu);
     InProcFabric::Impl::settle(*box_, op_, lk);
-    if (!check_locked()) return false;
-    if (sched::now() >= op_->ready_at) return true;
+    if (check_locked() && sched::now() >= op_->ready_at) return true;
     lk.unlock();
-    sched::yield();  // a poll in virtual time: the others run, the clock moves
+    sched::yield();
     return false;
   }
 

@@ -97,6 +97,8 @@ uint64_t record(Entry e);
 // a collective of it ("mpi:comm_free"); the caller frees, then completes it.
 uint64_t begin_comm_free(MPI_Comm c, const void* ra);
 void complete(uint64_t id);
+// A wildcard receive's record ("<-any") learns the source it matched.
+void matched_source(uint64_t id, int source);
 // Writes this rank's dump (atomically); `why` goes into it. Safe to call from
 // the watchdog thread and more than once.
 void dump(const char* why);

@@ -1,7 +1,8 @@
 // Point-to-point calls and the calls that complete requests. A send or a
 // receive is recorded as "mpi:send a->b" / "mpi:recv a<-b" (ranks of its
 // communicator; MPI_Sendrecv as its two halves, "mpi:sendrecv a->b" and
-// "mpi:sendrecv a<-c"; "recvAnySource" for MPI_ANY_SOURCE) with the communicator's
+// "mpi:sendrecv a<-c"; "recvAnySource a<-any" for MPI_ANY_SOURCE, which
+// becomes "a<-s" once it completed from s) with the communicator's
 // point-to-point sequence number; a non-blocking one stays "started" until
 // the MPI_Wait/MPI_Test family completes its request, so a request never
 // waited is still open in the dump at MPI_Finalize.
@@ -51,17 +52,46 @@ int blocking(uint64_t id, F call) {
 }
 
 // The records of the requests that completed: done[i] for before[i] (the
-// handles as the call got them; a persistent request's handle stays, inactive).
-void settle(const std::vector<MPI_Request>& before, const std::vector<bool>& done) {
+// handles as the call got them; a persistent request's handle stays,
+// inactive), with the source each matched (a wildcard receive learns it).
+void settle(const std::vector<MPI_Request>& before, const std::vector<bool>& done, const std::vector<int>& source) {
   std::lock_guard lock(mu);
   for (size_t i = 0; i < before.size() && i < done.size(); ++i) {
     if (!done[i]) continue;
     if (auto it = open_requests.find(before[i]); it != open_requests.end()) {
+      if (i < source.size()) matched_source(it->second, source[i]);
       complete(it->second);
       open_requests.erase(it);
     }
   }
 }
+
+// The statuses a call fills: the caller's, or ours when it passed
+// MPI_STATUS(ES)_IGNORE, so that a wildcard receive's source is known.
+struct Statuses {
+  std::vector<MPI_Status> own;
+  MPI_Status* use;
+  Statuses(MPI_Status* given, int n) : own(given ? 0 : static_cast<size_t>(std::max(n, 1))), use(given ? given : own.data()) {}
+  // The source of request i: statuses in request order (Wait, Test, *all).
+  std::vector<int> by_request(int n) const {
+    std::vector<int> s(static_cast<size_t>(std::max(n, 0)), MPI_ANY_SOURCE);
+    for (int i = 0; i < n; ++i) s[static_cast<size_t>(i)] = use[i].MPI_SOURCE;
+    return s;
+  }
+  // One status for request `index` (*any).
+  std::vector<int> for_one(int n, int index) const {
+    std::vector<int> s(static_cast<size_t>(std::max(n, 0)), MPI_ANY_SOURCE);
+    if (index >= 0 && index < n) s[static_cast<size_t>(index)] = use[0].MPI_SOURCE;
+    return s;
+  }
+  // Statuses in completion order (*some).
+  std::vector<int> for_some(int n, int outcount, const int* idx) const {
+    std::vector<int> s(static_cast<size_t>(std::max(n, 0)), MPI_ANY_SOURCE);
+    for (int k = 0; idx && outcount != MPI_UNDEFINED && k < outcount; ++k)
+      if (idx[k] >= 0 && idx[k] < n) s[static_cast<size_t>(idx[k])] = use[k].MPI_SOURCE;
+    return s;
+  }
+};
 
 std::vector<bool> all(int n, bool v = true) { return std::vector<bool>(static_cast<size_t>(std::max(n, 0)), v); }
 std::vector<bool> one_of(int n, int index) {
@@ -142,21 +172,29 @@ int MPI_Rsend(const void* b, int n, MPI_Datatype t, int to, int tag, MPI_Comm c)
   return blocking(begin(c, true, false, to, n, t, RA), [&] { return PMPI_Rsend(b, n, t, to, tag, c); });
 }
 int MPI_Sendrecv_replace(void* b, int n, MPI_Datatype t, int to, int stag, int from, int rtag, MPI_Comm c,
-                         MPI_Status* s) {
+                         MPI_Status* st) {
+  Statuses s(st == MPI_STATUS_IGNORE ? nullptr : st, 1);
   const uint64_t a = begin(c, true, false, to, n, t, RA, true);
   const uint64_t r = begin(c, false, false, from, n, t, RA, true);
-  const int rc = blocking(a, [&] { return PMPI_Sendrecv_replace(b, n, t, to, stag, from, rtag, c, s); });
+  const int rc = blocking(a, [&] { return PMPI_Sendrecv_replace(b, n, t, to, stag, from, rtag, c, s.use); });
+  if (rc == MPI_SUCCESS && from == MPI_ANY_SOURCE) matched_source(r, s.use[0].MPI_SOURCE);
   complete(r);
   return rc;
 }
 int MPI_Recv(void* b, int n, MPI_Datatype t, int from, int tag, MPI_Comm c, MPI_Status* st) {
-  return blocking(begin(c, false, false, from, n, t, RA), [&] { return PMPI_Recv(b, n, t, from, tag, c, st); });
+  Statuses s(st == MPI_STATUS_IGNORE ? nullptr : st, 1);
+  const uint64_t id = begin(c, false, false, from, n, t, RA);
+  const int rc = blocking(id, [&] { return PMPI_Recv(b, n, t, from, tag, c, s.use); });
+  if (rc == MPI_SUCCESS && from == MPI_ANY_SOURCE) matched_source(id, s.use[0].MPI_SOURCE);
+  return rc;
 }
 int MPI_Sendrecv(const void* sb, int sn, MPI_Datatype st, int to, int stag, void* rb, int rn, MPI_Datatype rt,
-                 int from, int rtag, MPI_Comm c, MPI_Status* s) {
+                 int from, int rtag, MPI_Comm c, MPI_Status* status) {
+  Statuses s(status == MPI_STATUS_IGNORE ? nullptr : status, 1);
   const uint64_t a = begin(c, true, false, to, sn, st, RA, true);
   const uint64_t b = begin(c, false, false, from, rn, rt, RA, true);
-  const int rc = blocking(a, [&] { return PMPI_Sendrecv(sb, sn, st, to, stag, rb, rn, rt, from, rtag, c, s); });
+  const int rc = blocking(a, [&] { return PMPI_Sendrecv(sb, sn, st, to, stag, rb, rn, rt, from, rtag, c, s.use); });
+  if (rc == MPI_SUCCESS && from == MPI_ANY_SOURCE) matched_source(b, s.use[0].MPI_SOURCE);
   complete(b);
   return rc;
 }
@@ -187,58 +225,66 @@ int MPI_Probe(int from, int tag, MPI_Comm c, MPI_Status* st) {
 
 int MPI_Wait(MPI_Request* q, MPI_Status* st) {
   const std::vector<MPI_Request> before{*q};
+  Statuses s(st == MPI_STATUS_IGNORE ? nullptr : st, 1);
   blocking_enter(first_open(q, 1));
-  const int rc = PMPI_Wait(q, st);
+  const int rc = PMPI_Wait(q, s.use);
   blocking_leave();
-  if (rc == MPI_SUCCESS) settle(before, all(1));
+  if (rc == MPI_SUCCESS) settle(before, all(1), s.by_request(1));
   return rc;
 }
 int MPI_Waitall(int n, MPI_Request q[], MPI_Status st[]) {
   const std::vector<MPI_Request> before(q, q + n);
+  Statuses s(st == MPI_STATUSES_IGNORE ? nullptr : st, n);
   blocking_enter(first_open(q, n));
-  const int rc = PMPI_Waitall(n, q, st);
+  const int rc = PMPI_Waitall(n, q, s.use);
   blocking_leave();
-  if (rc == MPI_SUCCESS) settle(before, all(n));
+  if (rc == MPI_SUCCESS) settle(before, all(n), s.by_request(n));
   return rc;
 }
 int MPI_Waitany(int n, MPI_Request q[], int* index, MPI_Status* st) {
   const std::vector<MPI_Request> before(q, q + n);
+  Statuses s(st == MPI_STATUS_IGNORE ? nullptr : st, 1);
   blocking_enter(first_open(q, n));
-  const int rc = PMPI_Waitany(n, q, index, st);
+  const int rc = PMPI_Waitany(n, q, index, s.use);
   blocking_leave();
-  if (rc == MPI_SUCCESS && index) settle(before, one_of(n, *index));
+  if (rc == MPI_SUCCESS && index) settle(before, one_of(n, *index), s.for_one(n, *index));
   return rc;
 }
 int MPI_Waitsome(int n, MPI_Request q[], int* outcount, int idx[], MPI_Status st[]) {
   const std::vector<MPI_Request> before(q, q + n);
+  Statuses s(st == MPI_STATUSES_IGNORE ? nullptr : st, n);
   blocking_enter(first_open(q, n));
-  const int rc = PMPI_Waitsome(n, q, outcount, idx, st);
+  const int rc = PMPI_Waitsome(n, q, outcount, idx, s.use);
   blocking_leave();
-  if (rc == MPI_SUCCESS && outcount) settle(before, some_of(n, *outcount, idx));
+  if (rc == MPI_SUCCESS && outcount) settle(before, some_of(n, *outcount, idx), s.for_some(n, *outcount, idx));
   return rc;
 }
 int MPI_Test(MPI_Request* q, int* flag, MPI_Status* st) {
   const std::vector<MPI_Request> before{*q};
-  const int rc = PMPI_Test(q, flag, st);
-  if (rc == MPI_SUCCESS && *flag) settle(before, all(1));
+  Statuses s(st == MPI_STATUS_IGNORE ? nullptr : st, 1);
+  const int rc = PMPI_Test(q, flag, s.use);
+  if (rc == MPI_SUCCESS && *flag) settle(before, all(1), s.by_request(1));
   return rc;
 }
 int MPI_Testall(int n, MPI_Request q[], int* flag, MPI_Status st[]) {
   const std::vector<MPI_Request> before(q, q + n);
-  const int rc = PMPI_Testall(n, q, flag, st);
-  if (rc == MPI_SUCCESS && *flag) settle(before, all(n));
+  Statuses s(st == MPI_STATUSES_IGNORE ? nullptr : st, n);
+  const int rc = PMPI_Testall(n, q, flag, s.use);
+  if (rc == MPI_SUCCESS && *flag) settle(before, all(n), s.by_request(n));
   return rc;
 }
 int MPI_Testany(int n, MPI_Request q[], int* index, int* flag, MPI_Status* st) {
   const std::vector<MPI_Request> before(q, q + n);
-  const int rc = PMPI_Testany(n, q, index, flag, st);
-  if (rc == MPI_SUCCESS && *flag && index) settle(before, one_of(n, *index));
+  Statuses s(st == MPI_STATUS_IGNORE ? nullptr : st, 1);
+  const int rc = PMPI_Testany(n, q, index, flag, s.use);
+  if (rc == MPI_SUCCESS && *flag && index) settle(before, one_of(n, *index), s.for_one(n, *index));
   return rc;
 }
 int MPI_Testsome(int n, MPI_Request q[], int* outcount, int idx[], MPI_Status st[]) {
   const std::vector<MPI_Request> before(q, q + n);
-  const int rc = PMPI_Testsome(n, q, outcount, idx, st);
-  if (rc == MPI_SUCCESS && outcount) settle(before, some_of(n, *outcount, idx));
+  Statuses s(st == MPI_STATUSES_IGNORE ? nullptr : st, n);
+  const int rc = PMPI_Testsome(n, q, outcount, idx, s.use);
+  if (rc == MPI_SUCCESS && outcount) settle(before, some_of(n, *outcount, idx), s.for_some(n, *outcount, idx));
   return rc;
 }
 int MPI_Request_free(MPI_Request* q) {

@@ -185,6 +185,17 @@ void complete(uint64_t id) {
   ring[k].completed_ns = now_ns();
 }
 
+void matched_source(uint64_t id, int source) {
+  if (source < 0) return;
+  std::lock_guard lock(mu);
+  if (ring.empty() || id < ring.front().record_id) return;
+  const size_t k = static_cast<size_t>(id - ring.front().record_id);
+  if (k >= ring.size()) return;
+  std::string& name = ring[k].name;
+  if (const auto at = name.rfind("<-any"); at != std::string::npos && at + 5 == name.size())
+    name = name.substr(0, at + 2) + std::to_string(source);
+}
+
 void dump(const char* why) {
   using nlohmann::json;
   static std::mutex dump_mu;  // one dump at a time (the watchdog and a signal's may meet)

@@ -37,7 +37,7 @@ TEST(Plugin, UnloadableIsBadInput) {
   struct {
     std::string impl, message;
   } cases[] = {
-      {"plugin:" + plugin("bad_version"), "was built for plugin ABI version 42; this collcheck supports version 1"},
+      {"plugin:" + plugin("bad_version"), "was built for plugin ABI version 42; this collcheck supports versions 1 to 2"},
       {"plugin:" + plugin("no_entry"), "does not export collcheck_all_reduce"},
       {"plugin:/nonexistent/libx.so", "cannot load plugin '/nonexistent/libx.so'"},
       {"plugin:", "needs a path"},

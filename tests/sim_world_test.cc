@@ -12,6 +12,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <random>
+#include <regex>
 #include <set>
 #include <stdexcept>
 #include <string>
@@ -323,4 +324,41 @@ TEST(SimCli, TheRaceMutantIsCaughtOnSeedsOneToThreeAndItsReplayFailsEveryTime) {
     EXPECT_EQ(again.code, 1) << bin_line << "\n" << again.out;
     EXPECT_NE(again.out.find("20 runs of the case: 20 failed"), std::string::npos) << bin_line << "\n" << again.out;
   }
+}
+
+namespace {
+// verify's output without what the wall clock decides ("in 2.0 s (100 cases/s)").
+std::string without_timing(const std::string& out) {
+  static const std::regex timing(R"( in [0-9.]+ s \([0-9.]+ cases/s\))");
+  return std::regex_replace(out, timing, "");
+}
+}  // namespace
+
+// A plugin that bounds its polling by the world's clock (ABI version 2's
+// now_ns) and checks it against ns_left passes; in the simulated world its
+// run is the same, byte for byte, on an idle and a busy host. Its version-1
+// build (no now_ns) runs too, and the version-2 build passes in the thread
+// world, where the clock is the host's.
+TEST(SimCli, APluginPollingByTheWorldsClockRunsTheSameOnABusyHost) {
+  SKIP_WITHOUT_FIBERS();
+  const uint64_t seed = std::random_device{}() % 1000000;
+  std::printf("[ seed ] clock_poll verify seed %llu\n", static_cast<unsigned long long>(seed));
+  auto run = [&](const char* so, const char* world, int cases) {
+    return testutil::run_command(fmt::format("{} verify --world {} --impl plugin:{}/{} --cases {} --seed {} "
+                                             "--progress off 2>&1",
+                                             COLLCHECK_BIN, world, PLUGIN_DIR, so, cases, seed),
+                                 600);
+  };
+  const auto idle = run("clock_poll.so", "sim", 200);
+  testutil::CommandResult busy;
+  {
+    BusyHost host(8);
+    busy = run("clock_poll.so", "sim", 200);
+  }
+  EXPECT_EQ(idle.code, 0) << idle.out;
+  EXPECT_EQ(without_timing(idle.out), without_timing(busy.out)) << "the busy host's run differs";
+  const auto v1 = run("clock_poll_v1.so", "sim", 100);
+  EXPECT_EQ(v1.code, 0) << v1.out;
+  const auto threads = run("clock_poll.so", "threads", 40);
+  EXPECT_EQ(threads.code, 0) << threads.out;
 }

@@ -182,7 +182,7 @@ TorchScenario torch_scenario(const std::vector<TorchDump>& dumps, const std::str
   // The programs: each rank's collectives from its groups' starts, in its issue order.
   std::set<std::string> approximated, bytes_typed;
   size_t frees = 0;
-  bool uneven = false;
+  bool uneven = false, uneven_counts = false;
   struct Placed {
     int rank;
     size_t index;
@@ -261,8 +261,10 @@ TorchScenario torch_scenario(const std::vector<TorchDump>& dumps, const std::str
     p2p_writer.end_rank(prog);
   }
   // A rank without a dump: the calls of its groups that the others show it
-  // made (before the one the analysis says it never joined, else every call
-  // all of them ended), in the order the others made them, then an exit.
+  // made (before the one the analysis says it never joined, else as far as
+  // most of them got), in the order the others made them, then an exit.
+  std::set<int> stopped;
+  for (const auto& [rk, seq] : o.stopped_before) stopped.insert(rk.first);
   for (const int r : job.no_dump) {
     Program& prog = s.overrides[r];
     std::vector<std::pair<int64_t, std::pair<const TorchEntry*, std::string>>> known;  // created, entry, group
@@ -271,8 +273,20 @@ TorchScenario torch_scenario(const std::vector<TorchDump>& dumps, const std::str
       if (!std::binary_search(g->members.begin(), g->members.end(), r) &&
           (extra == o.extra_members.end() || std::find(extra->second.begin(), extra->second.end(), r) == extra->second.end()))
         continue;
+      // A rank the analysis does not name went where most ranks with a dump
+      // got to (ties: the further), the call they are stuck in included, so
+      // that the replay names whom the analysis named. One it names as
+      // stopped (in this group or another) made the calls all of them ended.
       int64_t end = INT64_MAX;
-      for (const auto& [q, mine] : g->ranks) end = std::min(end, mine.ended);
+      if (stopped.count(r)) {
+        for (const auto& [q, mine] : g->ranks) end = std::min(end, mine.ended);
+      } else {
+        std::map<int64_t, int> reached;
+        for (const auto& [q, mine] : g->ranks) ++reached[mine.enqueued];
+        int most = 0;
+        for (const auto& [seq, n] : reached)
+          if (n >= most) most = n, end = seq;
+      }
       if (const auto it = o.stopped_before.find({r, k}); it != o.stopped_before.end()) end = it->second - 1;
       for (int64_t seq = out.first_seq.at(k); seq <= end && end != INT64_MAX; ++seq)
         for (const auto& [q, mine] : g->ranks)
@@ -310,6 +324,28 @@ TorchScenario torch_scenario(const std::vector<TorchDump>& dumps, const std::str
     if (want != c.count) {
       uneven = true;
       c.count = want;
+      c.shape.clear();
+    }
+  }
+  // Collectives whose counts may differ between ranks legitimately (the
+  // v- and w-variants, gather, scatter, scan, the neighbourhood calls: the
+  // analysis does not compare their counts) are written as an all_reduce, whose
+  // counts must agree: every rank of such a call moves the largest count.
+  static const std::set<std::string> same_count = {"all_reduce", "broadcast", "reduce", "all_gather",
+                                                   "reduce_scatter", "all_to_all", "barrier", "comm_free"};
+  auto op_of_tag = [](const CallStep& c) { return c.tag.substr(0, c.tag.rfind('#')); };
+  std::map<std::pair<std::string, int64_t>, uint64_t> widest;
+  for (const auto& p : placed)
+    if (!is_p2p(call_at(p).coll) && !same_count.count(op_of_tag(call_at(p)))) {
+      auto& w = widest[{p.pg, p.seq}];
+      w = std::max(w, call_at(p).count);
+    }
+  for (const auto& p : placed) {
+    CallStep& c = call_at(p);
+    if (is_p2p(c.coll) || same_count.count(op_of_tag(c))) continue;
+    if (const uint64_t w = widest.at({p.pg, p.seq}); w != c.count) {
+      uneven_counts = true;
+      c.count = w;
       c.shape.clear();
     }
   }
@@ -352,6 +388,10 @@ TorchScenario torch_scenario(const std::vector<TorchDump>& dumps, const std::str
     out.notes.push_back(fmt::format("{} MPI_Comm_free calls written as a barrier of their group (MPI says a free is "
                                     "collective; an MPI that synchronizes in it waits as the barrier does)",
                                     frees));
+  if (uneven_counts)
+    out.notes.push_back("collectives whose counts may differ between ranks (v- and w-variants, gather, scatter, scan, "
+                        "neighbourhood calls), written as an all_reduce: every rank of such a call moves the largest "
+                        "count");
   if (uneven)
     out.notes.push_back("all_to_all with uneven splits (the ranks' inputs differ): every rank sends the largest, "
                         "rounded up to a multiple of the group's size");

@@ -15,8 +15,10 @@
 //   when the rank reached MPI_Finalize or exit with it open, else at the end.
 // A receive posted for more elements than the matching send moved is written
 // with the send's count (MPI allows it); fewer stays as recorded (truncation).
-// A group with a wildcard receive, or whose buffer lost its first records,
-// keeps its point-to-point calls out, and a note says so.
+// A wildcard receive is written as a receive from the source it matched
+// (the interposer records it at completion). A group with a wildcard receive
+// that never completed, or whose buffer lost its first records, keeps its
+// point-to-point calls out, and a note says so.
 #include "harness/history/torch_scenario_p2p.h"
 
 #include <fmt/format.h>
@@ -40,6 +42,7 @@ std::optional<Arrow> arrow_of(const std::string& op) {
   if (sp == std::string::npos) return std::nullopt;
   Arrow a;
   a.verb = op.substr(4, sp - 4);
+  if (a.verb.ends_with("AnySource")) a.verb.resize(a.verb.size() - 9);  // resolved: "recvAnySource 1<-0"
   const std::string rest = op.substr(sp + 1);
   size_t k = rest.find("->");
   a.send = k != std::string::npos;
@@ -69,7 +72,7 @@ MpiP2pWriter::MpiP2pWriter(const std::vector<TorchDump>& dumps) {
         why_not[k] = "the dumps do not list its members";
       } else if (!arrow_of(e.op) || arrow_of(e.op)->peer >= static_cast<int>(g->second.ranks.size())) {
         why_not[k] = e.op.find("AnySource") != std::string::npos
-                         ? "a wildcard receive (MPI_ANY_SOURCE): the dumps do not say which send it matched"
+                         ? "a wildcard receive (MPI_ANY_SOURCE) that never completed: no send is known to match it"
                          : "a record whose peer is not a member: " + e.op;
       } else {
         members_[k] = g->second.ranks;

@@ -6,6 +6,8 @@
 #include <dlfcn.h>
 #include <fmt/format.h>
 
+#include <algorithm>
+#include <chrono>
 #include <cstring>
 #include <memory>
 #include <unordered_set>
@@ -13,6 +15,7 @@
 #include "collcheck/plugin.h"
 #include "harness/peers/implementation.h"
 #include "impl/kernels.h"
+#include "impl/sched.h"
 
 namespace collcheck {
 
@@ -162,9 +165,14 @@ void cb_combine(void* ctx, void* inout, const void* in, size_t count) {
 }
 void cb_premul(void* ctx, void* out, const void* in, size_t count) { apply_pre(ctx_of(ctx).a.red, out, in, count); }
 void cb_postdiv(void* ctx, void* buf, size_t count) { apply_post(ctx_of(ctx).a.red, buf, count); }
+// The world's clock (sched::now: virtual time in the simulated world).
 uint64_t cb_ns_left(void* ctx) {
-  const auto left = ctx_of(ctx).a.deadline - Clock::now();
+  const auto left = ctx_of(ctx).a.deadline - sched::now();
   return left.count() <= 0 ? 0 : static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(left).count());
+}
+uint64_t cb_now_ns(void*) {
+  const auto t = sched::now().time_since_epoch();
+  return static_cast<uint64_t>(std::max<int64_t>(0, std::chrono::duration_cast<std::chrono::nanoseconds>(t).count()));
 }
 
 class PluginImplementation final : public Implementation {
@@ -214,7 +222,7 @@ class PluginImplementation final : public Implementation {
                               a.tag};
     const collcheck_links links{&c,      a.links.rank(), a.links.size(), cb_isend,   cb_irecv,   cb_test,
                                 cb_wait, cb_cancel,      cb_set_error,   cb_combine, cb_premul, cb_postdiv,
-                                cb_ns_left};
+                                cb_ns_left, cb_now_ns};
     const int rc = fn_(&call, &links);
     if (rc != 0) {
       std::string why = !c.plugin_error.empty() ? c.plugin_error
@@ -256,9 +264,10 @@ ImplPtr load_plugin(const std::string& path) {
                                           "(see collcheck/plugin.h)",
                                           path));
   const int v = version();
-  if (v != COLLCHECK_PLUGIN_ABI_VERSION)
+  // Fields are only added at the end: an older plugin never reads the newer ones.
+  if (v < 1 || v > COLLCHECK_PLUGIN_ABI_VERSION)
     throw ImplementationError(fmt::format("plugin '{}' was built for plugin ABI version {}; this collcheck "
-                                          "supports version {}",
+                                          "supports versions 1 to {}",
                                           path, v, COLLCHECK_PLUGIN_ABI_VERSION));
   auto fn = reinterpret_cast<PluginAllReduceFn>(sym("collcheck_all_reduce"));
   if (!fn)

@@ -30,7 +30,7 @@
 #define FAULT FAULT_ID(COLLCHECK_FAULT)
 
 extern "C" int collcheck_plugin_abi_version(void) {
-  return FAULT == FAULT_bad_version ? COLLCHECK_PLUGIN_ABI_VERSION + 41 : COLLCHECK_PLUGIN_ABI_VERSION;
+  return FAULT == FAULT_bad_version ? 42 : COLLCHECK_PLUGIN_ABI_VERSION;  // newer than any collcheck
 }
 
 #if FAULT == FAULT_exits_on_load

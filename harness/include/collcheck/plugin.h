@@ -1,5 +1,5 @@
 /*
- * collcheck plugin ABI, version 1: how a user's all-reduce is put under test.
+ * collcheck plugin ABI, version 2: how a user's all-reduce is put under test.
  *
  * A plugin is a shared library that exports the functions at the bottom of
  * this file. `collcheck verify --impl plugin:/path/libmine.so` loads it with
@@ -16,6 +16,10 @@
  *    returns; wait() and cancel() free it.
  *  - wait() never blocks past the call's deadline: it then fails, and the
  *    error text says which peer and tag were missing.
+ *  - Time: a plugin that bounds a poll or a back-off reads the world's clock
+ *    (now_ns, ns_left), not the host's. In the simulated world (--world sim)
+ *    that clock is virtual: it moves only when ranks wait, so a bound in it
+ *    gives the same run on an idle and a busy host; the host's clock does not.
  *  - Return 0 on success. On failure, call links->set_error() with a message
  *    and return nonzero. Returning 0 after a link operation failed is itself
  *    reported as a bug.
@@ -25,9 +29,10 @@
  * semantics for the call's dtype and op; a plugin may use them or bring its
  * own arithmetic (which is then what gets tested).
  *
- * Versioning: collcheck refuses a plugin whose collcheck_plugin_abi_version()
- * differs from the COLLCHECK_PLUGIN_ABI_VERSION it was built with. Fields are
- * only ever added at the end of the structs, with a version bump.
+ * Versioning: fields are only ever added at the end of the structs, with a
+ * version bump, so collcheck runs a plugin built for its version or an older
+ * one (which never reads the newer fields), and refuses a newer one.
+ * Version 2 added collcheck_links.now_ns.
  */
 #ifndef COLLCHECK_PLUGIN_H_
 #define COLLCHECK_PLUGIN_H_
@@ -39,7 +44,7 @@
 extern "C" {
 #endif
 
-#define COLLCHECK_PLUGIN_ABI_VERSION 1
+#define COLLCHECK_PLUGIN_ABI_VERSION 2
 
 /* The same numbering as ncclDataType_t. */
 typedef enum {
@@ -109,8 +114,13 @@ typedef struct collcheck_links {
   void (*combine)(void* ctx, void* inout, const void* in, size_t count);
   void (*premul)(void* ctx, void* out, const void* in, size_t count);
   void (*postdiv)(void* ctx, void* buf, size_t count);
-  /* Nanoseconds left until the call's deadline (0 once it has passed). */
+  /* Nanoseconds left until the call's deadline (0 once it has passed), on the
+     world's clock. */
   uint64_t (*ns_left)(void* ctx);
+  /* The world's clock, in nanoseconds from an origin fixed for the run:
+     virtual time in the simulated world, the steady clock otherwise.
+     Version 2. */
+  uint64_t (*now_ns)(void* ctx);
 } collcheck_links;
 
 /* ---- What a plugin exports ---- */
