@@ -301,16 +301,10 @@ TEST(Scenario, AGroupsProgressRuleIsWrittenBack) {
 // MPI's matching rule survives the trip too, and decides whether a blocking
 // and a non-blocking call of one collective are the same call.
 TEST(Scenario, AGroupsMatchingRuleIsWrittenBackAndDecidesWhetherBlockingCounts) {
-  const std::string text = R"(world: {ranks: 3}
-deadline: 2
-groups: {g: {ranks: [0, 1, 2], matching: mpi}}
-program:
-  - all_reduce: {group: g, tag: x, count: 8}
-ranks:
-  1:
-    program:
-      - all_reduce: {group: g, tag: x, count: 8, async: true, wait: end}
-)";
+  const std::string text =
+      "world: {ranks: 3}\ndeadline: 2\ngroups: {g: {ranks: [0, 1, 2], matching: mpi}}\n"
+      "program: [{all_reduce: {group: g, tag: x, count: 8}}]\n"
+      "ranks: {1: {program: [{all_reduce: {group: g, tag: x, count: 8, async: true, wait: end}}]}}\n";
   const Scenario s = parse_scenario(text, "m.yaml");
   ASSERT_EQ(s.groups.size(), 1u);
   EXPECT_TRUE(s.groups[0].mpi_matching);
