@@ -11,6 +11,7 @@
 #include <optional>
 #include <utility>
 
+#include "impl/checksum.h"
 #include "impl/sched.h"
 
 namespace collcheck {
@@ -41,6 +42,7 @@ struct Op {
   // this virtual time (min(): at once).
   Clock::time_point ready_at = Clock::time_point::min();
   std::shared_ptr<Op> partner;  // while Matched or Copying
+  std::optional<uint64_t> checksum;  // Done by move_bytes: the bytes' payload_checksum
 };
 using Key = std::pair<int, Tag>;  // (source rank, tag) within a destination's mailbox
 
@@ -136,8 +138,9 @@ struct InProcFabric::Impl {
     Op& recv = op->dir == LinkDirection::Send ? *other : *op;
     send.state = recv.state = OpState::Copying;
     lk.unlock();
-    std::memcpy(recv.dst, send.src, send.size);
+    const uint64_t sum = copy_with_checksum(recv.dst, send.src, send.size);
     lk.lock();
+    send.checksum = recv.checksum = sum;
     send.state = recv.state = OpState::Done;
     send.partner.reset();
     recv.partner.reset();
@@ -200,6 +203,8 @@ class InProcRequest final : public LinkRequest {
     sched::yield();
     return false;
   }
+
+  std::optional<uint64_t> moved_checksum() const override { return op_->checksum; }
 
   void wait(Deadline deadline) override {
     const auto start = sched::now();

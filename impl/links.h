@@ -8,6 +8,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <span>
 #include <stdexcept>
 #include <string>
@@ -59,6 +60,12 @@ class LinkRequest {
   virtual bool test() = 0;
   // Blocks until the transfer completes or `deadline` passes (LinkTimeout).
   virtual void wait(Deadline deadline) = 0;
+  // Once completed: payload_checksum (impl/checksum.h) of the bytes the
+  // transfer moved, where the links computed it as they moved them (the
+  // in-process links), so that a recorder need not read them again; nullopt
+  // elsewhere. A decorator that changes the bytes (a nemesis) must not pass
+  // its inner request's on, so the default is nullopt.
+  virtual std::optional<uint64_t> moved_checksum() const { return std::nullopt; }
 };
 using RequestPtr = std::unique_ptr<LinkRequest>;
 

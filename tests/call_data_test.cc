@@ -124,3 +124,25 @@ TEST(PayloadChecksum, AnyChangedWordOrByteOrSwapChangesIt) {
   const std::vector<unsigned char> z(64, 0);
   EXPECT_NE(collcheck::payload_checksum(z.data(), 32), collcheck::payload_checksum(z.data(), 64));
 }
+
+// The AVX2 loops (lengths of 256 bytes and more, on a CPU that has it: the
+// checksum, and the in-process links' copy with it) give the portable loop's checksum, at every length and alignment: the sender
+// and the receiver of a transfer must agree whichever one a build takes.
+TEST(PayloadChecksum, TheVectorLoopGivesThePortableLoopsSums) {
+  const uint64_t seed = std::random_device{}();
+  std::printf("[ seed    ] %llu\n", static_cast<unsigned long long>(seed));
+  std::mt19937_64 g(seed);
+  std::vector<unsigned char> a(70000);
+  for (auto& x : a) x = static_cast<unsigned char>(g());
+  for (int trial = 0; trial < 3000; ++trial) {
+    const size_t off = g() % 64, bytes = trial < 600 ? static_cast<size_t>(trial) : g() % (a.size() - 64);
+    const uint64_t want = collcheck::payload_checksum_portable(a.data() + off, bytes);
+    EXPECT_EQ(collcheck::payload_checksum(a.data() + off, bytes), want) << bytes << " bytes at offset " << off;
+    // The in-process links' copy: the same sum, and the bytes copied whole.
+    std::vector<unsigned char> d(bytes + 64, 0xa5);
+    const size_t doff = g() % 64;
+    EXPECT_EQ(collcheck::copy_with_checksum(d.data() + doff, a.data() + off, bytes), want) << bytes << " bytes copied";
+    EXPECT_EQ(std::memcmp(d.data() + doff, a.data() + off, bytes), 0) << bytes << " bytes copied";
+    EXPECT_EQ(d[doff + bytes], 0xa5) << "written past " << bytes << " bytes";
+  }
+}

@@ -18,6 +18,7 @@
 #include <map>
 #include <tuple>
 
+
 namespace collcheck {
 
 std::string_view call_state_name(CallState s) {
@@ -31,41 +32,7 @@ std::string_view call_state_name(CallState s) {
   return "?";
 }
 
-uint64_t payload_checksum(const void* data, size_t bytes) {
-  // Fletcher's two running sums, mod 2^64, in four independent lanes of
-  // 64-bit words: a += w; b += a. A changed word changes its lane's a (the
-  // step is a bijection of the word), so two payloads that differ in any one
-  // word always differ here. Two different words swapped across lanes change
-  // both lanes' a; within a lane they change b by (j - i)(w_i - w_j), which
-  // is zero only when that product is a multiple of 2^64. Only adds:
-  // the lanes run at load speed, where a multiply per word ((h ^ w) * odd)
-  // was a quarter of a 128-rank replay's time, and byte-wise FNV-1a a third.
-  // The lanes are mixed with multiplies once, at the end.
-  constexpr uint64_t kMul = 0x9e3779b97f4a7c15ull;
-  uint64_t a0 = 0xcbf29ce484222325ull, a1 = 0x84222325cbf29ce4ull, a2 = 0x100000001b3ull, a3 = 0x5bd1e9955bd1e995ull;
-  uint64_t b0 = 0, b1 = 0, b2 = 0, b3 = 0;
-  const auto* p = static_cast<const unsigned char*>(data);
-  size_t i = 0;
-  for (; i + 32 <= bytes; i += 32) {
-    uint64_t w0, w1, w2, w3;
-    std::memcpy(&w0, p + i, 8);
-    std::memcpy(&w1, p + i + 8, 8);
-    std::memcpy(&w2, p + i + 16, 8);
-    std::memcpy(&w3, p + i + 24, 8);
-    a0 += w0, a1 += w1, a2 += w2, a3 += w3;
-    b0 += a0, b1 += a1, b2 += a2, b3 += a3;
-  }
-  uint64_t out = fnv1a(p + i, bytes - i) ^ bytes;
-  for (const uint64_t v : {a0, b0, a1, b1, a2, b2, a3, b3}) out = (out ^ (v ^ (v >> 29))) * kMul;
-  return out;
-}
 
-uint64_t fnv1a(const void* data, size_t bytes) {
-  uint64_t h = 0xcbf29ce484222325ull;
-  const auto* p = static_cast<const unsigned char*>(data);
-  for (size_t i = 0; i < bytes; ++i) h = (h ^ p[i]) * 0x100000001b3ull;
-  return h;
-}
 
 namespace {
 std::mutex g_live_mu;

@@ -15,6 +15,7 @@
 #include <string>
 #include <vector>
 
+#include "impl/checksum.h"
 #include "impl/collective.h"
 #include "impl/links.h"
 #include "impl/semantics.h"
@@ -195,10 +196,7 @@ struct RankDump {
 RankDump rank_dump_from_json(const nlohmann::json& j);
 nlohmann::json rank_dump_to_json(const RankDump& d);
 
-uint64_t fnv1a(const void* data, size_t bytes);
-// A transfer's or a result's checksum: any one changed word changes it; at
-// memory speed.
-uint64_t payload_checksum(const void* data, size_t bytes);
+// fnv1a and payload_checksum (a transfer's or a result's checksum): impl/checksum.h.
 
 // Dumps every live recorder of this process into `dir` (rank-<r>.json each);
 // returns how many were written.

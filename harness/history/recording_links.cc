@@ -41,7 +41,8 @@ class RecordingRequest final : public LinkRequest {
   void finish() {
     done_ = true;
     t_.t_completed = rec_.now();
-    t_.checksum = payload_checksum(data_.data(), data_.size());
+    const std::optional<uint64_t> moved = inner_->moved_checksum();
+    t_.checksum = moved ? *moved : payload_checksum(data_.data(), data_.size());
     rec_.transfer(t_);
   }
   RequestPtr inner_;

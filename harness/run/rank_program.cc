@@ -4,16 +4,8 @@ namespace collcheck {
 
 namespace {
 
-// A call's input: filled whole before the call, so not zeroed first (at 128
-// ranks of 1 MiB calls, zeroing them was a tenth of a replay).
-template <typename T>
-struct NoZero : std::allocator<T> {
-  template <typename U> struct rebind { using other = NoZero<U>; };
-  template <typename U, typename... Args> void construct(U* p, Args&&... args) {
-    if constexpr (sizeof...(Args) > 0) ::new (static_cast<void*>(p)) U(std::forward<Args>(args)...);
-  }
-};
-using InputBytes = std::vector<std::byte, NoZero<std::byte>>;
+// A call's input: filled whole before the call, so not zeroed first.
+using InputBytes = Bytes;
 
 
 uint64_t call_seed(uint64_t index, const std::string& tag) {
@@ -309,25 +301,30 @@ void run_rank_program(RankEnv& env, Links& base) {
       co_out.call = c;
       co_out.p = gp;
       co_out.r = comm.rank();
-      InputBytes input(send_elements(c.coll, c.count, gp) * dtype_size(c.dtype));
+      const size_t in_bytes = send_elements(c.coll, c.count, gp) * dtype_size(c.dtype);
+      const size_t out_bytes = recv_elements(c.coll, c.count, gp) * dtype_size(c.dtype);
+      // In place (all_reduce, broadcast: the sizes agree): the output buffer
+      // holds the input and is both, filled where it is, with no input buffer.
+      // Out of place, the output starts zeroed, so that what an implementation
+      // leaves unwritten reads the same in every run.
+      const bool in_place = c.in_place && in_bytes == out_bytes && in_bytes > 0;
+      InputBytes input(in_place ? 0 : in_bytes);
+      co_out.out.resize(out_bytes);
+      if (!in_place) std::memset(co_out.out.data(), 0, out_bytes);
+      std::byte* in_data = in_place ? co_out.out.data() : input.data();
       if (is_p2p(c.coll)) {
         const bool send = c.coll == Collective::Send;
         const uint64_t n = ++gc.p2p_sent[{c.peer, send}];
         co_out.seq = comm.p2p_calls_issued() + 1;
         co_out.seed = send ? p2p_seed(c.group, r, c.peer, n, c.tag) : p2p_seed(c.group, c.peer, r, n, c.tag);
-        if (send) fill_input(input.data(), c.count, c.dtype, RedOp::Sum, 2, 0, co_out.seed, DataClass::Exact);
+        if (send) fill_input(in_data, c.count, c.dtype, RedOp::Sum, 2, 0, co_out.seed, DataClass::Exact);
       } else {
         co_out.seq = comm.calls_issued() + 1;
         co_out.seed = collective_seed(c.group, co_out.seq, c.tag);
         if (c.coll == Collective::Broadcast) co_out.root = local(c.peer);
         // A broadcast's input matters on its root only; every rank fills it alike.
-        CallData(c.dtype, c.op, gp, co_out.seed, input.size() / dtype_size(c.dtype)).fill(comm.rank(), input.data());
+        CallData(c.dtype, c.op, gp, co_out.seed, in_bytes / dtype_size(c.dtype)).fill(comm.rank(), in_data);
       }
-      co_out.out.resize(recv_elements(c.coll, c.count, gp) * dtype_size(c.dtype));
-      // In place (all_reduce, broadcast: the sizes agree): the output buffer
-      // holds the input and is both.
-      if (c.in_place && co_out.out.size() == input.size() && !input.empty())
-        std::memcpy(co_out.out.data(), input.data(), input.size());
       const size_t at = mine.add(std::move(co_out));
       CallOut& out = mine.at(at);
       const CallSpec spec{c.coll,  c.count, c.dtype, c.op, c.scalar, has_peer(c.coll) ? local(c.peer) : -1,
@@ -339,7 +336,7 @@ void run_rank_program(RankEnv& env, Links& base) {
         auto w = comm.call_async(spec, send_buf, out.out.data());
         if (c.read_before_wait) {
           rec.read_output(out.seq);
-          std::vector<std::byte> seen(out.out);  // the program reads its output here
+          std::vector<std::byte> seen(out.out.begin(), out.out.end());  // the program reads its output here
           (void)seen;
         }
         if (c.write_before_wait) {

@@ -27,6 +27,7 @@
 #include "harness/check/guard.h"
 #include "harness/check/oracle.h"
 #include "harness/model/atomic_file.h"
+#include "harness/model/heap.h"
 
 #include <nlohmann/json.hpp>
 
@@ -48,7 +49,7 @@ struct CallOut {
   uint64_t seed = 0;
   int p = 1, r = 0;  // the group's size and this rank's place in it (p2p: 2 and 0, the data's generator)
   int root = -1;     // broadcast: the root's place in the group
-  std::vector<std::byte> out;
+  Bytes out;  // filled whole before it is read: a resize does not zero it
   bool waited = false;
   bool settled = false;  // checked, hashed and its buffer released (RankResults)
   size_t order = 0;      // the rank's n-th call (RankResults)
@@ -115,7 +116,7 @@ class RankResults {
       }
     if (c.call.coll == Collective::AllReduce) hashes_[{c.call.group, c.seq}] = payload_checksum(c.out.data(), c.out.size());
     kept_ -= c.out.size();
-    std::vector<std::byte>().swap(c.out);
+    Bytes().swap(c.out);
     c.settled = true;
   }
   int r_ = 0;
