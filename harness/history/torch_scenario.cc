@@ -102,6 +102,11 @@ std::string group_name(const std::string& pg) {
   return n.substr(0, 32);
 }
 
+// Dumps that collcheck's MPI interposer wrote (each says why it was written).
+bool dumps_of_mpi(const std::vector<TorchDump>& dumps) {
+  return std::any_of(dumps.begin(), dumps.end(), [](const TorchDump& d) { return !d.collcheck_reason.empty(); });
+}
+
 }  // namespace
 
 TorchScenario torch_scenario(const std::vector<TorchDump>& dumps, const std::string& source,
@@ -162,7 +167,7 @@ TorchScenario torch_scenario(const std::vector<TorchDump>& dumps, const std::str
   // MPI's progress rule (a request moves only while its rank is in MPI, and
   // pending point-to-point requests never wait on each other) and matching
   // rule (a blocking collective never matches a non-blocking one).
-  if (std::any_of(dumps.begin(), dumps.end(), [](const TorchDump& d) { return !d.collcheck_reason.empty(); }))
+  if (dumps_of_mpi(dumps))
     for (auto& g : s.groups) g.caller_progress = g.mpi_matching = true;
   if (checks)
     out.notes.push_back(fmt::format("{} calls of TORCH_DISTRIBUTED_DEBUG=DETAIL's fingerprint check left out (collcheck's "
@@ -248,10 +253,9 @@ TorchScenario torch_scenario(const std::vector<TorchDump>& dumps, const std::str
       const std::string k = torch_group_key(d, e);
       if (e.p2p && p2p_writer.writes(k)) {
         p2p_writer.waits_before(e.created_ns, prog);
-        for (const size_t i : p2p_writer.place(d, e, out.group_of_pg.at(k), finished, prog, [&](CallStep& c) {
-               fill_size(e, d.file, 1, c);
-             }))
-          placed.push_back({d.rank, i, k, -e.p2p_seq});
+        const size_t i = p2p_writer.place(d, e, out.group_of_pg.at(k), finished, prog,
+                                          [&](CallStep& c) { fill_size(e, d.file, 1, c); });
+        placed.push_back({d.rank, i, k, -e.p2p_seq});
         continue;
       }
       if (e.p2p || !groups.count(k) || e.collective_seq < out.first_seq.at(k)) continue;
@@ -401,7 +405,7 @@ TorchScenario torch_scenario(const std::vector<TorchDump>& dumps, const std::str
                                     factor, o.max_count));
   if (!bytes_typed.empty())
     out.notes.push_back(fmt::format("dtypes collcheck does not have, written as bytes (uint8): {}", fmt::join(bytes_typed, ", ")));
-  const bool mpi = std::any_of(dumps.begin(), dumps.end(), [](const TorchDump& d) { return !d.collcheck_reason.empty(); });
+  const bool mpi = dumps_of_mpi(dumps);
   if (mpi)
     out.notes.push_back("point-to-point calls are paired in order per sender and receiver (MPI's tags are not "
                         "recorded); MPI's reduce, gather, scatter, scan, v-variants and neighbourhood collectives are "

@@ -70,7 +70,7 @@ MpiP2pWriter::MpiP2pWriter(const std::vector<TorchDump>& dumps) {
       const auto g = d.groups.find(e.pg_name);
       if (g == d.groups.end()) {
         why_not[k] = "the dumps do not list its members";
-      } else if (!arrow_of(e.op) || arrow_of(e.op)->peer >= static_cast<int>(g->second.ranks.size())) {
+      } else if (const auto a = arrow_of(e.op); !a || a->peer >= static_cast<int>(g->second.ranks.size())) {
         why_not[k] = e.op.find("AnySource") != std::string::npos
                          ? "a wildcard receive (MPI_ANY_SOURCE) that never completed: no send is known to match it"
                          : "a record whose peer is not a member: " + e.op;
@@ -86,17 +86,17 @@ MpiP2pWriter::MpiP2pWriter(const std::vector<TorchDump>& dumps) {
     notes.push_back(fmt::format("the point-to-point calls of process group {} are left out: {}", k, why));
   }
   // The sends each receive pairs with: the n-th from a to b.
+  std::map<std::tuple<std::string, int, int>, uint64_t> sends;  // (pg, from, to) -> sends so far
   for (const auto& d : dumps)
     for (const auto& e : d.entries) {
       const std::string k = torch_group_key(d, e);
       if (!e.p2p || !members_.count(k)) continue;
       const Arrow a = *arrow_of(e.op);
       if (!a.send) continue;
-      const uint64_t n = ++counted_[{k, a.me, a.peer, true}];
+      const uint64_t n = ++sends[{k, a.me, a.peer}];
       sent_[{k, a.me, a.peer, n}] =
           e.input_sizes.empty() || e.input_sizes.front().empty() ? 0 : static_cast<uint64_t>(e.input_sizes.front()[0]);
     }
-  counted_.clear();
 }
 
 void MpiP2pWriter::waits_before(int64_t created_ns, Program& prog) {
@@ -116,7 +116,7 @@ void MpiP2pWriter::waits_before(int64_t created_ns, Program& prog) {
 
 void MpiP2pWriter::start_rank(int rank) { current_rank_ = rank; }
 
-std::vector<size_t> MpiP2pWriter::place(const TorchDump& d, const TorchEntry& e, const std::string& group,
+size_t MpiP2pWriter::place(const TorchDump& d, const TorchEntry& e, const std::string& group,
                                         bool finished, Program& prog, const std::function<void(CallStep&)>& fill) {
   const std::string k = torch_group_key(d, e);
   const Arrow a = *arrow_of(e.op);
@@ -139,7 +139,6 @@ std::vector<size_t> MpiP2pWriter::place(const TorchDump& d, const TorchEntry& e,
   }
   const bool ended = torch_entry_ended(e);
   const bool nonblocking = a.verb.starts_with("i");
-  std::vector<size_t> at;
   std::string handle = fmt::format("{}_r{}_{}", a.send ? "send" : "recv", d.rank, e.record_id);
   if (a.verb == "sendrecv" && a.send) {
     c.async = true;
@@ -162,7 +161,7 @@ std::vector<size_t> MpiP2pWriter::place(const TorchDump& d, const TorchEntry& e,
     c.async = false;
     c.wait = WaitAt::Call;
   }
-  at.push_back(prog.size());
+  const size_t at = prog.size();
   prog.push_back(std::move(step));
   if (a.verb == "sendrecv" && !a.send) {
     if (const auto it = sendrecv_handle_.find(d.rank); it != sendrecv_handle_.end()) {

@@ -26,16 +26,17 @@ class MpiP2pWriter {
   // made) and, for a point-to-point one, place; end_rank adds the waits left.
   void start_rank(int rank);
   void waits_before(int64_t created_ns, Program& prog);
-  // Appends the record's step(s); `fill` sets dtype, count and shape as for a
-  // collective. Returns the indices of the call steps appended.
-  std::vector<size_t> place(const TorchDump& d, const TorchEntry& e, const std::string& group, bool finished,
+  // Appends the record's call step (and, after a Sendrecv's receive, the wait
+  // of its send); `fill` sets dtype, count and shape as for a collective.
+  // Returns the call step's index.
+  size_t place(const TorchDump& d, const TorchEntry& e, const std::string& group, bool finished,
                             Program& prog, const std::function<void(CallStep&)>& fill);
   void end_rank(Program& prog);
   std::vector<std::string> notes;  // groups left out, and why
 
  private:
   std::map<std::string, std::vector<int>> members_;  // the groups written: their world ranks
-  std::map<std::tuple<std::string, int, int, bool>, uint64_t> counted_;  // (pg, from, to, send) -> records
+  std::map<std::tuple<std::string, int, int, bool>, uint64_t> counted_;  // (pg, from, to, send) -> records placed
   std::map<std::tuple<std::string, int, int, uint64_t>, uint64_t> sent_;  // (pg, from, to, n) -> elements
   std::map<int, std::multimap<int64_t, std::string>> pending_;           // rank -> completed requests' waits
   std::map<int, std::string> sendrecv_handle_;

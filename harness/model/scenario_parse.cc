@@ -26,18 +26,11 @@ Scenario ScenarioParser::scenario(const YAML::Node& root) {
   if (!root["world"]["ranks"]) fail(root["world"], "world.ranks", "missing");
   s.ranks = integer(root["world"]["ranks"], "world.ranks", 1, 4096);
   if (root["world"]["kind"]) {
-    s.world = scalar<std::string>(root["world"]["kind"], "world.kind", "threads or mpi");
-    if (s.world != "threads" && s.world != "mpi")
-      fail(root["world"]["kind"], "world.kind", fmt::format("unknown world '{}'; allowed: threads, mpi", s.world));
+    s.world = one_of(root["world"]["kind"], "world.kind", "world", {{"threads"}, {"mpi"}}) == 0 ? "threads" : "mpi";
   }
   if (root["impl"]) s.impl = scalar<std::string>(root["impl"], "impl", "an implementation name");
   if (root["deadline"]) s.deadline_s = number(root["deadline"], "deadline", 0.001, 86400);
-  if (root["mode"]) {
-    const auto m = scalar<std::string>(root["mode"], "mode", "guarded or unguarded");
-    if (m != "guarded" && m != "unguarded")
-      fail(root["mode"], "mode", fmt::format("unknown mode '{}'; allowed: guarded, unguarded", m));
-    s.guarded = m == "guarded";
-  }
+  if (root["mode"]) s.guarded = one_of(root["mode"], "mode", "mode", {{"guarded"}, {"unguarded"}}) == 0;
   if (root["groups"]) {
     const YAML::Node g = root["groups"];
     if (!g.IsMap()) fail(g, "groups", "expected a mapping from a group's name to its ranks, such as {tp: [0, 1]}");
@@ -62,24 +55,14 @@ Scenario ScenarioParser::scenario(const YAML::Node& root) {
       const YAML::Node ranks_node = as_map ? kv.second["ranks"] : kv.second;
       const std::string rf = as_map ? f + ".ranks" : f;
       if (as_map) {
-        if (kv.second["progress"]) {
-          const auto pr = scalar<std::string>(kv.second["progress"], f + ".progress", "stream or caller");
-          if (pr != "stream" && pr != "caller")
-            fail(kv.second["progress"], f + ".progress",
-                 fmt::format("unknown progress rule '{}'; allowed: stream (the device's, NCCL), caller (only inside "
-                             "the rank's calls of the group, MPI)",
-                             pr));
-          spec.caller_progress = pr == "caller";
-        }
-        if (kv.second["matching"]) {
-          const auto mt = scalar<std::string>(kv.second["matching"], f + ".matching", "any or mpi");
-          if (mt != "any" && mt != "mpi")
-            fail(kv.second["matching"], f + ".matching",
-                 fmt::format("unknown matching rule '{}'; allowed: any (a sync and an async call match, NCCL), mpi "
-                             "(a blocking call never matches a non-blocking one)",
-                             mt));
-          spec.mpi_matching = mt == "mpi";
-        }
+        if (kv.second["progress"])
+          spec.caller_progress = one_of(kv.second["progress"], f + ".progress", "progress rule",
+                                        {{"stream", "the device's, NCCL"},
+                                         {"caller", "only inside the rank's calls of the group, MPI"}}) == 1;
+        if (kv.second["matching"])
+          spec.mpi_matching = one_of(kv.second["matching"], f + ".matching", "matching rule",
+                                     {{"any", "a sync and an async call match, NCCL"},
+                                      {"mpi", "a blocking call never matches a non-blocking one"}}) == 1;
       }
       if (!ranks_node.IsSequence() || ranks_node.size() == 0)
         fail(ranks_node, rf, "expected a non-empty list of ranks, or {ranks: [...], progress: stream | caller, matching: any | mpi}");

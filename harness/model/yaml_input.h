@@ -63,6 +63,29 @@ class YamlFields {
     }
   }
 
+  // A name that must be one of `choices`, each {name, what it means} (the
+  // meaning may be empty): returns the name's index. The error names the
+  // field and lists the choices: "unknown <what> 'x'; allowed: a (...), b".
+  struct Choice {
+    const char* name;
+    const char* meaning = "";
+  };
+  size_t one_of(const YAML::Node& n, const std::string& field, const char* what,
+                std::initializer_list<Choice> choices) const {
+    std::string names, allowed;
+    for (const Choice& c : choices) {
+      names += fmt::format("{}{}", names.empty() ? "" : " or ", c.name);
+      allowed += fmt::format("{}{}{}", allowed.empty() ? "" : ", ", c.name, *c.meaning ? fmt::format(" ({})", c.meaning) : "");
+    }
+    const auto v = scalar<std::string>(n, field, names.c_str());
+    size_t i = 0;
+    for (const Choice& c : choices) {
+      if (v == c.name) return i;
+      ++i;
+    }
+    fail(n, field, fmt::format("unknown {} '{}'; allowed: {}", what, v, allowed));
+  }
+
   int integer(const YAML::Node& n, const std::string& field, long lo, long hi) const {
     const auto desc = fmt::format("an integer in [{}, {}]", lo, hi);
     const long v = scalar<long>(n, field, desc.c_str());
