@@ -3,6 +3,8 @@
 #include <cstring>
 #include <initializer_list>
 
+#include "impl/kernels_avx2.h"
+
 #if defined(__x86_64__)
 #include <immintrin.h>
 #endif
@@ -17,15 +19,6 @@ uint64_t fnv1a(const void* data, size_t bytes) {
 }
 
 namespace {
-
-bool fletcher_avx2_available() {
-#if defined(__x86_64__)
-  static const bool ok = __builtin_cpu_supports("avx2");
-  return ok;
-#else
-  return false;
-#endif
-}
 
 // payload_checksum's four lanes, four words at a time in one AVX2 register:
 // the same adds in the same lanes, so the same sums as the scalar loop, at
@@ -80,7 +73,7 @@ uint64_t checksum(void* dst, const void* data, size_t bytes, bool vector) {
   uint64_t b0 = 0, b1 = 0, b2 = 0, b3 = 0;
   const auto* p = static_cast<const unsigned char*>(data);
   size_t i = 0;
-  if (vector && bytes >= 256 && fletcher_avx2_available()) {
+  if (vector && bytes >= 256 && avx2_kernels_available()) {
     const size_t whole = bytes / 32 * 32;
     fletcher_lanes_avx2(static_cast<unsigned char*>(dst), p, whole, a0, a1, a2, a3, b0, b1, b2, b3);
     i = whole;

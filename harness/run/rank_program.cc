@@ -4,8 +4,6 @@ namespace collcheck {
 
 namespace {
 
-// A call's input: filled whole before the call, so not zeroed first.
-using InputBytes = Bytes;
 
 
 uint64_t call_seed(uint64_t index, const std::string& tag) {
@@ -198,7 +196,7 @@ void run_rank_program(RankEnv& env, Links& base) {
     std::unique_ptr<Work> work;
     WaitAt at;
     size_t index;
-    InputBytes input;
+    Bytes input;
     std::string handle;  // WaitAt::Handle
   };
   std::vector<Pending> pending;
@@ -209,7 +207,7 @@ void run_rank_program(RankEnv& env, Links& base) {
       if (pw.work && pw.at == at && pw.handle == handle) {
         pw.work->wait();
         pw.work.reset();
-        InputBytes().swap(pw.input);
+        Bytes().swap(pw.input);
         mine.waited(pw.index);
       }
     }
@@ -308,7 +306,7 @@ void run_rank_program(RankEnv& env, Links& base) {
       // Out of place, the output starts zeroed, so that what an implementation
       // leaves unwritten reads the same in every run.
       const bool in_place = c.in_place && in_bytes == out_bytes && in_bytes > 0;
-      InputBytes input(in_place ? 0 : in_bytes);
+      Bytes input(in_place ? 0 : in_bytes);  // filled whole before the call: not zeroed first
       co_out.out.resize(out_bytes);
       if (!in_place) std::memset(co_out.out.data(), 0, out_bytes);
       std::byte* in_data = in_place ? co_out.out.data() : input.data();
