@@ -46,10 +46,35 @@ struct e5m2_t {
   uint8_t bits;
 };
 
-size_t dtype_size(DType t);
+// Each dtype's name, size and kind: the one table (kAllDTypes' order). The
+// size and kind are read in the inner loops of the inputs, kernels and
+// oracle, so they are inline here.
+struct DTypeInfo {
+  DType type;
+  std::string_view name;
+  size_t size;
+  bool is_float;
+  bool is_signed_int;
+};
+inline constexpr std::array<DTypeInfo, 12> kDTypeInfo = {{
+    {DType::Int8, "int8", 1, false, true},
+    {DType::Uint8, "uint8", 1, false, false},
+    {DType::Int32, "int32", 4, false, true},
+    {DType::Uint32, "uint32", 4, false, false},
+    {DType::Int64, "int64", 8, false, true},
+    {DType::Uint64, "uint64", 8, false, false},
+    {DType::Float16, "float16", 2, true, false},
+    {DType::BFloat16, "bfloat16", 2, true, false},
+    {DType::Float32, "float32", 4, true, false},
+    {DType::Float64, "float64", 8, true, false},
+    {DType::Fp8E4M3, "fp8_e4m3", 1, true, false},
+    {DType::Fp8E5M2, "fp8_e5m2", 1, true, false},
+}};
+
+inline constexpr size_t dtype_size(DType t) { return kDTypeInfo[static_cast<size_t>(t)].size; }
+inline constexpr bool dtype_is_float(DType t) { return kDTypeInfo[static_cast<size_t>(t)].is_float; }
+inline constexpr bool dtype_is_signed_int(DType t) { return kDTypeInfo[static_cast<size_t>(t)].is_signed_int; }
 std::string_view dtype_name(DType t);
-bool dtype_is_float(DType t);
-bool dtype_is_signed_int(DType t);
 // Accepts the canonical names above plus the usual aliases (half, float, double,
 // bf16, fp16, e4m3, ...). Returns nullopt for anything else.
 std::optional<DType> parse_dtype(std::string_view name);
@@ -79,15 +104,24 @@ decltype(auto) visit_dtype(DType t, F&& f) {
 // Element i of a buffer of dtype t, as its bits in the low bytes (a
 // little-endian host), and back. Inputs, kernels, the oracle and the checks
 // all go through these.
+// (A copy of a constant size per case: a memcpy of a variable one is a call.)
 inline uint64_t load_element(DType t, const void* base, size_t i) {
-  const size_t es = dtype_size(t);
-  uint64_t v = 0;
-  std::memcpy(&v, static_cast<const std::byte*>(base) + i * es, es);
-  return v;
+  const auto* p = static_cast<const std::byte*>(base);
+  switch (dtype_size(t)) {
+    case 1: return static_cast<uint64_t>(std::to_integer<uint8_t>(p[i]));
+    case 2: { uint16_t v; std::memcpy(&v, p + 2 * i, 2); return v; }
+    case 4: { uint32_t v; std::memcpy(&v, p + 4 * i, 4); return v; }
+    default: { uint64_t v; std::memcpy(&v, p + 8 * i, 8); return v; }
+  }
 }
 inline void store_element(DType t, void* base, size_t i, uint64_t bits) {
-  const size_t es = dtype_size(t);
-  std::memcpy(static_cast<std::byte*>(base) + i * es, &bits, es);
+  auto* p = static_cast<std::byte*>(base);
+  switch (dtype_size(t)) {
+    case 1: p[i] = static_cast<std::byte>(bits); return;
+    case 2: { const auto v = static_cast<uint16_t>(bits); std::memcpy(p + 2 * i, &v, 2); return; }
+    case 4: { const auto v = static_cast<uint32_t>(bits); std::memcpy(p + 4 * i, &v, 4); return; }
+    default: std::memcpy(p + 8 * i, &bits, 8); return;
+  }
 }
 
 }  // namespace collcheck

@@ -51,6 +51,35 @@ void closed_form_is_the_oracles(DType t, RedOp op, int p, uint64_t seed, size_t 
 
 }  // namespace
 
+// fill_input makes a block's hashes first and then its values: every element
+// must still be input_element's, for every dtype, op and class, across block
+// edges, and nothing past the count is written.
+TEST(FillInput, EveryElementIsInputElementsForEveryDtypeOpAndClass) {
+  const uint64_t fresh = fresh_seed();
+  std::printf("[ seed    ] %#llx (and 1)\n", static_cast<unsigned long long>(fresh));
+  std::mt19937_64 rng(fresh);
+  size_t checked = 0;
+  for (uint64_t seed : {uint64_t{1}, fresh})
+    for (DType t : kAllDTypes)
+      for (RedOp op : kAllOps)
+        for (DataClass cls : kAllDataClasses)
+          for (int p : {1, 3, 49}) {
+            const int rank = static_cast<int>(rng() % static_cast<uint64_t>(p));
+            for (size_t n : {size_t{0}, size_t{1}, size_t{255}, size_t{256}, size_t{257}, size_t{1000}}) {
+              const size_t es = dtype_size(t);
+              std::vector<std::byte> buf((n + 1) * es, std::byte{0xa5});
+              fill_input(buf.data(), n, t, op, p, rank, seed, cls);
+              for (size_t i = 0; i < n; ++i)
+                ASSERT_EQ(load_element(t, buf.data(), i), input_element(t, op, p, rank, i, seed, cls))
+                    << dtype_name(t) << " " << op_name(op) << " " << data_class_name(cls) << " p=" << p << " rank "
+                    << rank << " element " << i << " of " << n << " seed " << seed;
+              for (size_t b = n * es; b < buf.size(); ++b) ASSERT_EQ(buf[b], std::byte{0xa5}) << "written past the end";
+              checked += n;
+            }
+          }
+  std::printf("[ checked ] %zu elements\n", checked);
+}
+
 TEST(CallData, TheClosedFormIsWhatTheOracleExpectsOfEveryElement) {
   const uint64_t fresh = fresh_seed();
   std::printf("[ seed    ] %#llx (and 1)\n", static_cast<unsigned long long>(fresh));

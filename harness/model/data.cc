@@ -189,10 +189,15 @@ uint64_t wrap_int(DType t, uint64_t r) {
 
 namespace {
 
-uint64_t element_of(DType t, RedOp op, int nranks, int rank, size_t index, uint64_t seed, DataClass cls,
-                    const ExactSumShape& shape) {
-  const uint64_t r = splitmix64(seed ^ splitmix64(static_cast<uint64_t>(rank) * 0x100000001b3ull ^
-                                                  splitmix64(static_cast<uint64_t>(index))));
+// The element's 64 random bits: the same three hashes for every dtype and class.
+inline uint64_t element_bits(int rank, size_t index, uint64_t seed) {
+  return splitmix64(seed ^ splitmix64(static_cast<uint64_t>(rank) * 0x100000001b3ull ^
+                                      splitmix64(static_cast<uint64_t>(index))));
+}
+
+// The element made of those bits.
+inline uint64_t element_value(DType t, RedOp op, int nranks, int rank, size_t index, uint64_t r, DataClass cls,
+                              const ExactSumShape& shape) {
   if (!dtype_is_float(t)) {
     switch (cls) {
       case DataClass::Extreme: return extreme_int(t, r);
@@ -206,6 +211,11 @@ uint64_t element_of(DType t, RedOp op, int nranks, int rank, size_t index, uint6
   DataClass c = cls;
   if (c == DataClass::Mixed) c = (index % 2 == 0) ? DataClass::Exact : DataClass::Random;
   return c == DataClass::Exact ? exact_float(t, op, nranks, rank, index, r, shape) : random_float(t, op, r);
+}
+
+uint64_t element_of(DType t, RedOp op, int nranks, int rank, size_t index, uint64_t seed, DataClass cls,
+                    const ExactSumShape& shape) {
+  return element_value(t, op, nranks, rank, index, element_bits(rank, index, seed), cls, shape);
 }
 
 ExactSumShape shape_for(DType t, RedOp op, int nranks, DataClass cls) {
@@ -234,7 +244,17 @@ uint64_t input_element(DType t, RedOp op, int nranks, int rank, size_t index, ui
 
 void fill_input(void* out, size_t count, DType t, RedOp op, int nranks, int rank, uint64_t seed, DataClass cls) {
   const ExactSumShape shape = shape_for(t, op, nranks, cls);
-  for (size_t i = 0; i < count; ++i) store_element(t, out, i, element_of(t, op, nranks, rank, i, seed, cls, shape));
+  // A block's hashes first, in a loop of independent iterations that the CPU
+  // overlaps (one element's three hashes are a chain of dependent multiplies),
+  // then the block's values: the same elements as element_of.
+  constexpr size_t kBlock = 256;
+  uint64_t bits[kBlock];
+  for (size_t i0 = 0; i0 < count; i0 += kBlock) {
+    const size_t m = std::min(kBlock, count - i0);
+    for (size_t j = 0; j < m; ++j) bits[j] = element_bits(rank, i0 + j, seed);
+    for (size_t j = 0; j < m; ++j)
+      store_element(t, out, i0 + j, element_value(t, op, nranks, rank, i0 + j, bits[j], cls, shape));
+  }
 }
 
 }  // namespace collcheck
