@@ -129,6 +129,8 @@ expect: {diagnosis: missing_rank, ranks: [1, 4], seq: 3}
     EXPECT_NE(r.diagnoses.front().text.find("without waiting out the deadline"), std::string::npos)
         << r.diagnoses.front().text;
     EXPECT_NE(r.diagnoses.front().text.find("had ended their program"), std::string::npos) << r.diagnoses.front().text;
+    // Call #3 (tag c) is not alike to #2 (tag b): no skip is offered as a cause.
+    EXPECT_EQ(r.diagnoses.front().text.find("a skip of any one"), std::string::npos) << r.diagnoses.front().text;
   }
   // Unguarded mode is production: the others wait out the deadline (a short
   // one here), and the dumps name the same ranks.

@@ -42,10 +42,29 @@ std::optional<Diagnosis> missing_rank(const Dumps& dumps) {
       if (std::find(missing.begin(), missing.end(), d.rank) != missing.end() && d.rest_known && d.not_run.empty() &&
           std::none_of(d.calls.begin(), d.calls.end(), [](const CallRecord& c) { return c.state == CallState::Failed; }))
         ended.push_back(d.rank);
-    if (!ended.empty())
-      dg.text += fmt::format("; {} had ended {} program with no call left to issue (an exit, or a loop that ran out "
-                             "early)",
-                             ranks_text(ended), ended.size() == 1 ? "its" : "their");
+    if (!ended.empty()) {
+      // Calls just before #k alike to it: a rank that skipped any one of them
+      // and then ended leaves this very record, so the cause may be a skip.
+      const RankDump& first_joined =
+          *std::find_if(dumps.begin(), dumps.end(), [&](const RankDump& d) { return d.rank == joined.front(); });
+      auto alike = [&](const CallRecord& c) {
+        return c.coll == joined_call->coll && c.tag == joined_call->tag && c.count == joined_call->count &&
+               c.dtype == joined_call->dtype && c.op == joined_call->op && c.peer == joined_call->peer;
+      };
+      uint64_t from = k;
+      while (from > 1) {
+        const CallRecord* c = call_of(first_joined, from - 1);
+        if (c == nullptr || !alike(*c)) break;
+        --from;
+      }
+      const std::string causes =
+          from < k ? fmt::format("an exit, a loop that ran out early, or a skip of any one of calls #{}-#{}, which "
+                                 "are alike: a rank that skips one of them and then ends leaves this same record",
+                                 from, k)
+                   : "an exit, or a loop that ran out early";
+      dg.text += fmt::format("; {} had ended {} program with no call left to issue ({})", ranks_text(ended),
+                             ended.size() == 1 ? "its" : "their", causes);
+    }
     return dg;
   }
   return std::nullopt;
