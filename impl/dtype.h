@@ -71,6 +71,12 @@ inline constexpr std::array<DTypeInfo, 12> kDTypeInfo = {{
     {DType::Fp8E5M2, "fp8_e5m2", 1, true, false},
 }};
 
+static_assert([] {
+  for (size_t i = 0; i < kDTypeInfo.size(); ++i)
+    if (static_cast<size_t>(kDTypeInfo[i].type) != i || kDTypeInfo[i].type != kAllDTypes[i]) return false;
+  return true;
+}(), "kDTypeInfo is indexed by DType: its rows must be in the enum's order");
+
 inline constexpr size_t dtype_size(DType t) { return kDTypeInfo[static_cast<size_t>(t)].size; }
 inline constexpr bool dtype_is_float(DType t) { return kDTypeInfo[static_cast<size_t>(t)].is_float; }
 inline constexpr bool dtype_is_signed_int(DType t) { return kDTypeInfo[static_cast<size_t>(t)].is_signed_int; }

@@ -14,13 +14,7 @@ namespace collcheck::detect {
 
 namespace {
 
-using Key = std::tuple<std::string, size_t, int, int, int, int, bool>;
-
-// Whether a call is non-blocking counts only under MPI's matching rule.
-Key key_of(const CallRecord& c) {
-  return std::make_tuple(c.tag, c.count, static_cast<int>(c.dtype), reduces(c.coll) ? static_cast<int>(c.op) : 0,
-                         static_cast<int>(c.coll), c.peer, c.blocking_matters && c.async);
-}
+using Key = CallKey;
 
 // A rank's calls from call #k on: what it recorded, then what its program
 // would have issued next (recorded when it ended, never run); `complete`
@@ -35,11 +29,11 @@ Rest rest_of(const RankDump& d, uint64_t k) {
   Rest r;
   for (const auto& c : d.calls)
     if (c.seq >= k) {
-      r.keys.push_back(key_of(c));
+      r.keys.push_back(call_key(c));
       r.calls.push_back(&c);
     }
   for (const auto& c : d.not_run) {
-    r.keys.push_back(key_of(c));
+    r.keys.push_back(call_key(c));
     r.calls.push_back(&c);
   }
   r.complete = d.rest_known && !d.crash;
@@ -147,7 +141,7 @@ std::optional<Diagnosis> mismatch(const Dumps& dumps) {
     for (const auto& d : dumps) {
       const CallRecord* c = call_of(d, k);
       if (!c) continue;
-      const auto key = key_of(*c);
+      const auto key = call_key(*c);
       groups[key].push_back(d.rank);
       sample[key] = c;
     }

@@ -47,14 +47,11 @@ std::optional<Diagnosis> missing_rank(const Dumps& dumps) {
       // and then ended leaves this very record, so the cause may be a skip.
       const RankDump& first_joined =
           *std::find_if(dumps.begin(), dumps.end(), [&](const RankDump& d) { return d.rank == joined.front(); });
-      auto alike = [&](const CallRecord& c) {
-        return c.coll == joined_call->coll && c.tag == joined_call->tag && c.count == joined_call->count &&
-               c.dtype == joined_call->dtype && c.op == joined_call->op && c.peer == joined_call->peer;
-      };
+      const CallKey key = call_key(*joined_call);
       uint64_t from = k;
       while (from > 1) {
         const CallRecord* c = call_of(first_joined, from - 1);
-        if (c == nullptr || !alike(*c)) break;
+        if (c == nullptr || call_key(*c) != key) break;
         --from;
       }
       const std::string causes =

@@ -48,6 +48,11 @@ const std::vector<Detector>& detectors() {
   return rows;
 }
 
+CallKey call_key(const CallRecord& c) {
+  return std::make_tuple(c.tag, c.count, static_cast<int>(c.dtype), reduces(c.coll) ? static_cast<int>(c.op) : 0,
+                         static_cast<int>(c.coll), c.peer, c.blocking_matters && c.async);
+}
+
 const CallRecord* call_of(const RankDump& d, uint64_t seq) {
   // A dump's calls are numbered one after another (checked when it is read).
   if (d.calls.empty() || seq < d.calls.front().seq) return nullptr;

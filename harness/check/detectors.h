@@ -47,6 +47,11 @@ void async_work(const Dumps&, const AnalysisOptions&, std::vector<Diagnosis>&); 
 
 // What several detectors read (detectors.cc).
 const CallRecord* call_of(const RankDump& d, uint64_t seq);
+// What makes two ranks' calls the same call: tag, count, dtype, op (of a
+// reduction), collective, peer, and (under MPI's matching rule) whether it is
+// non-blocking. The mismatch detectors compare these.
+using CallKey = std::tuple<std::string, size_t, int, int, int, int, bool>;
+CallKey call_key(const CallRecord& c);
 uint64_t last_seq(const RankDump& d);
 // Every call number some rank recorded, in order (what the detectors walk:
 // never 1..max, which a damaged dump could make 2^64 long).
