@@ -99,12 +99,16 @@ TEST(Soak, TheDefaultPlanRunsCleanForItsDuration) {
 // A failure never stops the soak: a mutant fails unit after unit, each
 // failure is recorded with its replay line, and they group by signature.
 // The replay line, run as printed, fails again.
+//
+// The plan keeps the signatures few (one dtype, one op, p = 2, counts up to
+// 2: at most 4 shapes), so that more failed units than that must share one.
+// With every dtype and op, a slow host's 10 units in 8 s could all differ.
 TEST(Soak, FailuresAreRecordedGroupedAndTheSoakGoesOn) {
   const auto plan = write_plan("mutant", "implementations:\n  - {impl: \"plugin:" MUTANT_DIR
                                          "/double_contribution.so\", against: ring}\n"
-                                         "ranks: {min: 2, max: 4}\n"
-                                         "workloads:\n  verify: {weight: 1, cases: 5}\n  faults: {weight: 0}\n"
-                                         "  perf: {weight: 0}\n");
+                                         "dtypes: [int32]\nops: [sum]\nranks: {min: 2, max: 2}\n"
+                                         "workloads:\n  verify: {weight: 1, cases: 5, max_count: 2, large_bytes: 0}\n"
+                                         "  faults: {weight: 0}\n  perf: {weight: 0}\n");
   const auto results = temp("mutant.jsonl");
   const auto r =
       testutil::collcheck("soak --plan " + plan + " --duration 8 --seed " + fresh_seed() + " --results " + results, 180);
@@ -113,9 +117,13 @@ TEST(Soak, FailuresAreRecordedGroupedAndTheSoakGoesOn) {
   const auto v = lines(results);
   expect_consistent(v);
   const auto& s = v.back().at("summary");
-  ASSERT_GE(s.at("failed_units").get<size_t>(), 2u) << r.out;
+  ASSERT_GE(s.at("failed_units").get<size_t>(), 5u) << r.out;
   // Fewer signatures than failures: the same bug is one line with a count.
+  EXPECT_LE(s.at("failure_groups").size(), 4u) << r.out;
   EXPECT_LT(s.at("failure_groups").size(), s.at("failed_units").get<size_t>()) << r.out;
+  size_t grouped = 0;
+  for (const auto& g : s.at("failure_groups")) grouped += g.at("count").get<size_t>();
+  EXPECT_EQ(grouped, s.at("failed_units").get<size_t>()) << r.out;
   std::string replay;
   for (const auto& j : v)
     if (j.at("type") == "unit" && !j.at("ok").get<bool>()) {
