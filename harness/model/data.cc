@@ -4,9 +4,12 @@
 #include <cmath>
 #include <limits>
 #include <optional>
+#include <stdexcept>
+#include <type_traits>
 
 #include "impl/dtype.h"
 #include "impl/semantics.h"
+#include "impl/float_encode.h"
 #include "impl/float_formats.h"
 
 namespace collcheck {
@@ -77,72 +80,89 @@ ExactSumShape exact_sum_shape(DType t, RedOp op, int nranks) {
 // fraction of its cost in the input generator's hot loop.
 constexpr double kPow2From4[9] = {1.0 / 16, 1.0 / 8, 1.0 / 4, 1.0 / 2, 1.0, 2.0, 4.0, 8.0, 16.0};
 
-uint64_t exact_float(DType t, RedOp op, int nranks, int rank, size_t index, uint64_t r, const ExactSumShape& shape) {
+// One dtype's value of a double: to_element_bits with the dtype known at
+// compile time, so that a fill's loop over one dtype inlines its encoder.
+template <DType T>
+inline uint64_t encode(double v) {
+  if constexpr (T == DType::Float16) return float_encode::encode<SmallFloat::F16>(v);
+  else if constexpr (T == DType::BFloat16) return float_encode::encode<SmallFloat::BF16>(v);
+  else if constexpr (T == DType::Fp8E4M3) return float_encode::encode<SmallFloat::E4M3>(v);
+  else if constexpr (T == DType::Fp8E5M2) return float_encode::encode<SmallFloat::E5M2>(v);
+  else if constexpr (T == DType::Float32) return std::bit_cast<uint32_t>(static_cast<float>(v));
+  else if constexpr (T == DType::Float64) return std::bit_cast<uint64_t>(v);
+  else return to_element_bits(T, v);
+}
+
+template <DType T>
+inline uint64_t exact_float(RedOp op, int nranks, int rank, size_t index, uint64_t r, const ExactSumShape& shape) {
   if (op == RedOp::Prod) {
     // One rank per element contributes 2^-1, 1 or 2; the rest contribute +-1.
     // The product is then a power of two in [1/2, 2]: exact in every dtype.
     const bool special = static_cast<size_t>(rank) == index % static_cast<size_t>(nranks);
     const double mag = special ? kPow2From4[3 + r % 3] : 1.0;
-    return to_element_bits(t, (r >> 8) & 1 ? -mag : mag);
+    return encode<T>((r >> 8) & 1 ? -mag : mag);
   }
   const size_t slot = (static_cast<size_t>(rank) + static_cast<size_t>(nranks) - index % static_cast<size_t>(nranks)) %
                       static_cast<size_t>(nranks);
-  if (static_cast<int64_t>(slot) >= shape.m) return to_element_bits(t, 0.0);
+  if (static_cast<int64_t>(slot) >= shape.m) return encode<T>(0.0);
   const int64_t k = static_cast<int64_t>(r % static_cast<uint64_t>(2 * shape.k_max + 1)) - shape.k_max;
-  return to_element_bits(t, static_cast<double>(k) * 0.25);
+  return encode<T>(static_cast<double>(k) * 0.25);
 }
 
-uint64_t random_float(DType t, RedOp op, uint64_t r) {
+template <DType T>
+inline uint64_t random_float(RedOp op, uint64_t r) {
   const double x = unit(r);
   const double sign = (r & 1) ? -1.0 : 1.0;
+  constexpr bool fp8 = T == DType::Fp8E4M3 || T == DType::Fp8E5M2;
   switch (op) {
     case RedOp::Prod:
       // Near 1, so that the product of 16 ranks stays far from overflow and
       // underflow (fp8 e4m3's normal range is only [2^-6, 448]).
-      if (t == DType::Fp8E4M3 || t == DType::Fp8E5M2) return to_element_bits(t, sign * (0.9 + 0.2 * x));
-      return to_element_bits(t, sign * (0.8 + 0.45 * x));
+      if constexpr (fp8) return encode<T>(sign * (0.9 + 0.2 * x));
+      return encode<T>(sign * (0.8 + 0.45 * x));
     case RedOp::Max:
     case RedOp::Min:
-      return to_element_bits(t, sign * ((0.5 + x) * kPow2From4[(r >> 1) % 9]));
+      return encode<T>(sign * ((0.5 + x) * kPow2From4[(r >> 1) % 9]));
     default: {
       // fp8 sums of 16 ranks (times premulsum's scalar) must stay below 448.
-      const bool fp8 = t == DType::Fp8E4M3 || t == DType::Fp8E5M2;
       const double scale = fp8 ? (op == RedOp::PreMulSum ? 1.0 : 4.0) : 100.0;
-      return to_element_bits(t, sign * (0.5 + x) * scale);
+      return encode<T>(sign * (0.5 + x) * scale);
     }
   }
 }
 
-uint64_t extreme_float(DType t, uint64_t r) {
-  const FloatInfo lim = float_info(t);
+template <DType T>
+inline uint64_t extreme_float(uint64_t r, const FloatInfo& lim) {
   const double sign = (r & 1) ? -1.0 : 1.0;
   const double x = unit(r);
   switch ((r >> 1) % 3) {
-    case 0: return to_element_bits(t, sign * lim.max_finite * (0.5 + 0.5 * x));
+    case 0: return encode<T>(sign * lim.max_finite * (0.5 + 0.5 * x));
     case 1: {  // a subnormal: k times the smallest one, k below 2^(precision-1)
       const uint64_t k = 1 + (r >> 8) % ((uint64_t{1} << (lim.precision - 1)) - 1);
-      return to_element_bits(t, sign * static_cast<double>(k) * lim.min_subnormal);
+      return encode<T>(sign * static_cast<double>(k) * lim.min_subnormal);
     }
-    default: return to_element_bits(t, sign * (1.0 + x));
+    default: return encode<T>(sign * (1.0 + x));
   }
 }
 
-uint64_t special_float(DType t, uint64_t r) {
+template <DType T>
+inline uint64_t special_float(uint64_t r, const FloatInfo& lim) {
   const double sign = (r & 1) ? -1.0 : 1.0;
   switch ((r >> 1) % 7) {
     case 0: {  // a quiet NaN with a random payload (fp8 e4m3 has a single NaN pattern)
-      const uint64_t q = to_element_bits(t, std::numeric_limits<double>::quiet_NaN());
-      const int mant = float_info(t).precision - 1;
+      const uint64_t q = encode<T>(std::numeric_limits<double>::quiet_NaN());
+      const int mant = lim.precision - 1;
       const uint64_t payload = mant > 2 ? ((r >> 8) & ((uint64_t{1} << (mant - 1)) - 1)) : 0;
-      const uint64_t sign_bit = (r & 1) ? uint64_t{1} << (8 * dtype_size(t) - 1) : 0;
-      return t == DType::Fp8E4M3 ? q : (q | payload | sign_bit);
+      const uint64_t sign_bit = (r & 1) ? uint64_t{1} << (8 * dtype_size(T) - 1) : 0;
+      return T == DType::Fp8E4M3 ? q : (q | payload | sign_bit);
     }
     case 1:
       // Conversions saturate fp8 (as __NV_SATFINITE does), so e5m2's infinity is written as bits.
-      if (t == DType::Fp8E5M2) return (r & 1) ? 0xfc : 0x7c;
-      return to_element_bits(t, sign * std::numeric_limits<double>::infinity());
-    case 2: return to_element_bits(t, sign * 0.0);
-    default: return to_element_bits(t, sign * (1.0 + unit(r)) * std::ldexp(1.0, static_cast<int>((r >> 4) % 4)));
+      if constexpr (T == DType::Fp8E5M2) return (r & 1) ? 0xfc : 0x7c;
+      return encode<T>(sign * std::numeric_limits<double>::infinity());
+    case 2: return encode<T>(sign * 0.0);
+    // (1 + u) 2^k for k in 0..3: kPow2From4[4 + k] is that 2^k exactly.
+    default: return encode<T>(sign * (1.0 + unit(r)) * kPow2From4[4 + (r >> 4) % 4]);
   }
 }
 
@@ -195,32 +215,60 @@ inline uint64_t element_bits(int rank, size_t index, uint64_t seed) {
                                       splitmix64(static_cast<uint64_t>(index))));
 }
 
+// What a buffer's elements share: computed once per fill (or kept by
+// input_element), not per element.
+struct GenShape {
+  ExactSumShape sum;
+  FloatInfo lim{};  // floats only
+};
+
 // The element made of those bits.
-inline uint64_t element_value(DType t, RedOp op, int nranks, int rank, size_t index, uint64_t r, DataClass cls,
-                              const ExactSumShape& shape) {
-  if (!dtype_is_float(t)) {
+template <DType T>
+inline uint64_t element_value(RedOp op, int nranks, int rank, size_t index, uint64_t r, DataClass cls,
+                              const GenShape& shape) {
+  if constexpr (!dtype_is_float(T)) {
     switch (cls) {
-      case DataClass::Extreme: return extreme_int(t, r);
-      case DataClass::Special: return special_int(t, r);
-      case DataClass::Wrap: return wrap_int(t, r);
-      default: return r & (dtype_size(t) == 8 ? ~uint64_t{0} : (uint64_t{1} << (8 * dtype_size(t))) - 1);
+      case DataClass::Extreme: return extreme_int(T, r);
+      case DataClass::Special: return special_int(T, r);
+      case DataClass::Wrap: return wrap_int(T, r);
+      default: return r & (dtype_size(T) == 8 ? ~uint64_t{0} : (uint64_t{1} << (8 * dtype_size(T))) - 1);
     }
+  } else {
+    if (cls == DataClass::Extreme || cls == DataClass::Wrap) return extreme_float<T>(r, shape.lim);
+    if (cls == DataClass::Special) return special_float<T>(r, shape.lim);
+    DataClass c = cls;
+    if (c == DataClass::Mixed) c = (index % 2 == 0) ? DataClass::Exact : DataClass::Random;
+    return c == DataClass::Exact ? exact_float<T>(op, nranks, rank, index, r, shape.sum) : random_float<T>(op, r);
   }
-  if (cls == DataClass::Extreme || cls == DataClass::Wrap) return extreme_float(t, r);
-  if (cls == DataClass::Special) return special_float(t, r);
-  DataClass c = cls;
-  if (c == DataClass::Mixed) c = (index % 2 == 0) ? DataClass::Exact : DataClass::Random;
-  return c == DataClass::Exact ? exact_float(t, op, nranks, rank, index, r, shape) : random_float(t, op, r);
 }
 
-uint64_t element_of(DType t, RedOp op, int nranks, int rank, size_t index, uint64_t seed, DataClass cls,
-                    const ExactSumShape& shape) {
-  return element_value(t, op, nranks, rank, index, element_bits(rank, index, seed), cls, shape);
-}
-
-ExactSumShape shape_for(DType t, RedOp op, int nranks, DataClass cls) {
+GenShape shape_for(DType t, RedOp op, int nranks, DataClass cls) {
+  GenShape g;
   const bool exact_sums = dtype_is_float(t) && op != RedOp::Prod && (cls == DataClass::Exact || cls == DataClass::Mixed);
-  return exact_sums ? exact_sum_shape(t, op, nranks) : ExactSumShape{};
+  if (exact_sums) g.sum = exact_sum_shape(t, op, nranks);
+  if (dtype_is_float(t)) g.lim = float_info(t);
+  return g;
+}
+
+// fn(std::integral_constant<DType, t>{}): one instance of fn per dtype.
+template <typename Fn>
+decltype(auto) with_dtype(DType t, Fn&& fn) {
+  using D = DType;
+  switch (t) {
+    case D::Int8: return fn(std::integral_constant<D, D::Int8>{});
+    case D::Uint8: return fn(std::integral_constant<D, D::Uint8>{});
+    case D::Int32: return fn(std::integral_constant<D, D::Int32>{});
+    case D::Uint32: return fn(std::integral_constant<D, D::Uint32>{});
+    case D::Int64: return fn(std::integral_constant<D, D::Int64>{});
+    case D::Uint64: return fn(std::integral_constant<D, D::Uint64>{});
+    case D::Float16: return fn(std::integral_constant<D, D::Float16>{});
+    case D::BFloat16: return fn(std::integral_constant<D, D::BFloat16>{});
+    case D::Float32: return fn(std::integral_constant<D, D::Float32>{});
+    case D::Float64: return fn(std::integral_constant<D, D::Float64>{});
+    case D::Fp8E4M3: return fn(std::integral_constant<D, D::Fp8E4M3>{});
+    case D::Fp8E5M2: return fn(std::integral_constant<D, D::Fp8E5M2>{});
+  }
+  throw std::logic_error("unknown dtype");
 }
 
 }  // namespace
@@ -234,27 +282,32 @@ uint64_t input_element(DType t, RedOp op, int nranks, int rank, size_t index, ui
     RedOp op;
     int nranks;
     DataClass cls;
-    ExactSumShape shape;
+    GenShape shape;
   };
   thread_local std::optional<Memo> memo;
   if (!memo || memo->t != t || memo->op != op || memo->nranks != nranks || memo->cls != cls)
     memo = Memo{t, op, nranks, cls, shape_for(t, op, nranks, cls)};
-  return element_of(t, op, nranks, rank, index, seed, cls, memo->shape);
+  const uint64_t r = element_bits(rank, index, seed);
+  return with_dtype(t, [&](auto tag) { return element_value<tag.value>(op, nranks, rank, index, r, cls, memo->shape); });
 }
 
 void fill_input(void* out, size_t count, DType t, RedOp op, int nranks, int rank, uint64_t seed, DataClass cls) {
-  const ExactSumShape shape = shape_for(t, op, nranks, cls);
+  const GenShape shape = shape_for(t, op, nranks, cls);
   // A block's hashes first, in a loop of independent iterations that the CPU
   // overlaps (one element's three hashes are a chain of dependent multiplies),
-  // then the block's values: the same elements as element_of.
-  constexpr size_t kBlock = 256;
-  uint64_t bits[kBlock];
-  for (size_t i0 = 0; i0 < count; i0 += kBlock) {
-    const size_t m = std::min(kBlock, count - i0);
-    for (size_t j = 0; j < m; ++j) bits[j] = element_bits(rank, i0 + j, seed);
-    for (size_t j = 0; j < m; ++j)
-      store_element(t, out, i0 + j, element_value(t, op, nranks, rank, i0 + j, bits[j], cls, shape));
-  }
+  // then the block's values, in a loop compiled for the one dtype: the same
+  // elements as input_element.
+  with_dtype(t, [&](auto tag) {
+    constexpr DType T = tag.value;
+    constexpr size_t kBlock = 256;
+    uint64_t bits[kBlock];
+    for (size_t i0 = 0; i0 < count; i0 += kBlock) {
+      const size_t m = std::min(kBlock, count - i0);
+      for (size_t j = 0; j < m; ++j) bits[j] = element_bits(rank, i0 + j, seed);
+      for (size_t j = 0; j < m; ++j)
+        store_element(T, out, i0 + j, element_value<T>(op, nranks, rank, i0 + j, bits[j], cls, shape));
+    }
+  });
 }
 
 }  // namespace collcheck
