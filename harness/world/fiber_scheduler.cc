@@ -5,7 +5,9 @@
 #include <algorithm>
 #include <boost/context/fiber.hpp>
 #include <boost/context/protected_fixedsize_stack.hpp>
+#include <map>
 #include <mutex>
+#include <tuple>
 #include <stdexcept>
 #include <vector>
 
@@ -58,6 +60,11 @@ class RecycledStack {
   }
 };
 
+namespace {
+// std::push_heap's order for a min-heap on (time, fiber id).
+constexpr auto later = [](const auto& a, const auto& b) { return std::tie(a.at, a.id) > std::tie(b.at, b.id); };
+}  // namespace
+
 struct FiberScheduler::Fiber {
   uint64_t id = 0;
   ctx::fiber self;  // the suspended fiber
@@ -65,8 +72,8 @@ struct FiberScheduler::Fiber {
   std::function<void()> fn;
   std::shared_ptr<bool> done = std::make_shared<bool>(false);
   const void* key = nullptr;  // parked on (nullptr: a timer only)
-  std::multimap<std::pair<Clock::time_point, uint64_t>, Fiber*>::iterator timer;
-  bool has_timer = false;
+  bool has_timer = false;     // a live entry in timers_, of generation timer_gen
+  uint64_t timer_gen = 0;
   bool runnable = true;
   uint64_t priority = 0;  // PCT
   std::map<const void*, std::shared_ptr<void>> locals;  // sched::rank_local
@@ -158,8 +165,10 @@ void FiberScheduler::park(const void* key, Deadline wake) {
   f->key = key;
   if (key != nullptr) waiters_[key].push_back(f);
   if (wake != Deadline::max()) {
-    f->timer = timers_.emplace(std::make_pair(std::max(wake, now_), f->id), f);
+    timers_.push_back(Timer{std::max(wake, now_), f->id, f, ++f->timer_gen});
+    std::push_heap(timers_.begin(), timers_.end(), later);
     f->has_timer = true;
+    ++live_timers_;
   }
   if (key == nullptr && wake == Deadline::max()) throw std::logic_error("FiberScheduler::park with nothing to wake it");
   f->back = std::move(f->back).resume();
@@ -167,9 +176,10 @@ void FiberScheduler::park(const void* key, Deadline wake) {
 
 void FiberScheduler::wake(Fiber* f) {
   if (f->runnable) return;
-  if (f->has_timer) {
-    timers_.erase(f->timer);
+  if (f->has_timer) {  // its entry stays, stale
     f->has_timer = false;
+    --live_timers_;
+    if (timers_.size() > 2 * live_timers_ + 256) compact_timers(nullptr);
   }
   if (f->key != nullptr) {
     auto it = waiters_.find(f->key);
@@ -186,13 +196,30 @@ void FiberScheduler::wake(Fiber* f) {
 
 void FiberScheduler::notify(const void* key) {
   auto it = waiters_.find(key);
-  if (it == waiters_.end()) return;
-  std::vector<Fiber*> woken = std::move(it->second);
-  waiters_.erase(it);
-  for (Fiber* f : woken) {
+  if (it == waiters_.end() || it->second.empty()) return;
+  woken_.clear();
+  woken_.swap(it->second);  // the entry keeps the last list's room
+  if (waiters_.size() > 4096) std::erase_if(waiters_, [](const auto& kv) { return kv.second.empty(); });
+  for (Fiber* f : woken_) {
     f->key = nullptr;  // already out of waiters_
-    wake(f);
+    wake(f);  // never notifies: woken_ is not reused under this loop
   }
+}
+
+bool FiberScheduler::stale(const Timer& t) const { return !t.fiber->has_timer || t.fiber->timer_gen != t.gen; }
+
+void FiberScheduler::drop_stale_tops() {
+  while (!timers_.empty() && stale(timers_.front())) {
+    std::pop_heap(timers_.begin(), timers_.end(), later);
+    timers_.pop_back();
+  }
+}
+
+// Rebuilds the heap of the live timers alone; `gone` (a fiber about to be
+// freed) must have none, and no entry may point to it after.
+void FiberScheduler::compact_timers(const Fiber* gone) {
+  std::erase_if(timers_, [&](const Timer& t) { return t.fiber == gone || stale(t); });
+  std::make_heap(timers_.begin(), timers_.end(), later);
 }
 
 FiberScheduler::Fiber* FiberScheduler::pick() {
@@ -221,6 +248,7 @@ void FiberScheduler::resume(Fiber* f) {
   current_ = nullptr;
   if (*f->done) {
     notify(f->done.get());  // a join waits on it
+    compact_timers(f);      // its stale entries point to it
     auto it = std::find_if(fibers_.begin(), fibers_.end(), [f](const auto& p) { return p.get() == f; });
     fibers_.erase(it);
   }
@@ -231,14 +259,22 @@ FiberScheduler::Stop FiberScheduler::run(Clock::time_point until) {
   for (;;) {
     if (fibers_.empty()) return Stop::AllDone;
     if (runnable_.empty()) {
+      drop_stale_tops();
       if (timers_.empty()) return Stop::Deadlock;
-      const Clock::time_point next = timers_.begin()->first.first;
+      const Clock::time_point next = timers_.front().at;
       if (next > until) {
         now_ = std::max(now_, until);
         return Stop::Limit;
       }
       now_ = std::max(now_, next);
-      while (!timers_.empty() && timers_.begin()->first.first <= now_) wake(timers_.begin()->second);
+      for (drop_stale_tops(); !timers_.empty() && timers_.front().at <= now_; drop_stale_tops()) {
+        Fiber* f = timers_.front().fiber;
+        std::pop_heap(timers_.begin(), timers_.end(), later);
+        timers_.pop_back();
+        f->has_timer = false;
+        --live_timers_;
+        wake(f);
+      }
       continue;
     }
     resume(pick());

@@ -15,7 +15,6 @@
 
 #include <cstdint>
 #include <functional>
-#include <map>
 #include <memory>
 #include <random>
 #include <string>
@@ -61,6 +60,9 @@ class FiberScheduler final : public FiberHost {
   // The schedule from here on comes from `seed` mixed with the options'
   // seed (PCT: new change points, counted from here).
   void reseed(uint64_t seed);
+  // Entries in the timer heap, stale ones included (for tests: bounded by
+  // twice the live timers plus 256, and 0 once every fiber has returned).
+  size_t timer_entries() const { return timers_.size(); }
 
   struct Fiber;
 
@@ -78,8 +80,28 @@ class FiberScheduler final : public FiberHost {
   std::vector<uint64_t> change_points_;  // PCT, sorted
   std::vector<std::unique_ptr<Fiber>> fibers_;  // live, in spawn order
   std::vector<Fiber*> runnable_;
+  // Parked fibers by key, in the order they parked. An entry emptied by a
+  // notify stays (with its vector's room) for the key's next wait: a map node
+  // and a vector made and freed per wait were a tenth of a verify of small
+  // cases. Empty entries are dropped when they grow many.
   std::unordered_map<const void*, std::vector<Fiber*>> waiters_;
-  std::multimap<std::pair<Clock::time_point, uint64_t>, Fiber*> timers_;
+  std::vector<Fiber*> woken_;  // notify's list, reused
+  // Wake-ups: a binary min-heap on (time, fiber id), the order a multimap of
+  // them had (a fiber has at most one live timer, so the keys are distinct).
+  // A timer whose fiber woke first is left in place and skipped when it
+  // comes to the top (its fiber's has_timer is false or its generation has
+  // moved on); the heap is rebuilt without them when they outnumber the rest.
+  struct Timer {
+    Clock::time_point at;
+    uint64_t id;
+    Fiber* fiber;
+    uint64_t gen;
+  };
+  std::vector<Timer> timers_;
+  size_t live_timers_ = 0;
+  bool stale(const Timer& t) const;
+  void drop_stale_tops();
+  void compact_timers(const Fiber* gone);
   Fiber* current_ = nullptr;
 };
 

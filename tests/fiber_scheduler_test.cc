@@ -1,0 +1,80 @@
+// The simulated world's scheduler (harness/world/fiber_scheduler.h) on its
+// own: timers fire at their time, in time order, and a fiber woken early by a
+// notify is never woken again by its old timer (the heap keeps such entries,
+// stale, until they surface or are swept).
+#include <gtest/gtest.h>
+
+#include <cstdio>
+#include <random>
+#include <vector>
+
+#include "harness/world/fiber_scheduler.h"
+#include "harness/world/sim_world.h"
+
+using namespace collcheck;
+using namespace std::chrono_literals;
+
+#define SKIP_WITHOUT_FIBERS() \
+  if (kNoFibers != nullptr) GTEST_SKIP() << kNoFibers
+
+TEST(FiberScheduler, TimersFireOnTimeAndAnEarlyWakeLeavesNoTimerBehind) {
+  SKIP_WITHOUT_FIBERS();
+  const uint64_t seed = (uint64_t{std::random_device{}()} << 32) | std::random_device{}();
+  std::printf("[ seed     ] %#llx\n", static_cast<unsigned long long>(seed));
+  for (SchedulePolicy policy : {SchedulePolicy::Random, SchedulePolicy::Pct}) {
+    ScheduleOptions o;
+    o.seed = seed;
+    o.policy = policy;
+    FiberScheduler s(o, Clock::time_point{});
+    constexpr int kFibers = 48, kRounds = 300, kKeys = 4;
+    int keys[kKeys] = {};
+    uint64_t notifies[kKeys] = {};  // how many notifies each key has had
+    size_t on_time = 0, early = 0, max_entries = 0, done = 0;
+    Clock::time_point last{};
+    bool backwards = false, early_without_notify = false, late = false;
+    for (int i = 0; i < kFibers; ++i)
+      s.spawn([&, i] {
+        std::mt19937_64 rng(seed ^ static_cast<uint64_t>(i) * 0x9e3779b97f4a7c15ull);
+        for (int r = 0; r < kRounds; ++r) {
+          const int k = static_cast<int>(rng() % kKeys);
+          const Deadline deadline = s.now() + std::chrono::microseconds(1 + rng() % 1000);
+          const uint64_t before = notifies[k];
+          s.park(&keys[k], deadline);
+          const Clock::time_point t = s.now();
+          backwards |= t < last;
+          last = t;
+          late |= t > deadline;
+          if (t == deadline && notifies[k] == before) {
+            ++on_time;
+          } else if (t < deadline) {
+            ++early;
+            early_without_notify |= notifies[k] == before;  // a stale timer fired
+          }
+          max_entries = std::max(max_entries, s.timer_entries());
+        }
+        ++done;
+      });
+    // Notifies at random times: many waits end before their timer.
+    s.spawn([&] {
+      std::mt19937_64 rng(~seed);
+      while (done < kFibers) {
+        s.park(nullptr, s.now() + std::chrono::microseconds(1 + rng() % 40));
+        const int k = static_cast<int>(rng() % kKeys);
+        ++notifies[k];
+        s.notify(&keys[k]);
+      }
+    });
+    EXPECT_EQ(s.run(Clock::time_point{} + 1h), FiberScheduler::Stop::AllDone);
+    EXPECT_EQ(done, static_cast<size_t>(kFibers));
+    EXPECT_FALSE(backwards) << "virtual time went back";
+    EXPECT_FALSE(late) << "a timer fired after its time";
+    EXPECT_FALSE(early_without_notify) << "a fiber woke before its time with no notify: an old timer fired";
+    EXPECT_GT(on_time, 100u) << "few waits ended by their timer: the test no longer tests timers";
+    EXPECT_GT(early, 100u) << "few waits ended by a notify: the test no longer leaves stale timers";
+    // Live timers are at most kFibers + 1: stale entries are swept.
+    EXPECT_LE(max_entries, 2 * (kFibers + 1) + 256 + 1);
+    EXPECT_EQ(s.timer_entries(), 0u) << "a returned fiber's entries stay in the heap";
+    std::printf("[ timers   ] %s: %zu waits ended on time, %zu by a notify, at most %zu heap entries\n",
+                policy == SchedulePolicy::Random ? "random" : "pct", on_time, early, max_entries);
+  }
+}
