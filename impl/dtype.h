@@ -4,6 +4,7 @@
 #include <array>
 #include <cstddef>
 #include <cstdint>
+#include <type_traits>
 #include <cstring>
 #include <optional>
 #include <string>
@@ -106,6 +107,25 @@ decltype(auto) visit_dtype(DType t, F&& f) {
   }
   __builtin_unreachable();
 }
+
+// The DType whose storage type is S: visit_dtype's inverse, for code that
+// wants the dtype itself at compile time inside a visit.
+template <typename S>
+inline constexpr DType dtype_of = [] {
+  if constexpr (std::is_same_v<S, int8_t>) return DType::Int8;
+  else if constexpr (std::is_same_v<S, uint8_t>) return DType::Uint8;
+  else if constexpr (std::is_same_v<S, int32_t>) return DType::Int32;
+  else if constexpr (std::is_same_v<S, uint32_t>) return DType::Uint32;
+  else if constexpr (std::is_same_v<S, int64_t>) return DType::Int64;
+  else if constexpr (std::is_same_v<S, uint64_t>) return DType::Uint64;
+  else if constexpr (std::is_same_v<S, f16_t>) return DType::Float16;
+  else if constexpr (std::is_same_v<S, bf16_t>) return DType::BFloat16;
+  else if constexpr (std::is_same_v<S, float>) return DType::Float32;
+  else if constexpr (std::is_same_v<S, double>) return DType::Float64;
+  else if constexpr (std::is_same_v<S, e4m3_t>) return DType::Fp8E4M3;
+  else return DType::Fp8E5M2;
+}();
+static_assert(dtype_of<e5m2_t> == DType::Fp8E5M2 && dtype_of<f16_t> == DType::Float16 && dtype_of<float> == DType::Float32);
 
 // Element i of a buffer of dtype t, as its bits in the low bytes (a
 // little-endian host), and back. Inputs, kernels, the oracle and the checks

@@ -2,7 +2,9 @@
 // inline into a loop over one format (the input generator's fill): the spec
 // table is constexpr here, so a loop's encode folds its format's constants.
 // small_float_encode (impl/float_formats.h) is this encoder dispatched at run
-// time; tests/float_formats_test.cc holds it to the frexp/ldexp reference.
+// time, and to_element_bits (impl/semantics.h) takes its floats from
+// float_bits below; tests/float_formats_test.cc holds the encoder to the
+// frexp/ldexp reference.
 #pragma once
 
 #include <algorithm>
@@ -83,6 +85,19 @@ inline uint32_t encode(double x) {
     return s.saturate ? sign | encode<F>(s.max_finite) : sign | inf_bits;
   if (!(n >> s.man_bits)) return sign | static_cast<uint32_t>(n);  // subnormal (e == emin)
   return sign | (static_cast<uint32_t>(e + s.bias) << s.man_bits) | (static_cast<uint32_t>(n) & ((1u << s.man_bits) - 1u));
+}
+
+// A floating dtype's element bits for a double (to_element_bits's floats),
+// with the dtype known at compile time.
+template <DType T>
+inline uint64_t float_bits(double v) {
+  static_assert(dtype_is_float(T), "float_bits: a floating dtype");
+  if constexpr (T == DType::Float16) return encode<SmallFloat::F16>(v);
+  else if constexpr (T == DType::BFloat16) return encode<SmallFloat::BF16>(v);
+  else if constexpr (T == DType::Fp8E4M3) return encode<SmallFloat::E4M3>(v);
+  else if constexpr (T == DType::Fp8E5M2) return encode<SmallFloat::E5M2>(v);
+  else if constexpr (T == DType::Float32) return std::bit_cast<uint32_t>(static_cast<float>(v));
+  else return std::bit_cast<uint64_t>(v);
 }
 
 }  // namespace collcheck::float_encode

@@ -57,7 +57,6 @@ uint32_t small_float_encode_reference(SmallFloat f, double x) {
   return sign | (exp << s.man_bits) | man;
 }
 
-
 // Exact: the significand scaled by an exact power of two, without a libm call
 // (ldexp and frexp were a tenth of verify's time through the oracle's element
 // conversions). FastDecodersMatchTheGenericDecoderOnEveryPattern holds it to

@@ -1,5 +1,7 @@
 #include "impl/semantics.h"
 
+#include "impl/float_encode.h"
+
 #include <algorithm>
 #include <bit>
 #include <cctype>
@@ -57,12 +59,12 @@ uint64_t to_element_bits(DType dtype, double v) {
     case DType::Uint32: return wrap_from_double<uint32_t>(v);
     case DType::Int64: return static_cast<uint64_t>(wrap_from_double<int64_t>(v));
     case DType::Uint64: return wrap_from_double<uint64_t>(v);
-    case DType::Float16: return small_float_encode(SmallFloat::F16, v);
-    case DType::BFloat16: return small_float_encode(SmallFloat::BF16, v);
-    case DType::Float32: return std::bit_cast<uint32_t>(static_cast<float>(v));
-    case DType::Float64: return std::bit_cast<uint64_t>(v);
-    case DType::Fp8E4M3: return small_float_encode(SmallFloat::E4M3, v);
-    case DType::Fp8E5M2: return small_float_encode(SmallFloat::E5M2, v);
+    case DType::Float16: return float_encode::float_bits<DType::Float16>(v);
+    case DType::BFloat16: return float_encode::float_bits<DType::BFloat16>(v);
+    case DType::Float32: return float_encode::float_bits<DType::Float32>(v);
+    case DType::Float64: return float_encode::float_bits<DType::Float64>(v);
+    case DType::Fp8E4M3: return float_encode::float_bits<DType::Fp8E4M3>(v);
+    case DType::Fp8E5M2: return float_encode::float_bits<DType::Fp8E5M2>(v);
   }
   return 0;
 }

@@ -4,8 +4,6 @@
 #include <cmath>
 #include <limits>
 #include <optional>
-#include <stdexcept>
-#include <type_traits>
 
 #include "impl/dtype.h"
 #include "impl/semantics.h"
@@ -80,18 +78,7 @@ ExactSumShape exact_sum_shape(DType t, RedOp op, int nranks) {
 // fraction of its cost in the input generator's hot loop.
 constexpr double kPow2From4[9] = {1.0 / 16, 1.0 / 8, 1.0 / 4, 1.0 / 2, 1.0, 2.0, 4.0, 8.0, 16.0};
 
-// One dtype's value of a double: to_element_bits with the dtype known at
-// compile time, so that a fill's loop over one dtype inlines its encoder.
-template <DType T>
-inline uint64_t encode(double v) {
-  if constexpr (T == DType::Float16) return float_encode::encode<SmallFloat::F16>(v);
-  else if constexpr (T == DType::BFloat16) return float_encode::encode<SmallFloat::BF16>(v);
-  else if constexpr (T == DType::Fp8E4M3) return float_encode::encode<SmallFloat::E4M3>(v);
-  else if constexpr (T == DType::Fp8E5M2) return float_encode::encode<SmallFloat::E5M2>(v);
-  else if constexpr (T == DType::Float32) return std::bit_cast<uint32_t>(static_cast<float>(v));
-  else if constexpr (T == DType::Float64) return std::bit_cast<uint64_t>(v);
-  else return to_element_bits(T, v);
-}
+using float_encode::float_bits;
 
 template <DType T>
 inline uint64_t exact_float(RedOp op, int nranks, int rank, size_t index, uint64_t r, const ExactSumShape& shape) {
@@ -100,13 +87,13 @@ inline uint64_t exact_float(RedOp op, int nranks, int rank, size_t index, uint64
     // The product is then a power of two in [1/2, 2]: exact in every dtype.
     const bool special = static_cast<size_t>(rank) == index % static_cast<size_t>(nranks);
     const double mag = special ? kPow2From4[3 + r % 3] : 1.0;
-    return encode<T>((r >> 8) & 1 ? -mag : mag);
+    return float_bits<T>((r >> 8) & 1 ? -mag : mag);
   }
   const size_t slot = (static_cast<size_t>(rank) + static_cast<size_t>(nranks) - index % static_cast<size_t>(nranks)) %
                       static_cast<size_t>(nranks);
-  if (static_cast<int64_t>(slot) >= shape.m) return encode<T>(0.0);
+  if (static_cast<int64_t>(slot) >= shape.m) return float_bits<T>(0.0);
   const int64_t k = static_cast<int64_t>(r % static_cast<uint64_t>(2 * shape.k_max + 1)) - shape.k_max;
-  return encode<T>(static_cast<double>(k) * 0.25);
+  return float_bits<T>(static_cast<double>(k) * 0.25);
 }
 
 template <DType T>
@@ -118,15 +105,15 @@ inline uint64_t random_float(RedOp op, uint64_t r) {
     case RedOp::Prod:
       // Near 1, so that the product of 16 ranks stays far from overflow and
       // underflow (fp8 e4m3's normal range is only [2^-6, 448]).
-      if constexpr (fp8) return encode<T>(sign * (0.9 + 0.2 * x));
-      return encode<T>(sign * (0.8 + 0.45 * x));
+      if constexpr (fp8) return float_bits<T>(sign * (0.9 + 0.2 * x));
+      return float_bits<T>(sign * (0.8 + 0.45 * x));
     case RedOp::Max:
     case RedOp::Min:
-      return encode<T>(sign * ((0.5 + x) * kPow2From4[(r >> 1) % 9]));
+      return float_bits<T>(sign * ((0.5 + x) * kPow2From4[(r >> 1) % 9]));
     default: {
       // fp8 sums of 16 ranks (times premulsum's scalar) must stay below 448.
       const double scale = fp8 ? (op == RedOp::PreMulSum ? 1.0 : 4.0) : 100.0;
-      return encode<T>(sign * (0.5 + x) * scale);
+      return float_bits<T>(sign * (0.5 + x) * scale);
     }
   }
 }
@@ -136,12 +123,12 @@ inline uint64_t extreme_float(uint64_t r, const FloatInfo& lim) {
   const double sign = (r & 1) ? -1.0 : 1.0;
   const double x = unit(r);
   switch ((r >> 1) % 3) {
-    case 0: return encode<T>(sign * lim.max_finite * (0.5 + 0.5 * x));
+    case 0: return float_bits<T>(sign * lim.max_finite * (0.5 + 0.5 * x));
     case 1: {  // a subnormal: k times the smallest one, k below 2^(precision-1)
       const uint64_t k = 1 + (r >> 8) % ((uint64_t{1} << (lim.precision - 1)) - 1);
-      return encode<T>(sign * static_cast<double>(k) * lim.min_subnormal);
+      return float_bits<T>(sign * static_cast<double>(k) * lim.min_subnormal);
     }
-    default: return encode<T>(sign * (1.0 + x));
+    default: return float_bits<T>(sign * (1.0 + x));
   }
 }
 
@@ -150,7 +137,7 @@ inline uint64_t special_float(uint64_t r, const FloatInfo& lim) {
   const double sign = (r & 1) ? -1.0 : 1.0;
   switch ((r >> 1) % 7) {
     case 0: {  // a quiet NaN with a random payload (fp8 e4m3 has a single NaN pattern)
-      const uint64_t q = encode<T>(std::numeric_limits<double>::quiet_NaN());
+      const uint64_t q = float_bits<T>(std::numeric_limits<double>::quiet_NaN());
       const int mant = lim.precision - 1;
       const uint64_t payload = mant > 2 ? ((r >> 8) & ((uint64_t{1} << (mant - 1)) - 1)) : 0;
       const uint64_t sign_bit = (r & 1) ? uint64_t{1} << (8 * dtype_size(T) - 1) : 0;
@@ -159,10 +146,10 @@ inline uint64_t special_float(uint64_t r, const FloatInfo& lim) {
     case 1:
       // Conversions saturate fp8 (as __NV_SATFINITE does), so e5m2's infinity is written as bits.
       if constexpr (T == DType::Fp8E5M2) return (r & 1) ? 0xfc : 0x7c;
-      return encode<T>(sign * std::numeric_limits<double>::infinity());
-    case 2: return encode<T>(sign * 0.0);
+      return float_bits<T>(sign * std::numeric_limits<double>::infinity());
+    case 2: return float_bits<T>(sign * 0.0);
     // (1 + u) 2^k for k in 0..3: kPow2From4[4 + k] is that 2^k exactly.
-    default: return encode<T>(sign * (1.0 + unit(r)) * kPow2From4[4 + (r >> 4) % 4]);
+    default: return float_bits<T>(sign * (1.0 + unit(r)) * kPow2From4[4 + (r >> 4) % 4]);
   }
 }
 
@@ -250,27 +237,6 @@ GenShape shape_for(DType t, RedOp op, int nranks, DataClass cls) {
   return g;
 }
 
-// fn(std::integral_constant<DType, t>{}): one instance of fn per dtype.
-template <typename Fn>
-decltype(auto) with_dtype(DType t, Fn&& fn) {
-  using D = DType;
-  switch (t) {
-    case D::Int8: return fn(std::integral_constant<D, D::Int8>{});
-    case D::Uint8: return fn(std::integral_constant<D, D::Uint8>{});
-    case D::Int32: return fn(std::integral_constant<D, D::Int32>{});
-    case D::Uint32: return fn(std::integral_constant<D, D::Uint32>{});
-    case D::Int64: return fn(std::integral_constant<D, D::Int64>{});
-    case D::Uint64: return fn(std::integral_constant<D, D::Uint64>{});
-    case D::Float16: return fn(std::integral_constant<D, D::Float16>{});
-    case D::BFloat16: return fn(std::integral_constant<D, D::BFloat16>{});
-    case D::Float32: return fn(std::integral_constant<D, D::Float32>{});
-    case D::Float64: return fn(std::integral_constant<D, D::Float64>{});
-    case D::Fp8E4M3: return fn(std::integral_constant<D, D::Fp8E4M3>{});
-    case D::Fp8E5M2: return fn(std::integral_constant<D, D::Fp8E5M2>{});
-  }
-  throw std::logic_error("unknown dtype");
-}
-
 }  // namespace
 
 uint64_t input_element(DType t, RedOp op, int nranks, int rank, size_t index, uint64_t seed, DataClass cls) {
@@ -288,7 +254,9 @@ uint64_t input_element(DType t, RedOp op, int nranks, int rank, size_t index, ui
   if (!memo || memo->t != t || memo->op != op || memo->nranks != nranks || memo->cls != cls)
     memo = Memo{t, op, nranks, cls, shape_for(t, op, nranks, cls)};
   const uint64_t r = element_bits(rank, index, seed);
-  return with_dtype(t, [&](auto tag) { return element_value<tag.value>(op, nranks, rank, index, r, cls, memo->shape); });
+  return visit_dtype(t, [&](auto tag) {
+    return element_value<dtype_of<decltype(tag)>>(op, nranks, rank, index, r, cls, memo->shape);
+  });
 }
 
 void fill_input(void* out, size_t count, DType t, RedOp op, int nranks, int rank, uint64_t seed, DataClass cls) {
@@ -297,8 +265,8 @@ void fill_input(void* out, size_t count, DType t, RedOp op, int nranks, int rank
   // overlaps (one element's three hashes are a chain of dependent multiplies),
   // then the block's values, in a loop compiled for the one dtype: the same
   // elements as input_element.
-  with_dtype(t, [&](auto tag) {
-    constexpr DType T = tag.value;
+  visit_dtype(t, [&](auto tag) {
+    constexpr DType T = dtype_of<decltype(tag)>;
     constexpr size_t kBlock = 256;
     uint64_t bits[kBlock];
     for (size_t i0 = 0; i0 < count; i0 += kBlock) {

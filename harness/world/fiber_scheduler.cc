@@ -199,7 +199,10 @@ void FiberScheduler::notify(const void* key) {
   if (it == waiters_.end() || it->second.empty()) return;
   woken_.clear();
   woken_.swap(it->second);  // the entry keeps the last list's room
-  if (waiters_.size() > 4096) std::erase_if(waiters_, [](const auto& kv) { return kv.second.empty(); });
+  if (waiters_.size() > sweep_waiters_at_) {  // a sweep per doubling: O(1) a notify however many keys wait
+    std::erase_if(waiters_, [](const auto& kv) { return kv.second.empty(); });
+    sweep_waiters_at_ = std::max<size_t>(4096, 2 * waiters_.size());
+  }
   for (Fiber* f : woken_) {
     f->key = nullptr;  // already out of waiters_
     wake(f);  // never notifies: woken_ is not reused under this loop

@@ -83,8 +83,9 @@ class FiberScheduler final : public FiberHost {
   // Parked fibers by key, in the order they parked. An entry emptied by a
   // notify stays (with its vector's room) for the key's next wait: a map node
   // and a vector made and freed per wait were a tenth of a verify of small
-  // cases. Empty entries are dropped when they grow many.
+  // cases. Empty entries are dropped when the map has doubled since the last sweep.
   std::unordered_map<const void*, std::vector<Fiber*>> waiters_;
+  size_t sweep_waiters_at_ = 4096;
   std::vector<Fiber*> woken_;  // notify's list, reused
   // Wake-ups: a binary min-heap on (time, fiber id), the order a multimap of
   // them had (a fiber has at most one live timer, so the keys are distinct).
