@@ -104,7 +104,7 @@ constexpr double kComputeMargin = 0.75;
 #endif
 
 DetectionOutcome run_once(const DetectionCase& c, const Scenario& s,
-                          const std::function<ReplayResult(const Scenario&)>& replay) {
+                          const std::function<ReplayResult(const Scenario&)>& replay, bool keep_failed_dumps) {
   DetectionOutcome o;
   ReplayOptions ro;
   const auto t0 = Clock::now();
@@ -112,7 +112,6 @@ DetectionOutcome run_once(const DetectionCase& c, const Scenario& s,
   // In virtual time the run's own clock is the measure (the host's load is
   // not in it); on threads, the wall clock around the whole replay.
   o.seconds = o.result.virtual_time ? o.result.seconds : std::chrono::duration<double>(Clock::now() - t0).count();
-  if (!o.result.dump_dir.empty()) std::filesystem::remove_all(o.result.dump_dir);
   // The run's budget: the sleeps, and for a stalled rank one deadline (the
   // others wait that long for it), plus the slow link's delays, plus a margin.
   double sleeps = 0;
@@ -131,15 +130,20 @@ DetectionOutcome run_once(const DetectionCase& c, const Scenario& s,
     o.slow = true;
     o.why = fmt::format("the run took {:.3f} s, longer than its limit of {:.3f} s", o.seconds, o.limit_s);
   }
+  if (!o.result.dump_dir.empty() && (o.ok || !keep_failed_dumps)) {
+    std::filesystem::remove_all(o.result.dump_dir);
+    o.result.dump_dir.clear();
+  }
   return o;
 }
 
 }  // namespace
 
 DetectionOutcome check_detection(const DetectionCase& c, const std::function<ReplayResult(const Scenario&)>& replay,
-                                 bool rerun_if_slow) {
+                                 bool rerun_if_slow, bool keep_failed_dumps,
+                                 const std::function<bool(bool)>& any_process) {
   const Scenario s = c.scenario();
-  DetectionOutcome o = run_once(c, s, replay);
+  DetectionOutcome o = run_once(c, s, replay, keep_failed_dumps);
   // Right diagnosis, but slower than its limit: on a loaded machine that is
   // the machine (other jobs, a sanitizer). Run it once more; slow twice is a
   // failure. A hang is not excused by this: every run is bounded by its
@@ -147,10 +151,16 @@ DetectionOutcome check_detection(const DetectionCase& c, const std::function<Rep
   // both times.
   // In virtual time a rerun would take the same time to the nanosecond: the
   // limit stands on the first run.
-  if (o.slow && rerun_if_slow && !o.result.virtual_time) {
-    const std::string first = o.why;
-    o = run_once(c, s, replay);
-    o.slow_once = first;
+  // In the MPI world every process reruns, or none: when any process was
+  // slow. A process that was not keeps its first outcome.
+  bool rerun = o.slow && rerun_if_slow && !o.result.virtual_time;
+  if (any_process) rerun = any_process(rerun);
+  if (rerun) {
+    DetectionOutcome again = run_once(c, s, replay, keep_failed_dumps);
+    if (o.slow) {
+      again.slow_once = o.why;
+      o = std::move(again);
+    }
   }
   return o;
 }

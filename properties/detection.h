@@ -37,12 +37,16 @@ struct DetectionOutcome {
 
 // Replays with `replay` (default: the thread world's replay_scenario). A run
 // that is right but slower than its limit is run once more (a loaded machine);
-// slow twice is a failure. An MPI replay passes rerun_if_slow = false: each
-// process times its own run, and a rerun one process decides alone would
-// leave the others waiting for it.
+// slow twice is a failure. Each MPI process times its own run, and a rerun
+// one process decided alone would leave the others waiting for it: an MPI
+// replay passes `any_process` (Session::any_process: true on every process
+// when it is true on one), or rerun_if_slow = false. The run's dumps are
+// removed, unless keep_failed_dumps and the outcome is not ok
+// (result.dump_dir names them).
 DetectionOutcome check_detection(const DetectionCase& c,
                                  const std::function<ReplayResult(const Scenario&)>& replay = {},
-                                 bool rerun_if_slow = true);
+                                 bool rerun_if_slow = true, bool keep_failed_dumps = false,
+                                 const std::function<bool(bool)>& any_process = {});
 
 // The scenario `collcheck faults` runs each nemesis against.
 Scenario fault_table_scenario(int ranks, const std::string& impl);

@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include <filesystem>
 #include <map>
 #include <string>
 #include <vector>
@@ -31,6 +32,7 @@ ReportCase detection_verdict(size_t i, const DetectionCase& c, const DetectionOu
 void say_missed_case(Events& ev, size_t i, const DetectionCase& c, const DetectionOutcome& o) {
   std::string text = fmt::format("case {}: {} ({}): {}\n", i + 1, fault_name(c), c.guarded ? "guarded" : "unguarded", o.why);
   for (const auto& d : o.result.diagnoses) text += fmt::format("  {}\n", format_diagnosis(d));
+  if (!o.result.dump_dir.empty()) text += fmt::format("  dumps kept: collcheck analyze {}\n", o.result.dump_dir);
   text += "  the case as a scenario (replay it with collcheck replay):\n";
   const std::string yaml = scenario_to_yaml(c.scenario());
   for (size_t a = 0; a < yaml.size();) {
@@ -60,13 +62,20 @@ Report run_detection_job(const DetectionJob& job, const Session& session, Events
   size_t missed = 0;
   double worst_over = 0;
   std::map<std::string, std::pair<size_t, size_t>> by_fault;  // fault -> (diagnosed as injected, drawn)
-  const auto replay = [&](const Scenario& s) { return replay_in_session(s, {}, session); };
+  // With --keep-dumps, the root writes every case's dumps to a folder of
+  // its own, kept when the case is missed.
+  ReplayOptions ro;
+  const auto replay = [&](const Scenario& s) { return replay_in_session(s, ro, session); };
   for (size_t i = 0; i < job.cases; ++i) {
     ev.progress({.count = std::pair{i, job.cases}});
     ev.emit(CaseStartedEvent{i + 1, job.cases, job.seed});
     const rc::Random ri = base.split();
     const DetectionCase c = gen(ri, static_cast<int>(i % (rc::kNominalSize + 1))).value();
-    const DetectionOutcome o = check_detection(c, replay, /*rerun_if_slow=*/!session.is_mpi());
+    const bool keep = root && !job.keep_dumps.empty();
+    ro.dump_dir = keep ? (std::filesystem::path(job.keep_dumps) / fmt::format("case-{}", i + 1)).string() : "";
+    const DetectionOutcome o = check_detection(c, replay, /*rerun_if_slow=*/true, keep, [&](bool slow) {
+      return session.any_process(slow);
+    });
     if (!root) continue;
     worst_over = std::max(worst_over, o.seconds - o.limit_s);
     auto& tally = by_fault[fault_name(c)];

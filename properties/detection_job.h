@@ -7,6 +7,7 @@
 #pragma once
 
 #include <cstdint>
+#include <string>
 
 #include "harness/report/events.h"
 #include "harness/report/report.h"
@@ -18,6 +19,7 @@ struct DetectionJob {
   size_t cases = 0;
   int ranks = 4;
   uint64_t seed = 0;
+  std::string keep_dumps;  // a missed case's dumps are kept in <keep_dumps>/case-<n> ("": not kept)
 };
 
 // Returns the run's report (one verdict per case; the root's), and `code`:

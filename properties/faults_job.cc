@@ -34,7 +34,7 @@ void plan_faults(FaultsJob& job, const Session& session) {
 int run_faults_job(const FaultsJob& job, const Session& session, Events& ev, Report& rep) {
   if (job.random > 0) {
     int code = 0;
-    rep = run_detection_job({job.random, job.ranks, job.random_seed}, session, ev, code);
+    rep = run_detection_job({job.random, job.ranks, job.random_seed, job.keep_dumps}, session, ev, code);
     return code;
   }
   FaultTableOptions o;

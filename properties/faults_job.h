@@ -20,7 +20,7 @@ struct FaultsJob {
   std::string mode = "both";  // guarded, unguarded or both
   size_t random = 0;          // > 0: the detection property, this many random cases
   std::string seed = "1";     // --random's
-  std::string keep_dumps;     // a failed row's dumps are kept here ("": not kept)
+  std::string keep_dumps;     // a failed row's (or --random case's) dumps are kept here ("": not kept)
   uint64_t random_seed = 0;   // `seed` parsed (plan_faults)
 };
 

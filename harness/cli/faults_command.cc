@@ -21,8 +21,8 @@ void add_faults(CLI::App& app, FaultsFlags& f) {
                  "run the detection property instead: this many random scenarios, each with a random fault");
   fa->add_option("--seed", f.job.seed, "seed of --random")->capture_default_str();
   fa->add_option("--keep-dumps", f.job.keep_dumps,
-                 "keep the flight-recorder dumps of a row that is not diagnosed as injected here, one folder per row "
-                 "(default: every row's dumps are removed)");
+                 "keep the flight-recorder dumps of a row (with --random: a case) that is not diagnosed as injected here, "
+                 "one folder per row or case (default: every row's dumps are removed)");
   add_progress_flag(fa, f.progress);
   add_report_flag(fa, f.report);
 }

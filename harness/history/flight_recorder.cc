@@ -11,6 +11,7 @@
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
+#include <atomic>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
@@ -42,67 +43,13 @@ std::set<const FlightRecorder*>& live() {
 }
 }  // namespace
 
-// The process's stall meter: one thread while any recorder lives. It sleeps
-// kStallTick at a time; a wake-up more than kStallSlack late is a stall.
-class StallMeter {
- public:
-  static StallMeter& get() {
-    static auto* m = new StallMeter();  // never destroyed: a crash may come late
-    return *m;
-  }
-  void acquire() {
-    std::lock_guard lk(mu_);
-    if (users_++ == 0) {
-      // A thread told to stop by the last release may still be finishing;
-      // it sees a newer generation than its own and leaves.
-      const uint64_t gen = ++generation_;
-      threads_.emplace_back([this, gen] { loop(gen); });
-    }
-  }
-  void release() {
-    std::vector<std::thread> done;
-    {
-      std::lock_guard lk(mu_);
-      if (--users_ > 0) return;
-      ++generation_;
-      done.swap(threads_);
-    }
-    cv_.notify_all();
-    for (auto& t : done) t.join();  // the loop notices within one tick
-  }
-  std::vector<std::pair<Clock::time_point, Clock::time_point>> since(Clock::time_point from) const {
-    std::lock_guard lk(mu_);
-    std::vector<std::pair<Clock::time_point, Clock::time_point>> out;
-    for (const auto& s : stalls_)
-      if (s.second > from) out.push_back(s);
-    return out;
-  }
-
- private:
-  void loop(uint64_t gen) {
-    std::unique_lock lk(mu_);
-    while (generation_ == gen) {
-      const auto due = Clock::now() + kStallTick;
-      cv_.wait_until(lk, due, [&] { return generation_ != gen; });
-      if (generation_ != gen) break;
-      const auto woke = Clock::now();
-      if (woke - due > kStallSlack) {
-        stalls_.emplace_back(due, woke);
-        if (stalls_.size() > 4096) stalls_.pop_front();
-      }
-    }
-  }
-  mutable std::mutex mu_;
-  std::condition_variable cv_;
-  std::vector<std::thread> threads_;  // the running meter (one), until release joins it
-  int users_ = 0;
-  uint64_t generation_ = 0;
-  std::deque<std::pair<Clock::time_point, Clock::time_point>> stalls_;
-};
+namespace {
+std::atomic<uint64_t> g_recorder_serial{0};
+}  // namespace
 
 FlightRecorder::FlightRecorder(int rank, int size, Clock::time_point epoch, size_t capacity, size_t transfer_capacity,
                                const FiberHost* host)
-    : rank_(rank), size_(size), epoch_(epoch), host_(host), capacity_(capacity),
+    : rank_(rank), size_(size), serial_(++g_recorder_serial), epoch_(epoch), host_(host), capacity_(capacity),
       transfer_capacity_(transfer_capacity ? transfer_capacity : 4 * capacity) {
   if (host_ == nullptr) StallMeter::get().acquire();
   std::lock_guard lk(g_live_mu);
@@ -114,15 +61,65 @@ FlightRecorder::~FlightRecorder() {
     std::lock_guard lk(g_live_mu);
     live().erase(this);
   }
-  if (host_ == nullptr) StallMeter::get().release();
+  if (host_ == nullptr) {
+    for (const auto& t : threads_) StallMeter::get().unwatch(t.first);
+    StallMeter::get().release();
+  }
+}
+
+void FlightRecorder::note_thread() {
+  if (host_ != nullptr) return;  // fibers: virtual time has no host stalls
+  // The recorders this thread has been noted for (by serial: an address may
+  // be reused by a later recorder). A thread serves a handful of recorders.
+  thread_local std::vector<uint64_t> noted;
+  if (std::find(noted.begin(), noted.end(), serial_) != noted.end()) return;
+  if (noted.size() >= 64) noted.erase(noted.begin());
+  noted.push_back(serial_);
+  const pid_t tid = StallMeter::this_thread_id();
+  {
+    std::lock_guard<std::mutex> g(mu_);
+    for (const auto& t : threads_)
+      if (t.first == tid) return;
+  }
+  // Watched once per recorder and thread: only this thread adds itself.
+  StallMeter::Thread* state = StallMeter::get().watch(tid);
+  if (state == nullptr) return;  // no schedstat here: the process's stalls only
+  std::lock_guard<std::mutex> g(mu_);
+  threads_.emplace_back(tid, state);
+}
+
+// Under mu_.
+void FlightRecorder::set_polling(bool polling) {
+  if (host_ != nullptr) return;
+  const pid_t tid = StallMeter::this_thread_id();
+  for (const auto& t : threads_)
+    if (t.first == tid) StallMeter::set_polling(t.second, polling);
 }
 
 std::vector<Stall> FlightRecorder::stalls() const {
   std::vector<Stall> out;
   if (host_ != nullptr) return out;  // virtual time: the host's stalls are not the run's
-  for (const auto& [a, b] : StallMeter::get().since(epoch_))
-    out.push_back(Stall{std::chrono::duration<double>(a - epoch_).count(),
-                        std::chrono::duration<double>(b - epoch_).count()});
+  std::vector<StallMeter::Span> spans = StallMeter::get().since(epoch_);
+  std::vector<pid_t> tids;
+  {
+    std::lock_guard<std::mutex> g(mu_);
+    for (const auto& t : threads_) tids.push_back(t.first);
+  }
+  for (const pid_t tid : tids) {
+    auto t = StallMeter::get().thread_since(tid, epoch_);
+    spans.insert(spans.end(), t.begin(), t.end());
+  }
+  // One sorted list without overlaps: the process's and its threads'.
+  std::sort(spans.begin(), spans.end());
+  for (const auto& [a, b] : spans) {
+    const double lo = std::chrono::duration<double>(a - epoch_).count();
+    const double hi = std::chrono::duration<double>(b - epoch_).count();
+    if (!out.empty() && lo <= out.back().end) {
+      out.back().end = std::max(out.back().end, hi);
+    } else {
+      out.push_back(Stall{lo, hi});
+    }
+  }
   return out;
 }
 
@@ -175,6 +172,7 @@ void FlightRecorder::ended(std::vector<CallRecord> not_run, bool more) {
 }
 
 void FlightRecorder::started(uint64_t seq) {
+  note_thread();
   std::lock_guard<std::mutex> g(mu_);
   if (auto* c = find(seq)) {
     c->state = CallState::Started;
@@ -210,16 +208,25 @@ void FlightRecorder::read_output(uint64_t seq) {
 }
 
 void FlightRecorder::blocked(int peer, bool send, Tag tag) {
+  note_thread();
   std::lock_guard<std::mutex> g(mu_);
   blocked_ = BlockedOn{true, peer, send, tag, now()};
+  set_polling(true);
 }
 
 void FlightRecorder::unblocked() {
   std::lock_guard<std::mutex> g(mu_);
   blocked_ = BlockedOn{};
+  set_polling(false);
+}
+
+void FlightRecorder::wait_failed() {
+  std::lock_guard<std::mutex> g(mu_);
+  set_polling(false);
 }
 
 void FlightRecorder::transfer(const TransferRecord& t) {
+  note_thread();
   std::lock_guard<std::mutex> g(mu_);
   transfers_.push_back(t);
   if (transfers_.size() > transfer_capacity_) transfers_.pop_front();

@@ -13,8 +13,10 @@
 #include <nlohmann/json_fwd.hpp>
 #include <optional>
 #include <string>
+#include <sys/types.h>
 #include <vector>
 
+#include "harness/history/stall_meter.h"
 #include "impl/checksum.h"
 #include "impl/collective.h"
 #include "impl/links.h"
@@ -65,18 +67,13 @@ struct TransferRecord {
   bool send = false;        // recorded by the sender (true) or the receiver (false)
 };
 
-// A time when this process did not run: its stall meter (a thread that
-// sleeps 1 ms at a time) woke more than kStallSlack late. On an oversubscribed
-// node or under a sanitizer, a rank that is not running delays the transfers
-// it is part of; the slow-link analysis leaves those times out.
+// A time when this rank was not running: its process was stopped, or one of
+// its threads waited in the run queue (harness/history/stall_meter.h). On an
+// oversubscribed node or under a sanitizer, a rank that is not running delays
+// the transfers it is part of; the slow-link analysis leaves those times out.
 struct Stall {
   double begin = -1, end = -1;  // seconds since the recorder's epoch
 };
-inline constexpr auto kStallTick = std::chrono::milliseconds(1);
-// A sleeper on a busy node routinely wakes a few ms late (every tick, so
-// short lateness would tile the whole run); 10 ms late means the process was
-// descheduled, which is what the slow-link analysis must not blame on a link.
-inline constexpr auto kStallSlack = std::chrono::milliseconds(10);
 
 // The crash that made a dump: the rank whose thread died (-1: a thread that
 // is not a rank's, such as a library's own), and the signal ("SEGV").
@@ -121,6 +118,9 @@ class FlightRecorder {
   void wrote_buffer(uint64_t seq);  // the program writes the call's buffer now (an in-place call's input and output)
   void blocked(int peer, bool send, Tag tag);
   void unblocked();
+  // A wait that blocked() announced ended in an error: the record stays
+  // blocked (the dump shows on what), the thread no longer waits.
+  void wait_failed();
   void transfer(const TransferRecord& t);
   // When the rank's program ended (a failed call ends it): the calls it would
   // have issued next in this communicator, recorded but never run, at most
@@ -133,8 +133,9 @@ class FlightRecorder {
   std::vector<CallRecord> calls() const;
   std::vector<TransferRecord> transfers() const;
   BlockedOn blocked_on() const;
-  // The stalls of this process since the epoch (the meter runs while any
-  // recorder lives).
+  // The stalls of this process, and of the threads that recorded for this
+  // rank, since the epoch (the meter runs while any recorder on the wall
+  // clock lives), sorted, without overlaps.
   std::vector<Stall> stalls() const;
 
   // The dump as a struct (what analyze reads), and as JSON (what a file holds:
@@ -146,7 +147,10 @@ class FlightRecorder {
 
  private:
   CallRecord* find(uint64_t seq);
+  // The calling thread works for this rank: the stall meter watches it.
+  void note_thread();
   int rank_, size_;
+  uint64_t serial_;  // this recorder among all of the process's, ever
   Clock::time_point epoch_;
   const FiberHost* host_ = nullptr;
   size_t capacity_, transfer_capacity_;
@@ -161,6 +165,9 @@ class FlightRecorder {
   bool p2p_ = false, caller_progress_ = false;
   bool ended_ = false, not_run_more_ = false;
   std::vector<CallRecord> not_run_;
+  // note_thread's, watched by the stall meter, with their state there.
+  std::vector<std::pair<pid_t, StallMeter::Thread*>> threads_;
+  void set_polling(bool polling);
 };
 inline constexpr size_t kNotRunKept = 16;
 

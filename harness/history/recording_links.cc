@@ -32,6 +32,7 @@ class RecordingRequest final : public LinkRequest {
       inner_->wait(deadline);
     } catch (...) {
       // Stay "blocked" in the record: the dump shows what this rank was waiting for.
+      rec_.wait_failed();
       throw;
     }
     rec_.unblocked();

@@ -307,7 +307,10 @@ void Communicator::guard(const CallFingerprint& fp, FlightRecorder* rec, Tag tag
   } catch (const GuardTimeout& e) {
     // It waited in the call for them, as a transfer would have: the dump
     // shows it blocked on the first that never came.
-    if (rec && !e.missing.empty()) rec->blocked(e.missing.front(), false, tag);
+    if (rec && !e.missing.empty()) {
+      rec->blocked(e.missing.front(), false, tag);
+      rec->wait_failed();  // recorded as blocked; no longer waiting
+    }
     throw;
   }
 }

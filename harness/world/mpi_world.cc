@@ -142,8 +142,18 @@ int MpiWorld::processes_on_node(bool counts) {
 
 bool MpiWorld::any_process(bool mine) {
   int m = mine ? 1 : 0, any = 0;
-  MPI_Allreduce(&m, &any, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
-  return any != 0;
+  MPI_Request req;
+  MPI_Iallreduce(&m, &any, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD, &req);
+  // Every process asks at the same point of the same job; one that does not
+  // come within two minutes is stuck, and waiting longer would hang the job.
+  const Deadline by = Clock::now() + std::chrono::minutes(2);
+  for (int flag = 0, spins = 0;;) {
+    MPI_Test(&req, &flag, MPI_STATUS_IGNORE);
+    if (flag) return any != 0;
+    if (Clock::now() >= by)
+      throw std::runtime_error(fmt::format("rank {}: not every process came to agree within two minutes", rank_));
+    poll_sleep(spins);
+  }
 }
 
 int MpiWorld::agree_exit_code(int code) {
