@@ -2,7 +2,9 @@
 // its exit code and combined output.
 #pragma once
 
+#include <signal.h>
 #include <sys/wait.h>
+#include <unistd.h>
 
 #include <array>
 #include <cstdio>
@@ -10,6 +12,7 @@
 #include <fstream>
 #include <sstream>
 #include <string>
+#include <vector>
 
 namespace testutil {
 
@@ -53,5 +56,30 @@ inline std::string mpirun(int np) {
   if (const char* a = std::getenv("ASAN_OPTIONS")) env = std::string("env ASAN_OPTIONS=") + a + ":detect_leaks=0 ";
   return env + "mpirun --allow-run-as-root --oversubscribe -np " + std::to_string(np) + " " + COLLCHECK_BIN;
 }
+
+// `n` processes that spin until this object goes: a busy host.
+class BusyHost {
+ public:
+  explicit BusyHost(int n) {
+    for (int i = 0; i < n; ++i) {
+      const pid_t p = fork();
+      if (p == 0) {
+        alarm(600);  // never outlive a crashed test
+        volatile unsigned long x = 0;  // spin: the busy host
+        for (;;) x = x + 1;  // NOLINT: a busy loop
+      }
+      pids_.push_back(p);
+    }
+  }
+  ~BusyHost() {
+    for (pid_t p : pids_) kill(p, SIGKILL);
+    for (pid_t p : pids_) waitpid(p, nullptr, 0);
+  }
+  BusyHost(const BusyHost&) = delete;
+  BusyHost& operator=(const BusyHost&) = delete;
+
+ private:
+  std::vector<pid_t> pids_;
+};
 
 }  // namespace testutil

@@ -179,28 +179,7 @@ TEST(LinkModel, ParsesUnitsAndNamesABadKeyOrValue) {
 
 namespace {
 
-// 8 processes that spin until this object goes: a busy host.
-class BusyHost {
- public:
-  explicit BusyHost(int n) {
-    for (int i = 0; i < n; ++i) {
-      const pid_t p = fork();
-      if (p == 0) {
-        alarm(600);  // never outlive a crashed test
-        volatile uint64_t x = 0;  // spin: the busy host
-        for (;;) x = x + 1;  // NOLINT: a busy loop
-      }
-      pids_.push_back(p);
-    }
-  }
-  ~BusyHost() {
-    for (pid_t p : pids_) kill(p, SIGKILL);
-    for (pid_t p : pids_) waitpid(p, nullptr, 0);
-  }
-
- private:
-  std::vector<pid_t> pids_;
-};
+using testutil::BusyHost;
 
 std::vector<std::string> example_bugs() {
   std::vector<std::string> out;
