@@ -160,6 +160,8 @@ DetectionOutcome check_detection(const DetectionCase& c, const std::function<Rep
     if (o.slow) {
       again.slow_once = o.why;
       o = std::move(again);
+    } else if (!again.result.dump_dir.empty() && again.result.dump_dir != o.result.dump_dir) {
+      std::filesystem::remove_all(again.result.dump_dir);  // kept by a rerun whose outcome is not the one kept
     }
   }
   return o;

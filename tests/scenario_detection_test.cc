@@ -2,6 +2,8 @@
 // detection property over random scenarios, and the replay, analyze and
 // faults commands' exit codes.
 
+#include <filesystem>
+
 #include "harness/world/sim_world.h"
 #include "tests/scenario_test_util.h"
 
@@ -282,6 +284,39 @@ TEST(Detection, ASlowRightRunIsRunOnceMoreAndSlowTwiceFails) {
   EXPECT_EQ(runs, 1);
   EXPECT_TRUE(o.ok) << o.why;
   EXPECT_FALSE(o.slow);
+}
+
+// A case's dumps are removed after it, unless it was missed and they are to
+// be kept (faults --random --keep-dumps): then result.dump_dir names them,
+// and analyze reads them. The replay is the real one, with its diagnoses
+// dropped to make a miss.
+TEST(Detection, AMissedCaseKeepsItsDumpsWhenAskedAndOnlyThen) {
+  rc::Random rnd(11);
+  DetectionCase c = gen_detection_case(2, 3)(rnd, 10).value();
+  c.fault.reset();
+  const std::string dir = ::testing::TempDir() + "/kept-case";
+  bool miss = false;
+  const auto replay = [&](const Scenario& s) {
+    ReplayOptions ro;
+    ro.dump_dir = dir;
+    ReplayResult r = replay_scenario(s, ro);
+    if (miss) {
+      Diagnosis d;
+      d.kind = DiagnosisKind::SlowLink;  // a false alarm
+      r.diagnoses.push_back(d);
+    }
+    return r;
+  };
+  for (const bool keep : {false, true})
+    for (const bool missed : {false, true}) {
+      std::filesystem::remove_all(dir);
+      miss = missed;
+      const DetectionOutcome o = check_detection(c, replay, true, keep);
+      EXPECT_EQ(o.ok, !missed) << o.why;
+      const bool kept = keep && missed;
+      EXPECT_EQ(std::filesystem::exists(dir + "/rank-0.json"), kept) << "keep " << keep << ", missed " << missed;
+      EXPECT_EQ(o.result.dump_dir, kept ? dir : "") << "keep " << keep << ", missed " << missed;
+    }
 }
 
 // ---- the CLI ----
