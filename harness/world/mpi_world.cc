@@ -26,6 +26,16 @@ void poll_sleep(int& spins) {
     std::this_thread::sleep_for(std::chrono::microseconds(50));
   }
 }
+
+// Polls a non-blocking collective until it completes: false at `by`.
+bool complete_by(MPI_Request& req, Deadline by) {
+  for (int flag = 0, spins = 0;;) {
+    MPI_Test(&req, &flag, MPI_STATUS_IGNORE);
+    if (flag) return true;
+    if (Clock::now() >= by) return false;
+    poll_sleep(spins);
+  }
+}
 }  // namespace
 
 MpiWorld& MpiWorld::init(int* argc, char*** argv) {
@@ -146,14 +156,9 @@ bool MpiWorld::any_process(bool mine) {
   MPI_Iallreduce(&m, &any, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD, &req);
   // Every process asks at the same point of the same job; one that does not
   // come within two minutes is stuck, and waiting longer would hang the job.
-  const Deadline by = Clock::now() + std::chrono::minutes(2);
-  for (int flag = 0, spins = 0;;) {
-    MPI_Test(&req, &flag, MPI_STATUS_IGNORE);
-    if (flag) return any != 0;
-    if (Clock::now() >= by)
-      throw std::runtime_error(fmt::format("rank {}: not every process came to agree within two minutes", rank_));
-    poll_sleep(spins);
-  }
+  if (!complete_by(req, Clock::now() + std::chrono::minutes(2)))
+    throw std::runtime_error(fmt::format("rank {}: not every process came to agree within two minutes", rank_));
+  return any != 0;
 }
 
 int MpiWorld::agree_exit_code(int code) {
@@ -202,13 +207,8 @@ class MpiRankContext final : public RankContext {
   void barrier(Deadline deadline) override {
     MPI_Request req;
     MPI_Ibarrier(w_.comm(size_), &req);
-    for (int flag = 0, spins = 0;;) {
-      MPI_Test(&req, &flag, MPI_STATUS_IGNORE);
-      if (flag) return;
-      if (Clock::now() >= deadline)
-        throw std::runtime_error(fmt::format("rank {}: barrier not reached by every rank by the deadline", w_.rank()));
-      poll_sleep(spins);
-    }
+    if (!complete_by(req, deadline))
+      throw std::runtime_error(fmt::format("rank {}: barrier not reached by every rank by the deadline", w_.rank()));
   }
   void wait_for_others(Deadline deadline) override { (void)w_.recv(MPI_ANY_SOURCE, over_tag_, deadline); }
   void announce_end() override {
@@ -243,14 +243,9 @@ std::optional<std::string> recv_stamped(MpiWorld& w, int from, int tag, uint64_t
 Clock::time_point MpiWorld::start() {
   MPI_Request req;
   MPI_Ibarrier(control_, &req);
-  const Deadline by = Clock::now() + std::chrono::minutes(2);
-  for (int flag = 0, spins = 0;;) {
-    MPI_Test(&req, &flag, MPI_STATUS_IGNORE);
-    if (flag) return Clock::now();
-    if (Clock::now() >= by)
-      throw std::runtime_error(fmt::format("rank {}: not every process came to the start of the run within two minutes", rank_));
-    poll_sleep(spins);
-  }
+  if (!complete_by(req, Clock::now() + std::chrono::minutes(2)))
+    throw std::runtime_error(fmt::format("rank {}: not every process came to the start of the run within two minutes", rank_));
+  return Clock::now();
 }
 
 size_t MpiWorld::drain_links(Deadline deadline) {
