@@ -55,53 +55,99 @@ bool is_nan_of(uint64_t b) {
 // Every outcome of combining `ys` in any binary-tree order (dynamic programming
 // over subsets). False if a set grows past `cap` or the work past `budget`
 // combining steps: the caller then uses its interval, which is sound at any p.
-bool all_order_outcomes(const Reduction& red, std::span<const uint64_t> ys, std::vector<uint64_t>& out, size_t cap,
-                        size_t budget) {
+// The sets hold element values (decoded once) beside their bits; the combine
+// is chosen once per call, not per step.
+template <typename T, Combine C>
+bool all_order_outcomes_of(std::span<const uint64_t> ys, uint64_t nan, std::vector<uint64_t>& out, size_t cap,
+                           size_t budget) {
+  using Ops = ElementOps<T>;
   const size_t p = ys.size();
   // The sets of every subset, flat: set `mask` holds size[mask] outcomes from
-  // pool[mask * (cap + 1)] (one slot of room past the cap, to notice it).
-  thread_local std::vector<uint64_t> pool;
+  // slot mask * (cap + 1) (one slot of room past the cap, to notice it).
+  thread_local std::vector<uint64_t> bits;
+  thread_local std::vector<T> vals;
   thread_local std::vector<uint32_t> size;
   const size_t stride = cap + 1, n = size_t{1} << p;
-  pool.resize(n * stride);
+  if (bits.size() < n * stride) {
+    bits.resize(n * stride);
+    vals.resize(n * stride);
+  }
   size.assign(n, 0);
+  // Membership in the set being built: an open-addressed table at least
+  // twice the cap, whose slots count as empty unless stamped with the set's
+  // generation (no clearing between sets).
+  thread_local std::vector<uint64_t> keys;
+  thread_local std::vector<uint32_t> stamp;
+  thread_local uint32_t generation = 0;
+  const int shift = 64 - static_cast<int>(std::bit_width(2 * stride));
+  const size_t slots = size_t{1} << (64 - shift);
+  if (stamp.size() < slots) {
+    keys.resize(slots);
+    stamp.assign(slots, 0);
+    generation = 0;
+  }
+  const size_t slot_mask = slots - 1;
+  auto canon = [&](uint64_t b) { return is_nan_of<T>(b) ? nan : b; };
+  size_t work = 0;
+  for (size_t i = 0; i < p; ++i) {
+    const size_t at = (size_t{1} << i) * stride;
+    bits[at] = canon(ys[i]);
+    vals[at] = Ops::from_bits(bits[at]);
+    size[size_t{1} << i] = 1;
+  }
+  for (size_t mask = 3; mask < n; ++mask) {
+    if ((mask & (mask - 1)) == 0) continue;  // one rank: set above
+    uint64_t* s = &bits[mask * stride];
+    T* sv = &vals[mask * stride];
+    uint32_t len = 0;
+    if (++generation == 0) {  // wrapped: every stamp is stale again
+      std::fill(stamp.begin(), stamp.end(), 0);
+      generation = 1;
+    }
+    const size_t low = mask & (~mask + 1), rest = mask ^ low;
+    // Each unordered split once: A holds the lowest rank, B the others (not
+    // empty): A = low + a proper submask of the rest.
+    for (size_t sub = (rest - 1) & rest;; sub = (sub - 1) & rest) {
+      const size_t a = sub | low, b = mask ^ a;
+      work += size_t{size[a]} * size[b];
+      if (work > budget) return false;
+      const T* va = &vals[a * stride];
+      const T* vb = &vals[b * stride];
+      for (uint32_t ia = 0; ia < size[a]; ++ia)
+        for (uint32_t ib = 0; ib < size[b]; ++ib) {
+          const T v = combine_elements(C, va[ia], vb[ib]);
+          const uint64_t r = canon(Ops::to_bits(v));
+          size_t h = static_cast<size_t>((r * 0x9e3779b97f4a7c15ull) >> shift);
+          while (stamp[h] == generation && keys[h] != r) h = (h + 1) & slot_mask;
+          if (stamp[h] != generation) {  // new
+            if (len == cap) return false;
+            stamp[h] = generation;
+            keys[h] = r;
+            sv[len] = r == nan ? Ops::from_bits(nan) : v;  // NaNs go on as the canonical one
+            s[len++] = r;
+          }
+        }
+      if (sub == 0) break;
+    }
+    size[mask] = len;
+  }
+  out.assign(&bits[(n - 1) * stride], &bits[(n - 1) * stride] + size[n - 1]);
+  std::sort(out.begin(), out.end());
+  return true;
+}
+
+bool all_order_outcomes(const Reduction& red, std::span<const uint64_t> ys, std::vector<uint64_t>& out, size_t cap,
+                        size_t budget) {
+  const uint64_t nan = canonical_nan(red.dtype);
   return visit_dtype(red.dtype, [&](auto tag) -> bool {
     using T = decltype(tag);
-    using Ops = ElementOps<T>;
-    const uint64_t nan = canonical_nan(red.dtype);
-    auto canon = [&](uint64_t b) { return is_nan_of<T>(b) ? nan : b; };
-    size_t work = 0;
-    for (size_t i = 0; i < p; ++i) {
-      pool[(size_t{1} << i) * stride] = canon(ys[i]);
-      size[size_t{1} << i] = 1;
+    switch (red.combine) {
+      case Combine::Sum: return all_order_outcomes_of<T, Combine::Sum>(ys, nan, out, cap, budget);
+      case Combine::Prod: return all_order_outcomes_of<T, Combine::Prod>(ys, nan, out, cap, budget);
+      case Combine::Max: return all_order_outcomes_of<T, Combine::Max>(ys, nan, out, cap, budget);
+      case Combine::Min: return all_order_outcomes_of<T, Combine::Min>(ys, nan, out, cap, budget);
     }
-    for (size_t mask = 1; mask < n; ++mask) {
-      if (std::popcount(mask) < 2) continue;
-      uint64_t* s = &pool[mask * stride];
-      uint32_t& len = size[mask];
-      const size_t low = mask & (~mask + 1);
-      // Submasks A containing the lowest bit (each unordered split once).
-      for (size_t a = (mask - 1) & mask; a > 0; a = (a - 1) & mask) {
-        if (!(a & low)) continue;
-        const size_t b = mask ^ a;
-        work += size_t{size[a]} * size[b];
-        if (work > budget) return false;
-        const uint64_t* sa = &pool[a * stride];
-        const uint64_t* sb = &pool[b * stride];
-        for (uint32_t ia = 0; ia < size[a]; ++ia)
-          for (uint32_t ib = 0; ib < size[b]; ++ib) {
-            const uint64_t r =
-                canon(Ops::to_bits(combine_elements(red.combine, Ops::from_bits(sa[ia]), Ops::from_bits(sb[ib]))));
-            if (std::find(s, s + len, r) == s + len) {
-              s[len++] = r;
-              if (len > cap) return false;
-            }
-          }
-      }
-    }
-    out.assign(&pool[(n - 1) * stride], &pool[(n - 1) * stride] + size[n - 1]);
-    std::sort(out.begin(), out.end());
-    return true;
+    return false;
   });
 }
 
