@@ -1,7 +1,9 @@
 #include "impl/kernels.h"
 
+#include <algorithm>
 #include <cstring>
 #include <memory>
+#include <vector>
 
 #include "impl/element_ops.h"
 #include "impl/kernels_avx2.h"
@@ -75,12 +77,10 @@ void combine_scalar(void* dst, const void* a, const void* b, size_t count, DType
   visit_dtype(dtype, [&](auto tag) { combine_typed<decltype(tag)>(dst, a, b, count, op); });
 }
 
-void combine(void* dst, const void* a, const void* b, size_t count, DType dtype, Combine op) {
-  if (count == 0) return;
-  // The simulated world charges the reduction its modelled time (the bytes
-  // it reduces over the kernel's bandwidth); elsewhere nothing is charged.
-  if (const LinkModel* m = current_link_model(); m != nullptr && sched::in_fiber())
-    sched::sleep_for(m->reduction(count * dtype_size(dtype)));
+namespace {
+
+// combine() without the simulated world's charge.
+void combine_uncharged(void* dst, const void* a, const void* b, size_t count, DType dtype, Combine op) {
   // The vector loop takes what it can (whole steps), a scalar loop the rest.
   const size_t done = combine_avx2(dst, a, b, count, dtype, op);
   if (done == count) return;
@@ -97,6 +97,17 @@ void combine(void* dst, const void* a, const void* b, size_t count, DType dtype,
   combine_scalar(d, x, y, count - done, dtype, op);
 }
 
+}  // namespace
+
+void combine(void* dst, const void* a, const void* b, size_t count, DType dtype, Combine op) {
+  if (count == 0) return;
+  // The simulated world charges the reduction its modelled time (the bytes
+  // it reduces over the kernel's bandwidth); elsewhere nothing is charged.
+  if (const LinkModel* m = current_link_model(); m != nullptr && sched::in_fiber())
+    sched::sleep_for(m->reduction(count * dtype_size(dtype)));
+  combine_uncharged(dst, a, b, count, dtype, op);
+}
+
 void reduce(void* dst, const void* src, size_t count, DType dtype, Combine op) {
   combine(dst, dst, src, count, dtype, op);
 }
@@ -107,14 +118,22 @@ void apply_pre(const Reduction& r, void* dst, const void* src, size_t count) {
     if (dst != src) std::memcpy(dst, src, count * dtype_size(r.dtype));
     return;
   }
-  visit_dtype(r.dtype, [&](auto tag) {
-    using T = decltype(tag);
-    using Ops = ElementOps<T>;
-    const T s = Ops::from_bits(r.scalar_bits);
-    auto* d = static_cast<T*>(dst);
-    auto* x = static_cast<const T*>(src);
-    for (size_t i = 0; i < count; ++i) d[i] = Ops::premul(x[i], s);
-  });
+  // premul(x, s) is prod(x, s) for every dtype (impl/element_ops.h), so the
+  // product kernels do it, a block at a time against a block of the scalar:
+  // the same bits as the element steps (tests/kernels_test.cc), at the
+  // vector loops' speed. Not charged in the simulated world: what a rank
+  // contributes is not a reduction step.
+  constexpr size_t kBlock = 1024;
+  const size_t sz = dtype_size(r.dtype);
+  thread_local std::vector<std::byte> scalars;
+  scalars.resize(kBlock * sz);
+  for (size_t i = 0; i < std::min(kBlock, count); ++i) store_element(r.dtype, scalars.data(), i, r.scalar_bits);
+  auto* d = static_cast<std::byte*>(dst);
+  const auto* x = static_cast<const std::byte*>(src);
+  for (size_t i0 = 0; i0 < count; i0 += kBlock) {
+    const size_t n = std::min(kBlock, count - i0);
+    combine_uncharged(d + i0 * sz, x + i0 * sz, scalars.data(), n, r.dtype, Combine::Prod);
+  }
 }
 
 void apply_post(const Reduction& r, void* buf, size_t count) {

@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "impl/dtype.h"
+#include "impl/element_ops.h"
 #include "impl/kernels.h"
 #include "impl/kernels_avx2.h"
 
@@ -249,4 +250,38 @@ TEST(VectorKernels, TheVectorLoopsRunOnThisMachine) {
   for (const DType t : {DType::Float32, DType::Float64})
     for (const Combine c : {Combine::Max, Combine::Min})
       EXPECT_EQ(combine_avx2(d.data(), a.data(), b.data(), 64, t, c), 64u) << dtype_name(t);
+}
+
+// What a rank contributes (apply_pre: avg's 1/p on floats, premulsum's
+// scalar) runs the product kernels against a block of the scalar; it must
+// give premul_bits's element steps, bit for bit: random bit patterns (NaN and
+// Inf included) in every dtype, lengths across the kernel's 1024-element
+// blocks with tails, out of place and in place.
+TEST(VectorKernels, PremultiplyingGivesTheElementStepsBits) {
+  const uint64_t seed = std::random_device{}();
+  std::printf("[ seed    ] seed %llu\n", static_cast<unsigned long long>(seed));
+  std::mt19937_64 rng(seed);
+  for (const DType t : kAllDTypes) {
+    const size_t sz = dtype_size(t);
+    std::vector<Reduction> reds;
+    for (double s : {-2.0, 0.5, 3.0, 1.5, -0.25, 4.0}) reds.push_back(resolve_reduction(t, RedOp::PreMulSum, 4, s));
+    for (int p : {3, 7}) reds.push_back(resolve_reduction(t, RedOp::Avg, p));
+    for (const Reduction& red : reds) {
+      if (!red.premul) continue;
+      for (size_t n : {size_t{1}, size_t{37}, size_t{1024}, size_t{2500}}) {
+        std::vector<std::byte> x(n * sz), got(n * sz);
+        for (size_t i = 0; i < n; ++i) store_element(t, x.data(), i, rng());
+        apply_pre(red, got.data(), x.data(), n);
+        std::vector<std::byte> in_place(x);
+        apply_pre(red, in_place.data(), in_place.data(), n);
+        for (size_t i = 0; i < n; ++i) {
+          const uint64_t want = premul_bits(red, load_element(t, x.data(), i));
+          ASSERT_EQ(load_element(t, got.data(), i), want)
+              << dtype_name(t) << " scalar bits " << red.scalar_bits << " n=" << n << " element " << i << " input "
+              << load_element(t, x.data(), i);
+          ASSERT_EQ(load_element(t, in_place.data(), i), want) << dtype_name(t) << " in place, element " << i;
+        }
+      }
+    }
+  }
 }
