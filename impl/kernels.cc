@@ -122,17 +122,31 @@ void apply_pre(const Reduction& r, void* dst, const void* src, size_t count) {
   // product kernels do it, a block at a time against a block of the scalar:
   // the same bits as the element steps (tests/kernels_test.cc), at the
   // vector loops' speed. Not charged in the simulated world: what a rank
-  // contributes is not a reduction step.
+  // contributes is not a reduction step (and nothing here yields, so the
+  // fibers sharing this thread's block cannot interleave). The block is
+  // filled again only for another dtype or scalar (the checker calls this
+  // per block of 8,192 elements per rank).
   constexpr size_t kBlock = 1024;
   const size_t sz = dtype_size(r.dtype);
-  thread_local std::vector<std::byte> scalars;
-  scalars.resize(kBlock * sz);
-  for (size_t i = 0; i < std::min(kBlock, count); ++i) store_element(r.dtype, scalars.data(), i, r.scalar_bits);
+  struct Scalars {
+    std::vector<std::byte> block = std::vector<std::byte>(kBlock * 8);  // 8: the widest dtype
+    DType t{};
+    uint64_t bits = 0;
+    bool filled = false;
+  };
+  thread_local Scalars sc;
+  if (!sc.filled || sc.t != r.dtype || sc.bits != r.scalar_bits) {
+    for (size_t i = 0; i < kBlock; ++i) store_element(r.dtype, sc.block.data(), i, r.scalar_bits);
+    sc.t = r.dtype;
+    sc.bits = r.scalar_bits;
+    sc.filled = true;
+  }
+  const std::byte* scalars = sc.block.data();
   auto* d = static_cast<std::byte*>(dst);
   const auto* x = static_cast<const std::byte*>(src);
   for (size_t i0 = 0; i0 < count; i0 += kBlock) {
     const size_t n = std::min(kBlock, count - i0);
-    combine_uncharged(d + i0 * sz, x + i0 * sz, scalars.data(), n, r.dtype, Combine::Prod);
+    combine_uncharged(d + i0 * sz, x + i0 * sz, scalars, n, r.dtype, Combine::Prod);
   }
 }
 

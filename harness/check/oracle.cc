@@ -55,8 +55,8 @@ bool is_nan_of(uint64_t b) {
 // Every outcome of combining `ys` in any binary-tree order (dynamic programming
 // over subsets). False if a set grows past `cap` or the work past `budget`
 // combining steps: the caller then uses its interval, which is sound at any p.
-// The sets hold element values (decoded once) beside their bits; the combine
-// is chosen once per call, not per step.
+// The combine is chosen once per call, not per step, and a new outcome is
+// found in a hash table, not by a search of the set.
 template <typename T, Combine C>
 bool all_order_outcomes_of(std::span<const uint64_t> ys, uint64_t nan, std::vector<uint64_t>& out, size_t cap,
                            size_t budget) {
@@ -65,13 +65,9 @@ bool all_order_outcomes_of(std::span<const uint64_t> ys, uint64_t nan, std::vect
   // The sets of every subset, flat: set `mask` holds size[mask] outcomes from
   // slot mask * (cap + 1) (one slot of room past the cap, to notice it).
   thread_local std::vector<uint64_t> bits;
-  thread_local std::vector<T> vals;
   thread_local std::vector<uint32_t> size;
   const size_t stride = cap + 1, n = size_t{1} << p;
-  if (bits.size() < n * stride) {
-    bits.resize(n * stride);
-    vals.resize(n * stride);
-  }
+  if (bits.size() < n * stride) bits.resize(n * stride);
   size.assign(n, 0);
   // Membership in the set being built: an open-addressed table at least
   // twice the cap, whose slots count as empty unless stamped with the set's
@@ -92,13 +88,11 @@ bool all_order_outcomes_of(std::span<const uint64_t> ys, uint64_t nan, std::vect
   for (size_t i = 0; i < p; ++i) {
     const size_t at = (size_t{1} << i) * stride;
     bits[at] = canon(ys[i]);
-    vals[at] = Ops::from_bits(bits[at]);
     size[size_t{1} << i] = 1;
   }
   for (size_t mask = 3; mask < n; ++mask) {
     if ((mask & (mask - 1)) == 0) continue;  // one rank: set above
     uint64_t* s = &bits[mask * stride];
-    T* sv = &vals[mask * stride];
     uint32_t len = 0;
     if (++generation == 0) {  // wrapped: every stamp is stale again
       std::fill(stamp.begin(), stamp.end(), 0);
@@ -111,19 +105,17 @@ bool all_order_outcomes_of(std::span<const uint64_t> ys, uint64_t nan, std::vect
       const size_t a = sub | low, b = mask ^ a;
       work += size_t{size[a]} * size[b];
       if (work > budget) return false;
-      const T* va = &vals[a * stride];
-      const T* vb = &vals[b * stride];
+      const uint64_t* sa = &bits[a * stride];
+      const uint64_t* sb = &bits[b * stride];
       for (uint32_t ia = 0; ia < size[a]; ++ia)
         for (uint32_t ib = 0; ib < size[b]; ++ib) {
-          const T v = combine_elements(C, va[ia], vb[ib]);
-          const uint64_t r = canon(Ops::to_bits(v));
+          const uint64_t r = canon(Ops::to_bits(combine_elements(C, Ops::from_bits(sa[ia]), Ops::from_bits(sb[ib]))));
           size_t h = static_cast<size_t>((r * 0x9e3779b97f4a7c15ull) >> shift);
           while (stamp[h] == generation && keys[h] != r) h = (h + 1) & slot_mask;
           if (stamp[h] != generation) {  // new
             if (len == cap) return false;
             stamp[h] = generation;
             keys[h] = r;
-            sv[len] = r == nan ? Ops::from_bits(nan) : v;  // NaNs go on as the canonical one
             s[len++] = r;
           }
         }
