@@ -1,17 +1,54 @@
 #include "harness/model/heap.h"
 
 #include <malloc.h>
+#include <sys/mman.h>
+#include <unistd.h>
 
+#include <atomic>
+#include <cstdint>
 #include <mutex>
 
 namespace collcheck {
+
+namespace {
+
+constexpr uintptr_t kHugePage = uintptr_t{2} << 20;
+// The main arena's heap (brk) from the first 2 MiB boundary at or above its
+// top when keep_buffers_in_the_heap ran, and how far up it has been advised.
+// 0: not set (the heap is left as the kernel and glibc make it).
+std::atomic<uintptr_t> advised_from{0};
+std::atomic<uintptr_t> advised_to{0};
+
+uintptr_t heap_top() { return reinterpret_cast<uintptr_t>(sbrk(0)); }
+
+}  // namespace
 
 void keep_buffers_in_the_heap() {
   static std::once_flag once;
   std::call_once(once, [] {
     mallopt(M_MMAP_THRESHOLD, 32 << 20);
     mallopt(M_TRIM_THRESHOLD, 256 << 20);
+    // The heap grows 32 MiB at a time, so that each growth is advised whole
+    // (glibc's own glibc.malloc.hugetlb=1 does the same, but only as an
+    // environment setting read at start-up).
+    mallopt(M_TOP_PAD, 32 << 20);
+    const uintptr_t from = (heap_top() + kHugePage - 1) & ~(kHugePage - 1);
+    advised_to.store(from);
+    advised_from.store(from);
   });
+}
+
+void heap_grown() {
+  if (advised_from.load(std::memory_order_relaxed) == 0) return;
+  // Whole huge pages only: the part of the top below the next 2 MiB boundary
+  // waits for the next growth. madvise only marks the range (the pages come on
+  // first touch), and marking a range twice is harmless, so two threads that
+  // race here at worst both mark it. A kernel without transparent huge pages
+  // refuses the advice, and the heap stays as it was.
+  const uintptr_t top = heap_top() & ~(kHugePage - 1);
+  uintptr_t prev = advised_to.load(std::memory_order_relaxed);
+  if (top <= prev || !advised_to.compare_exchange_strong(prev, top)) return;
+  madvise(reinterpret_cast<void*>(prev), top - prev, MADV_HUGEPAGE);
 }
 
 }  // namespace collcheck

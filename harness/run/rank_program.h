@@ -37,10 +37,10 @@ namespace collcheck {
 // every rank; a larger one on each rank's share (check_outs).
 inline constexpr size_t kWholeCheckElements = 16384;
 
-// The waited outputs a rank keeps to check at the end of the run: 512 MiB over
+// The waited outputs a rank keeps to check at the end of the run: 128 MiB over
 // the ranks of the world, 1 MiB at least (RankResults).
 inline uint64_t kept_output_budget(int p) {
-  return std::max<uint64_t>((uint64_t{512} << 20) / static_cast<uint64_t>(std::max(p, 1)), uint64_t{1} << 20);
+  return std::max<uint64_t>((uint64_t{128} << 20) / static_cast<uint64_t>(std::max(p, 1)), uint64_t{1} << 20);
 }
 
 struct CallOut {

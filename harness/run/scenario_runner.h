@@ -24,7 +24,7 @@ struct ReplayOptions {
   // ("" = a fresh temporary directory); guarded mode dumps when this is set.
   std::string dump_dir;
   // The waited outputs each rank keeps to check at the end of the run; past
-  // it, the oldest are checked and released as the run goes. 0: 512 MiB over
+  // it, the oldest are checked and released as the run goes. 0: 128 MiB over
   // the world's ranks, 1 MiB at least.
   uint64_t kept_output_bytes = 0;
   // How the replay's world is made when none is given (Session::worlds()).
