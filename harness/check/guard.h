@@ -58,10 +58,9 @@ class FingerprintGuard final : public CallGuard {
   FingerprintGuard(int nranks, Clock::time_point epoch, std::chrono::milliseconds settle);
   // Records rank's fingerprint and compares it with every other rank's
   // fingerprint of the same sequence number. Returns at once when they agree.
-  // On a mismatch it waits until a strict majority of the world agrees on one
-  // fingerprint, or every rank has posted, or `settle` passes (the mismatching
-  // ranks are already known then; only who is the odd one out may still be
-  // open), and throws GuardViolation naming it.
+  // On a mismatch it waits until every rank has posted, or `settle` passes
+  // (then the ranks that have not are left out of the finding), and throws
+  // GuardViolation naming it.
   void check(int rank, const CallFingerprint& fp) override;
   // The first mismatch found, as a diagnosis over every fingerprint posted for
   // that call by now (after the run: every rank that reached it), and when it
