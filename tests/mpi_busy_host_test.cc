@@ -1,18 +1,21 @@
-// The MPI world's slow-link detector on a busy host (issue 33: "in the thread
-// and MPI worlds, make the slow-link detector hold under load"). Real
-// processes under mpirun while 8 other processes spin on the 2 cores: a rank
-// that polls waits its turn behind them for 10-20 ms at a time, which made
-// clean cases name a slow link before the stall meter read each rank
-// thread's run-queue wait (harness/history/stall_meter.h).
+// The MPI world's verdicts on a busy host (issue 33: "in the thread and MPI
+// worlds, make the slow-link detector hold under load"). Real processes
+// under mpirun while 8 other processes spin on the 2 cores: a rank that
+// polls waits its turn behind them for 6-20 ms at a time.
 //
-// Measured on the 2-core host under 8 busy processes: the build before that
-// change erred on a slow link in about 1 case in 100 (8 in about 900 cases);
-// this one in 1 case of about 2,400 (a missing_wait case of seed
-// 11536334950609931101 named edge 2 -> 1 at 18.9 ms while every other edge's
-// median was 0: eager sends complete before their receive is posted). So the
-// test allows at most one such error in its 200 cases: the build before
-// fails that about 6 times in 10 (2 or more expected), this one about 3 times
-// in 1,000. Each error is printed in full.
+// Measured on the 2-core host under 8 busy processes, 200 cases a run:
+// - before the stall meter read each rank thread's run-queue wait: about 1
+//   case in 100 wrong on a slow link;
+// - before abandoned requests were reaped with one MPI_Testsome at a run's
+//   drain (impl/mpi_links.cc), not one MPI_Test each per post (each yields
+//   the core, oversubscribed): 25-28 wrong cases a run (calls past their
+//   0.3 s deadline, 3-5 slow links missed), on seeds 812891234263119602 and
+//   14170844337897969340;
+// - before the slow-link floor of 4 typical stalls: 6 wrong in 2,800 cases
+//   (a healthy double-tree edge named at 16-23 ms 5 times, one 90 ms link
+//   missed), none of another kind;
+// - now: see docs/faults.md ("On a busy host").
+// So the test allows one wrong case of any kind in its 200, and prints each.
 #include <gtest/gtest.h>
 
 #include <cstdio>
@@ -24,7 +27,7 @@
 
 namespace {
 
-TEST(DetectionMpi, NoSlowLinkFalseAlarmOrMissOnABusyHost) {
+TEST(DetectionMpi, NoFalseAlarmOrMissOnABusyHost) {
   const uint64_t seed = std::random_device{}() | (uint64_t{std::random_device{}()} << 32);
   std::printf("seed %llu (fresh; rerun: mpirun -np 3 collcheck faults --world mpi --random 200 --seed %llu, with 8 "
               "busy processes)\n",
@@ -48,29 +51,22 @@ TEST(DetectionMpi, NoSlowLinkFalseAlarmOrMissOnABusyHost) {
   ASSERT_TRUE(std::regex_search(r.out, drawn, std::regex(R"(slow_link (\d+)/(\d+))"))) << r.out;
   std::printf("slow-link cases drawn: %s, named: %s\n", drawn[2].str().c_str(), drawn[1].str().c_str());
   EXPECT_GE(std::stoi(drawn[2]), 1) << "no slow-link case was drawn: the test checked no miss";
-  // Every case that was not as injected, one line each. A slow link must
-  // neither be missed nor named where none was injected. Whatever else a
-  // host this busy does to a real-time run (a call past its 0.3 s
-  // deadline, a run past its time limit twice) is printed, not asserted:
-  // the simulated world is the one whose verdicts do not depend on the
-  // host (SimCli.OneSeedOneOutputOnAnIdleAndABusyHost).
+  // Every case that was not as injected, one line each: a slow link missed
+  // or named where none was injected, or any other wrong diagnosis or run
+  // past its limit.
   const std::regex missed(R"(case (\d+): (\S+)[^\n]*?: ([^\n]*))");
   int slow_link_wrong = 0, other = 0;
   for (auto it = std::sregex_iterator(r.out.begin(), r.out.end(), missed); it != std::sregex_iterator(); ++it) {
     const std::string fault = (*it)[2], why = (*it)[3];
-    if (fault == "slow_link" || why.find("slow_link") != std::string::npos) {
-      ++slow_link_wrong;
-      std::printf("slow-link error: case %s: %s: %s\n", (*it)[1].str().c_str(), fault.c_str(), why.c_str());
-    } else {
-      ++other;
-      std::printf("not asserted on a host this busy: case %s: %s: %s\n", (*it)[1].str().c_str(), fault.c_str(),
-                  why.c_str());
-    }
+    const bool slow = fault == "slow_link" || why.find("slow_link") != std::string::npos;
+    ++(slow ? slow_link_wrong : other);
+    std::printf("%s error: case %s: %s: %s\n", slow ? "slow-link" : "other", (*it)[1].str().c_str(), fault.c_str(),
+                why.c_str());
   }
-  std::printf("%s of 200 cases as injected; slow-link errors %d (at most 1 allowed); other errors %d\n",
+  std::printf("%s of 200 cases as injected; slow-link errors %d, other errors %d (at most 1 in all allowed)\n",
               tally[1].str().c_str(), slow_link_wrong, other);
-  if (slow_link_wrong > 0) std::printf("%s\n", r.out.c_str());
-  EXPECT_LE(slow_link_wrong, 1) << "slow links missed or named where none was injected, on a busy host";
+  if (slow_link_wrong + other > 0) std::printf("%s\n", r.out.c_str());
+  EXPECT_LE(slow_link_wrong + other, 1) << "cases diagnosed wrong, or past their limit, on a busy host";
 }
 
 }  // namespace

@@ -207,6 +207,20 @@ TEST(Analyze, AnEdgeMustBeSlowerThanTheHostsSchedulingNoise) {
   EXPECT_TRUE(names_slow_edge(with_stalls(20, 7, 6), &text)) << "7 waits are too few to be typical";
   EXPECT_TRUE(names_slow_edge(with_stalls(90, 12, 6), &text)) << "90 ms stands clear of 6 ms waits";
   EXPECT_FALSE(names_slow_edge(with_stalls(90, 12, 25), &text)) << "but not of 25 ms ones: " << text;
+  // A 100 ms link whose receiver's next sends came out 30 ms late (the
+  // knock-on edge 2 -> 0 is the median edge of 3): 3.3 times the median
+  // edge, under the 4 times of an idle host; but that 30 ms is within four
+  // 8 ms waits, so the ratio is of what stands above them.
+  auto knock_on = [&](int n) {
+    auto d = with_stalls(100, n, 8);
+    for (auto& rd : d)
+      for (auto& x : rd.transfers)
+        if (x.src == 2) x.t_completed = x.t_posted + 0.030;
+    return d;
+  };
+  EXPECT_FALSE(names_slow_edge(knock_on(0), &text)) << "idle host: 3.3x is not 4x: " << text;
+  EXPECT_TRUE(names_slow_edge(knock_on(12), &text)) << "busy host: 30 ms is noise beside 100 ms";
+  EXPECT_NE(text.find("the link from rank 1 to rank 2 is slow"), std::string::npos) << text;
 }
 
 // The stall meter's record: time when the sender's process was not running
