@@ -187,42 +187,6 @@ TEST(Analyze, ASlowEdgeMustBeSlowInMoreThanOneCall) {
   EXPECT_TRUE(names_slow_edge(with_calls({1, 2}), &text)) << "slow in both calls";
 }
 
-// A busy host's scheduling noise: when the ranks' stalls say they waited
-// for a CPU 6 ms at a time, an edge 20 ms slow is within a few such waits
-// (an MPI send that only its sender's progress pushes out; measured: healthy
-// double-tree edges 16-23 ms slow under 8 busy processes) and is not named.
-// An edge 90 ms slow still is, and so is the 20 ms edge when the waits were
-// short or too few to say what is typical.
-TEST(Analyze, AnEdgeMustBeSlowerThanTheHostsSchedulingNoise) {
-  auto with_stalls = [](double slow_ms, int n, double each_ms) {
-    auto d = ring_dumps(0.2, slow_ms, 4, false);
-    // On rank 0, after every transfer: nothing is left out of any transfer.
-    for (int k = 0; k < n; ++k) d[0].stalls.push_back(Stall{10.0 + k, 10.0 + k + each_ms / 1e3});
-    return d;
-  };
-  std::string text;
-  EXPECT_TRUE(names_slow_edge(with_stalls(20, 0, 0), &text)) << "no stalls: the 15 ms floor";
-  EXPECT_FALSE(names_slow_edge(with_stalls(20, 12, 6), &text)) << "12 waits of 6 ms: 20 ms is noise: " << text;
-  EXPECT_TRUE(names_slow_edge(with_stalls(20, 12, 3), &text)) << "waits of 3 ms: the 15 ms floor";
-  EXPECT_TRUE(names_slow_edge(with_stalls(20, 7, 6), &text)) << "7 waits are too few to be typical";
-  EXPECT_TRUE(names_slow_edge(with_stalls(90, 12, 6), &text)) << "90 ms stands clear of 6 ms waits";
-  EXPECT_FALSE(names_slow_edge(with_stalls(90, 12, 25), &text)) << "but not of 25 ms ones: " << text;
-  // A 100 ms link whose receiver's next sends came out 30 ms late (the
-  // knock-on edge 2 -> 0 is the median edge of 3): 3.3 times the median
-  // edge, under the 4 times of an idle host; but that 30 ms is within four
-  // 8 ms waits, so the ratio is of what stands above them.
-  auto knock_on = [&](int n) {
-    auto d = with_stalls(100, n, 8);
-    for (auto& rd : d)
-      for (auto& x : rd.transfers)
-        if (x.src == 2) x.t_completed = x.t_posted + 0.030;
-    return d;
-  };
-  EXPECT_FALSE(names_slow_edge(knock_on(0), &text)) << "idle host: 3.3x is not 4x: " << text;
-  EXPECT_TRUE(names_slow_edge(knock_on(12), &text)) << "busy host: 30 ms is noise beside 100 ms";
-  EXPECT_NE(text.find("the link from rank 1 to rank 2 is slow"), std::string::npos) << text;
-}
-
 // The stall meter's record: time when the sender's process was not running
 // is not the link's time.
 TEST(Analyze, TimeWhenARankWasNotRunningIsNotTheLinksTime) {

@@ -43,24 +43,6 @@ double stalled_within(double lo, double hi, const StallsByRank& stalls, int a, i
   return total;
 }
 
-// How long the ranks typically waited for a CPU in this run: the median of
-// every rank's stall lengths, once there are enough of them to be typical
-// (kStallsForNoise; else 0, as on an idle host or in virtual time, and one
-// long stop of a rank does not make every edge look healthy). A transfer can
-// pick up a few such waits that no stall accounts for: a rank polling one
-// transfer waits its turn while its MPI library holds another send that only
-// its own progress pushes out.
-constexpr size_t kStallsForNoise = 8;
-
-double typical_stall(const StallsByRank& stalls) {
-  std::vector<double> lengths;
-  for (const auto& [rank, v] : stalls)
-    for (const auto& x : v) lengths.push_back(x.end - x.begin);
-  if (lengths.size() < kStallsForNoise) return 0;
-  std::nth_element(lengths.begin(), lengths.begin() + static_cast<std::ptrdiff_t>(lengths.size() / 2), lengths.end());
-  return lengths[lengths.size() / 2];
-}
-
 double transfer_latency(const TransferRecord& send, const TransferRecord& recv, const StallsByRank& stalls,
                         double* left_out = nullptr) {
   const double lo = std::max(send.t_posted, recv.t_posted), hi = std::min(send.t_completed, recv.t_completed);
@@ -197,18 +179,7 @@ void slow_link(const Dumps& dumps, const AnalysisOptions& o, std::vector<Diagnos
     if (x.latency >= others + (worst.first - others) / 2) slow_calls.insert(x.call);
   }
   if (calls.size() >= 2 && slow_calls.size() < 2) return;
-  // The excess must stand clear of the host's scheduling noise as well as of
-  // the fixed floor: under 8 busy processes on 2 cores the ranks wait 6-10 ms
-  // for a CPU at a time, and a healthy MPI edge of a double tree came out
-  // 16-23 ms slow (5 cases in 2,600, each 2.2-2.9 such waits), while every
-  // injected slow link of 90 ms or more stood 7 or more above them.
-  // The ratio to the median edge is taken of what stands above that noise on
-  // each side: a link 100 ms slow delays the sends its receiver makes next
-  // (it polls the slow link while MPI holds them), and on 3 ranks that
-  // knock-on edge, ~30 ms under the same load, is the median edge.
-  const double noise = o.slow_noise_stalls * typical_stall(stalls);
-  const double floor = std::max(o.slow_min_excess_s, noise);
-  if (worst.first - noise > o.slow_factor * std::max(others - noise, 0.0) && worst.first - others > floor) {
+  if (worst.first > o.slow_factor * others && worst.first - others > o.slow_min_excess_s) {
     Diagnosis dg;
     dg.kind = DiagnosisKind::SlowLink;
     dg.edge = worst.second;

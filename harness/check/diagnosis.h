@@ -51,12 +51,9 @@ struct Diagnosis {
 struct AnalysisOptions {
   bool run_finished = true;  // every rank returned (else unwaited work is not judged)
   // SlowLink: an edge is slow when its median latency exceeds both this many
-  // times the median of the other edges and this absolute excess, and the
-  // excess is more than slow_noise_stalls times the run's median stall (how
-  // long its ranks typically waited for a CPU; detect_slow_link.cc).
+  // times the median of the other edges and this absolute excess.
   double slow_factor = 4.0;
   double slow_min_excess_s = 0.015;
-  double slow_noise_stalls = 4.0;
   // Every communicator's dumps (the world's, each group's, point-to-point),
   // where analyze() runs the table on one communicator's: a detector that
   // asks what a rank did elsewhere (late_rank: was it itself waiting?) looks
