@@ -173,6 +173,9 @@ class CallChecker {
   // `peers`, when given, judges the peers' results at each element too.
   std::optional<Failure> oracle(const std::byte* result, PeerPass* peers = nullptr) {
     const size_t P = inputs_.size();
+    // A large call's elements would otherwise spend seconds enumerating every
+    // order's outcome where products of extreme values overflow (p = 6 to 8).
+    const EnumerationBudget budget(kEnumerationStepsPerCall);
     // Integers, max and min: every element's expectation is the rank-order
     // fold, bit for bit (expect_element's Bitwise case). When the oracle's
     // fast check (the fold by the reduce kernels) finds this result and every

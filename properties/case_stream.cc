@@ -1,46 +1,99 @@
+#include <cstdio>
+#include <cstdlib>
+#include <chrono>
 #include "properties/case_stream.h"
 
-#include <algorithm>
-#include <chrono>
-#include <vector>
+#include <utility>
 
 #include "properties/generators.h"
 
 namespace collcheck {
 
+namespace {
+// Cases the workers may run ahead of the one next() waits for, per worker.
+// A slow case (a large count, seconds) leaves the other workers idle only
+// once they run this far past it; a failure, a stop or a time budget drops
+// those run ahead (they cost only the time they took, and the run waits only
+// for the cases running then). An outcome kept ahead is a few hundred bytes.
+constexpr size_t kAheadPerWorker = 4096;
+}  // namespace
+
 CaseStream::CaseStream(const VerifyOptions& o, RecordingExecutor& exec)
-    : o_(o), exec_(exec), base_(o.seed), gen_(gen_case(o.space)), batch_(4 * exec.parallel()) {}
+    : o_(o), exec_(exec), base_(o.seed), gen_(gen_case(o.space)) {}
+
+CaseStream::~CaseStream() { stop_workers(); }
 
 rc::Shrinkable<Case> CaseStream::draw(size_t i) {
   const rc::Random ri = base_.split();
   return gen_(ri, static_cast<int>((o_.first_size + i) % (rc::kNominalSize + 1)));
 }
 
-CaseStream::Next CaseStream::next(size_t i) {
-  if (ahead_.empty() && exec_.parallel() > 1) {
-    std::vector<rc::Shrinkable<Case>> drawn;
-    std::vector<Case> cs;
-    for (size_t k = i; k < o_.cases && k < i + batch_; ++k) {
-      drawn.push_back(draw(k));
-      cs.push_back(drawn.back().value());
+void CaseStream::work(size_t worker) {
+  const size_t window = kAheadPerWorker * exec_.parallel();
+  std::unique_lock lock(m_);
+  for (;;) {
+    cv_.wait(lock, [&] { return stop_ || (drawn_ < o_.cases && drawn_ < taken_ + window); });
+    if (stop_) return;
+    // Drawn and recorded under the lock: in index order, as one at a time would.
+    const size_t k = drawn_++;
+    Slot& slot = ahead_.emplace(k, Slot{draw(k), std::nullopt, nullptr}).first->second;
+    const Case c = slot.case_.value();
+    exec_.record(c);
+    lock.unlock();
+    std::optional<CaseOutcome> out;
+    std::exception_ptr error;
+    try {
+      const auto t0 = Clock::now();
+      out = exec_.run_on(worker, c);
+      if (getenv("CC_PROBE")) fprintf(stderr, "PROBE %zu %.6f %s TOKEN %s\n", k, std::chrono::duration<double>(Clock::now() - t0).count(), case_summary(c).c_str(), encode_case(c).c_str());
+    } catch (...) {
+      error = std::current_exception();
     }
-    const auto t0 = Clock::now();
-    std::vector<CaseOutcome> outs = exec_.run_batch(cs);
-    // About half a second a batch: a time budget, a stop or a failure waits
-    // at most that long for the rest of its batch, and a batch is long enough
-    // that a slow case (a large count) seldom leaves the other threads idle.
-    const double took = std::max(1e-3, std::chrono::duration<double>(Clock::now() - t0).count());
-    batch_ = std::clamp<size_t>(static_cast<size_t>(static_cast<double>(cs.size()) * 0.5 / took), exec_.parallel(),
-                                256 * exec_.parallel());
-    for (size_t k = 0; k < cs.size(); ++k) ahead_.emplace_back(std::move(drawn[k]), std::move(outs[k]));
+    lock.lock();
+    slot.outcome = std::move(out);  // the slot stays: only next() takes it, once its outcome or error is set
+    slot.error = error;
+    cv_.notify_all();
   }
-  if (ahead_.empty()) return {draw(i), std::nullopt};
-  Next n{std::move(ahead_.front().first), std::move(ahead_.front().second)};
-  ahead_.pop_front();
-  return n;
+}
+
+void CaseStream::stop_workers() {
+  {
+    std::lock_guard lock(m_);
+    stop_ = true;
+  }
+  cv_.notify_all();
+  for (auto& t : workers_) t.join();
+  workers_.clear();
+  stop_ = false;
+}
+
+CaseStream::Next CaseStream::next(size_t i) {
+  if (exec_.parallel() <= 1) return {draw(i), std::nullopt};
+  if (workers_.empty()) {
+    taken_ = i;
+    for (size_t w = 0; w < exec_.parallel(); ++w) workers_.emplace_back(&CaseStream::work, this, w);
+  }
+  std::unique_lock lock(m_);
+  // Bounded by the case's own deadlines (each call's, and the case's limit).
+  cv_.wait(lock, [&] {
+    const auto it = ahead_.find(i);
+    return it != ahead_.end() && (it->second.outcome || it->second.error);
+  });
+  auto node = ahead_.extract(i);
+  taken_ = i + 1;
+  lock.unlock();
+  cv_.notify_all();
+  Slot& slot = node.mapped();
+  if (slot.error) {
+    stop_workers();
+    std::rethrow_exception(slot.error);
+  }
+  if (slot.outcome->harness_error) stop_workers();  // the caller runs it again, on worker 0's runner
+  return {std::move(slot.case_), std::move(slot.outcome)};
 }
 
 void CaseStream::drop_ahead() {
+  stop_workers();
   exec_.forget_last(ahead_.size());
   ahead_.clear();
 }

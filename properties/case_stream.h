@@ -1,17 +1,23 @@
 // The random cases of a verify run, in the order the seed draws them, each
 // with its outcome once it has run. One at a time, or, where the executor
-// runs cases side by side (CaseExecutor::parallel() > 1: verify --jobs), run
-// ahead in batches; the outcomes are still taken in the order one at a time
-// would take them, and the cases after a batch's first failure are dropped
-// as if never run, so that the run's output is the same for any --jobs.
+// has more than one worker (CaseExecutor::parallel() > 1: verify --jobs), run
+// ahead by the workers, each on a thread of its own, each taking the next
+// case as soon as it is free (no batch waits for its slowest case). The
+// outcomes are still taken in the order one at a time would take them, and
+// the cases run ahead of a failure are dropped as if never run, so that the
+// run's output is the same for any --jobs.
 #pragma once
 
 #include <rapidcheck.h>
 
+#include <condition_variable>
 #include <cstddef>
-#include <deque>
+#include <exception>
+#include <map>
+#include <mutex>
 #include <optional>
-#include <utility>
+#include <thread>
+#include <vector>
 
 #include "properties/earlier_cases.h"
 #include "properties/verify.h"
@@ -21,24 +27,42 @@ namespace collcheck {
 class CaseStream {
  public:
   CaseStream(const VerifyOptions& o, RecordingExecutor& exec);
+  ~CaseStream();  // stops the workers (each finishes the case it runs)
+  CaseStream(const CaseStream&) = delete;
+  CaseStream& operator=(const CaseStream&) = delete;
   struct Next {
     rc::Shrinkable<Case> case_;         // to shrink from, if it fails
     std::optional<CaseOutcome> outcome;  // set where it ran ahead
   };
-  // Case i (0-based; called for 0, 1, 2, ... in turn).
+  // Case i (0-based; called for 0, 1, 2, ... in turn). Where it ran ahead
+  // and the harness failed it (no thread or memory), the workers are stopped
+  // first, so that the caller may run it again on the executor.
   Next next(size_t i);
   // The cases run ahead of the one just taken did not run as far as the
   // run is concerned (it failed, or the run ends there).
   void drop_ahead();
 
  private:
+  struct Slot {
+    rc::Shrinkable<Case> case_;
+    std::optional<CaseOutcome> outcome;
+    std::exception_ptr error;  // what the executor threw instead
+  };
   rc::Shrinkable<Case> draw(size_t i);
+  void work(size_t worker);
+  void stop_workers();
   const VerifyOptions& o_;
   RecordingExecutor& exec_;
   rc::Random base_;
   rc::Gen<Case> gen_;
-  std::deque<std::pair<rc::Shrinkable<Case>, CaseOutcome>> ahead_;
-  size_t batch_;
+  // The workers' state, under m_.
+  std::mutex m_;
+  std::condition_variable cv_;
+  std::map<size_t, Slot> ahead_;  // drawn and not taken yet, by case index
+  size_t drawn_ = 0;              // cases drawn (the next one's index)
+  size_t taken_ = 0;              // cases taken by next()
+  bool stop_ = false;
+  std::vector<std::thread> workers_;
 };
 
 }  // namespace collcheck

@@ -231,21 +231,8 @@ std::optional<CaseOutcome> InProcessExecutor::run_fresh(const Case& c, std::span
   return run_in_new_child(cfg, c, before, [this] { return stop_asked(); });
 }
 
-std::vector<CaseOutcome> InProcessExecutor::run_batch(std::span<const Case> cs) {
-  const size_t workers = std::min(parallel(), cs.size());
-  if (workers <= 1) return CaseExecutor::run_batch(cs);
-  while (more_.size() + 1 < workers) more_.push_back(std::make_unique<CaseRunner>(runner_.config()));
-  std::vector<CaseOutcome> out(cs.size());
-  std::atomic<size_t> next{0};
-  const auto work = [&](CaseRunner& r) {
-    for (size_t i; (i = next.fetch_add(1)) < cs.size();) out[i] = r.run(cs[i]);
-  };
-  std::vector<std::thread> threads;
-  threads.reserve(workers - 1);
-  for (size_t k = 0; k + 1 < workers; ++k) threads.emplace_back(work, std::ref(*more_[k]));
-  work(runner_);
-  for (auto& t : threads) t.join();
-  return out;
+InProcessExecutor::InProcessExecutor(RunConfig cfg) : runner_(std::move(cfg)) {
+  for (int k = 1; k < runner_.config().parallel; ++k) more_.push_back(std::make_unique<CaseRunner>(runner_.config()));
 }
 
 std::string InProcessExecutor::why_no_fresh() const {

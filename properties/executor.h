@@ -24,14 +24,11 @@ class CaseExecutor {
  public:
   virtual ~CaseExecutor() = default;
   virtual CaseOutcome run(const Case& c) = 0;
-  // Cases this executor runs side by side in run_batch (1: one at a time).
+  // Workers that may run cases side by side (1: one at a time).
   virtual size_t parallel() const { return 1; }
-  // Runs the cases (side by side where parallel() > 1); outcomes in order.
-  virtual std::vector<CaseOutcome> run_batch(std::span<const Case> cs) {
-    std::vector<CaseOutcome> out;
-    for (const Case& c : cs) out.push_back(run(c));
-    return out;
-  }
+  // Runs `c` on worker `worker` (0 to parallel() - 1): each worker from one
+  // thread at a time, the workers at once from threads of their own.
+  virtual CaseOutcome run_on(size_t /*worker*/, const Case& c) { return run(c); }
   // Runs `c` once in a fresh process (no earlier case's state: no thread, no
   // thread_local, no cache the implementation kept), after the cases `before`
   // in that process (their outcomes are not kept), or nullopt where that
@@ -57,17 +54,19 @@ class CaseExecutor {
 
 class InProcessExecutor final : public CaseExecutor {
  public:
-  explicit InProcessExecutor(RunConfig cfg) : runner_(std::move(cfg)) {}
+  explicit InProcessExecutor(RunConfig cfg);
   CaseOutcome run(const Case& c) override { return runner_.run(c); }
-  size_t parallel() const override { return static_cast<size_t>(std::max(1, runner_.config().parallel)); }
-  // The cases go to parallel() runners, each on a thread, a case at a time.
-  std::vector<CaseOutcome> run_batch(std::span<const Case> cs) override;
+  size_t parallel() const override { return 1 + more_.size(); }
+  // Worker 0 is run()'s runner; each other worker has a runner of its own.
+  CaseOutcome run_on(size_t worker, const Case& c) override {
+    return worker == 0 ? runner_.run(c) : more_.at(worker - 1)->run(c);
+  }
   std::string why_no_fresh() const override;
   std::optional<CaseOutcome> run_fresh(const Case& c, std::span<const Case> before = {}) override;
 
  private:
   CaseRunner runner_;
-  std::vector<std::unique_ptr<CaseRunner>> more_;  // the other runners of run_batch
+  std::vector<std::unique_ptr<CaseRunner>> more_;  // workers 1 to parallel() - 1
 };
 
 // Forks a child that runs cases sent over a pipe. Must be created while the

@@ -274,6 +274,40 @@ TEST(Oracle, OrderDependentOverflowAcceptsExactlyTheReachableOutcomes) {
   EXPECT_FALSE(judge(r8, s8, 0x7f).ok);
 }
 
+// verify's calls enumerate the orders of elements that may overflow within a
+// budget (products of extreme values at p = 6 to 8 took seconds a call);
+// once it is spent, such an element gets its interval, which still holds
+// for every order, and the small worlds' sets are not limited.
+TEST(Oracle, AnEnumerationBudgetSpentLeavesTheIntervalAndSmallWorldsAlone) {
+  const Reduction red = resolve_reduction(DType::Float16, RedOp::Sum, 3);
+  const std::vector<uint64_t> overflows{0x7bff, 0x7bff, 0xfbff};  // max + max + -max: Inf or max
+  ASSERT_EQ(expect_element(red, overflows).kind, CheckKind::OneOf);
+  EXPECT_FALSE(judge(red, expect_element(red, overflows), 0xfc00).ok);  // -Inf: no order gives it
+  const std::vector<uint64_t> inexact{to_element_bits(DType::Float16, 0.1), to_element_bits(DType::Float16, 0.2),
+                                      to_element_bits(DType::Float16, 0.3)};
+  ASSERT_EQ(expect_element(red, inexact).kind, CheckKind::OneOf);
+  {
+    const EnumerationBudget budget(100);
+    size_t enumerated = 0;
+    for (; enumerated < 100 && expect_element(red, overflows).kind == CheckKind::OneOf; ++enumerated) {
+    }
+    EXPECT_GE(enumerated, 1u);
+    EXPECT_LT(enumerated, 100u) << "the budget was never spent";
+    const Expectation e = expect_element(red, overflows);
+    EXPECT_EQ(e.kind, CheckKind::Interval) << e.describe(DType::Float16);
+    EXPECT_TRUE(judge(red, e, 0x7c00).ok);  // both orders' outcomes still pass
+    EXPECT_TRUE(judge(red, e, 0x7bff).ok);
+    EXPECT_TRUE(judge(red, e, 0xfc00).ok);  // looser: the interval takes -Inf too
+    EXPECT_EQ(expect_element(red, inexact).kind, CheckKind::OneOf);  // not limited
+    {
+      const EnumerationBudget inner(1000);  // a budget of its own while it lives
+      EXPECT_EQ(expect_element(red, overflows).kind, CheckKind::OneOf);
+    }
+    EXPECT_EQ(expect_element(red, overflows).kind, CheckKind::Interval);
+  }
+  EXPECT_EQ(expect_element(red, overflows).kind, CheckKind::OneOf);  // no budget lives
+}
+
 TEST(Oracle, CheckAllReducePinpointsTheFirstWrongElement) {
   const int p = 3;
   const size_t n = 50;

@@ -6,7 +6,9 @@
 
 #include <fmt/format.h>
 
+#include <condition_variable>
 #include <cstdio>
+#include <mutex>
 #include <cstdlib>
 #include <random>
 #include <regex>
@@ -15,6 +17,7 @@
 #include "harness/world/sim_world.h"
 #include "impl/algorithm.h"
 #include "properties/executor.h"
+#include "properties/case_stream.h"
 #include "properties/verify.h"
 #include "harness/peers/peer_registry.h"
 #include "tests/run_command.h"
@@ -103,6 +106,64 @@ TEST(VerifyJobs, APassingRunSaysTheSameForAnyNumberOfJobs) {
   EXPECT_FALSE(one.r.failed) << one.text;
   EXPECT_EQ(many.r.cases_run, 1500u);
   EXPECT_EQ(many.text, one.text);
+}
+
+namespace {
+// Two workers; the first case drawn blocks its worker until the other has run
+// 20 cases (or 30 s pass).
+class FirstCaseWaitsForTwenty final : public CaseExecutor {
+ public:
+  CaseOutcome run(const Case&) override { return {}; }
+  size_t parallel() const override { return 2; }
+  CaseOutcome run_on(size_t, const Case&) override {
+    std::unique_lock lock(m_);
+    if (first_) {
+      first_ = false;
+      went_on_ = cv_.wait_for(lock, 30s, [&] { return others_ >= 20; });
+    } else {
+      ++others_;
+      cv_.notify_all();
+    }
+    return {};
+  }
+  bool went_on() {
+    std::lock_guard lock(m_);
+    return went_on_;
+  }
+
+ private:
+  std::mutex m_;
+  std::condition_variable cv_;
+  bool first_ = true, went_on_ = false;
+  size_t others_ = 0;
+};
+}  // namespace
+
+// A slow case holds up its own worker only: the others run on past it (when
+// cases ran in batches, each batch waited for its slowest case, and a 2.5 s
+// case left the other core idle for 2 s). The history of cases run (for the
+// search for earlier cases a failure needs) keeps the order they are drawn in.
+TEST(VerifyJobs, ASlowCaseHoldsUpOnlyItsOwnWorker) {
+  VerifyOptions o;
+  o.cases = 60;
+  o.seed = 5;
+  FirstCaseWaitsForTwenty side_by_side;
+  RecordingExecutor many(side_by_side, 100);
+  {
+    CaseStream stream(o, many);
+    for (size_t i = 0; i < o.cases; ++i) ASSERT_TRUE(stream.next(i).outcome.has_value()) << i;
+  }
+  EXPECT_TRUE(side_by_side.went_on()) << "the other worker stopped at the slow case";
+  // One at a time: each case drawn, then run (and recorded).
+  struct OneAtATime final : CaseExecutor {
+    CaseOutcome run(const Case&) override { return {}; }
+  } alone;
+  RecordingExecutor one(alone, 100);
+  CaseStream stream(o, one);
+  for (size_t i = 0; i < o.cases; ++i) (void)one.run(stream.next(i).case_.value());
+  const auto a = many.history(), b = one.history();
+  ASSERT_EQ(a.size(), b.size());
+  for (size_t i = 0; i < a.size(); ++i) EXPECT_EQ(encode_case(a[i]), encode_case(b[i])) << i;
 }
 
 // Where cases may share state, or the world is not the simulated one,

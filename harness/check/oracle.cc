@@ -59,7 +59,7 @@ bool is_nan_of(uint64_t b) {
 // found in a hash table, not by a search of the set.
 template <typename T, Combine C>
 bool all_order_outcomes_of(std::span<const uint64_t> ys, uint64_t nan, std::vector<uint64_t>& out, size_t cap,
-                           size_t budget) {
+                           size_t budget, size_t& work) {
   using Ops = ElementOps<T>;
   const size_t p = ys.size();
   // The sets of every subset, flat: set `mask` holds size[mask] outcomes from
@@ -84,7 +84,7 @@ bool all_order_outcomes_of(std::span<const uint64_t> ys, uint64_t nan, std::vect
   }
   const size_t slot_mask = slots - 1;
   auto canon = [&](uint64_t b) { return is_nan_of<T>(b) ? nan : b; };
-  size_t work = 0;
+  work = 0;
   for (size_t i = 0; i < p; ++i) {
     const size_t at = (size_t{1} << i) * stride;
     bits[at] = canon(ys[i]);
@@ -128,19 +128,39 @@ bool all_order_outcomes_of(std::span<const uint64_t> ys, uint64_t nan, std::vect
   return true;
 }
 
-bool all_order_outcomes(const Reduction& red, std::span<const uint64_t> ys, std::vector<uint64_t>& out, size_t cap,
-                        size_t budget) {
+namespace {
+bool outcomes_with_work(const Reduction& red, std::span<const uint64_t> ys, std::vector<uint64_t>& out, size_t cap,
+                        size_t budget, size_t& work) {
   const uint64_t nan = canonical_nan(red.dtype);
   return visit_dtype(red.dtype, [&](auto tag) -> bool {
     using T = decltype(tag);
     switch (red.combine) {
-      case Combine::Sum: return all_order_outcomes_of<T, Combine::Sum>(ys, nan, out, cap, budget);
-      case Combine::Prod: return all_order_outcomes_of<T, Combine::Prod>(ys, nan, out, cap, budget);
-      case Combine::Max: return all_order_outcomes_of<T, Combine::Max>(ys, nan, out, cap, budget);
-      case Combine::Min: return all_order_outcomes_of<T, Combine::Min>(ys, nan, out, cap, budget);
+      case Combine::Sum: return all_order_outcomes_of<T, Combine::Sum>(ys, nan, out, cap, budget, work);
+      case Combine::Prod: return all_order_outcomes_of<T, Combine::Prod>(ys, nan, out, cap, budget, work);
+      case Combine::Max: return all_order_outcomes_of<T, Combine::Max>(ys, nan, out, cap, budget, work);
+      case Combine::Min: return all_order_outcomes_of<T, Combine::Min>(ys, nan, out, cap, budget, work);
     }
     return false;
   });
+}
+
+// What is left of the thread's EnumerationBudget (null: none lives).
+thread_local size_t* t_enumeration_left = nullptr;
+}  // namespace
+
+bool all_order_outcomes(const Reduction& red, std::span<const uint64_t> ys, std::vector<uint64_t>& out, size_t cap,
+                        size_t budget) {
+  size_t work = 0;
+  return outcomes_with_work(red, ys, out, cap, budget, work);
+}
+
+bool special_value_outcomes(const Reduction& red, std::span<const uint64_t> ys, std::vector<uint64_t>& out) {
+  constexpr size_t kCap = 64, kSteps = 60000;
+  size_t* left = t_enumeration_left;
+  size_t work = 0;
+  const bool ok = outcomes_with_work(red, ys, out, kCap, left ? std::min(kSteps, *left) : kSteps, work);
+  if (left) *left -= std::min(*left, work);
+  return ok;
 }
 
 // Where the set of every order's outcome is small, the oracle accepts exactly
@@ -169,6 +189,11 @@ double lowest_bit_weight(double v) {
 }  // namespace oracle_detail
 
 using namespace oracle_detail;
+
+EnumerationBudget::EnumerationBudget(size_t steps) : left_(steps), outer_(t_enumeration_left) {
+  t_enumeration_left = &left_;
+}
+EnumerationBudget::~EnumerationBudget() { t_enumeration_left = outer_; }
 
 void set_one_of_ranks(int n) {
   if (n < kOneOfAlwaysRanks || n > kOneOfMaxRanks)

@@ -67,6 +67,28 @@ struct Verdict {
   double err_units = 0;  // |result - exact| / bound for Bound; 0 or +inf otherwise
 };
 
+// Where some order of an element's reduction overflows, saturates or
+// underflows, expect_element enumerates every order's outcome (p <= 8) before
+// it falls back to an interval that holds for any order. That costs up to
+// 60,000 combining steps an element (float products of extreme values at
+// p = 6 to 8: 20-100 us), seconds for one call of a large count. While a
+// budget lives on a thread, those enumerations take at most `steps` combining
+// steps in all there; past that an element gets its interval (sound, looser).
+// The small worlds' sets (small_outcome_set, --one-of-ranks) are not limited.
+class EnumerationBudget {
+ public:
+  explicit EnumerationBudget(size_t steps);
+  ~EnumerationBudget();
+  EnumerationBudget(const EnumerationBudget&) = delete;
+  EnumerationBudget& operator=(const EnumerationBudget&) = delete;
+
+ private:
+  size_t left_;
+  size_t* outer_;  // the budget this one replaced on the thread
+};
+// A call's budget in verify (CallChecker::oracle): about a tenth of a second.
+inline constexpr size_t kEnumerationStepsPerCall = size_t{1} << 24;
+
 // values: the p ranks' inputs for one element, as element bits.
 Expectation expect_element(const Reduction& red, std::span<const uint64_t> values);
 Verdict judge(const Reduction& red, const Expectation& e, uint64_t result_bits);

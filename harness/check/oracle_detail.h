@@ -28,8 +28,12 @@ double lowest_bit_weight(double v);
 
 // oracle.cc: every outcome of combining ys in any binary-tree order (false
 // when a set grows past cap or the work past budget combining steps).
-bool all_order_outcomes(const Reduction& red, std::span<const uint64_t> ys, std::vector<uint64_t>& out,
-                        size_t cap = 64, size_t budget = 60000);
+bool all_order_outcomes(const Reduction& red, std::span<const uint64_t> ys, std::vector<uint64_t>& out, size_t cap,
+                        size_t budget);
+// The same where some order overflows, saturates or underflows (p <= 8, at
+// most 64 outcomes, 60,000 steps), within what is left of the thread's
+// EnumerationBudget, if one lives (false once it is spent).
+bool special_value_outcomes(const Reduction& red, std::span<const uint64_t> ys, std::vector<uint64_t>& out);
 
 // oracle_model.cc: the arithmetic of the bounds, and the model of a sum.
 LD pow_up(LD d, int n);    // (1 + d)^n rounded up

@@ -201,7 +201,7 @@ Expectation expect_sum(const Reduction& red, std::span<const uint64_t> values, s
 
   // Some order overflows or saturates.
   std::vector<uint64_t> outcomes;
-  if (p <= 8 && all_order_outcomes(red, ys, outcomes)) return interval(t, false, 0, 0, 0, std::move(outcomes));
+  if (p <= 8 && special_value_outcomes(red, ys, outcomes)) return interval(t, false, 0, 0, 0, std::move(outcomes));
   const LD slack = ref_err * sum_abs + kLdEps * M;
   const uint64_t nan = canonical_nan(t);
   if (!lim.saturates) {  // (s3)

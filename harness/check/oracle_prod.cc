@@ -138,7 +138,7 @@ Expectation expect_prod(const Reduction& red, std::span<const uint64_t> ys, std:
     // finite value, so zero, NaN (from Inf x 0 before that) and anything of
     // the product's sign are accepted; enumerated exactly up to p = 8.
     std::vector<uint64_t> outcomes;
-    if (p <= 8 && all_order_outcomes(red, ys, outcomes)) return interval(t, false, 0, 0, 0, std::move(outcomes));
+    if (p <= 8 && special_value_outcomes(red, ys, outcomes)) return interval(t, false, 0, 0, 0, std::move(outcomes));
     if (zeros > 0) return interval(t, false, 0, 0, 0, {zero, nan});
     const LD eta = lim.min_subnormal, M = lim.max_finite;
     return negative ? interval(t, true, -M, -eta, 0, {zero, nan}) : interval(t, true, eta, M, 0, {zero, nan});
@@ -171,7 +171,7 @@ Expectation expect_prod(const Reduction& red, std::span<const uint64_t> ys, std:
     return e;
   }
   std::vector<uint64_t> outcomes;
-  if (p <= 8 && all_order_outcomes(red, ys, outcomes)) return interval(t, false, 0, 0, 0, std::move(outcomes));
+  if (p <= 8 && special_value_outcomes(red, ys, outcomes)) return interval(t, false, 0, 0, 0, std::move(outcomes));
 
   const LD M = lim.max_finite, mn = lim.min_normal;
   bool zero_reachable = !m->delta_ok;

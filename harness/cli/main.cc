@@ -13,6 +13,7 @@
 #include <tuple>
 
 #include "harness/cli/commands.h"
+#include "harness/model/heap.h"
 #include "harness/model/user_values.h"
 #include "harness/session/supervisor.h"
 #include "harness/peers/mpi_impl.h"
@@ -192,6 +193,10 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "collcheck: error: %s (see --help)\n", ex.what());
     return 2;
   }
+
+  // The commands that run cases make and free large buffers on every thread.
+  for (const char* heavy : {"verify", "faults", "soak", "gate", "replay", "sweep", "run"})
+    if (app.got_subcommand(heavy)) collcheck::restart_with_huge_page_heaps(argv);
 
   if (version) {
     fmt::print("collcheck {}\n", COLLCHECK_VERSION);

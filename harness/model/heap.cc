@@ -6,7 +6,10 @@
 
 #include <atomic>
 #include <cstdint>
+#include <cstdlib>
+#include <fstream>
 #include <mutex>
+#include <string>
 
 namespace collcheck {
 
@@ -49,6 +52,43 @@ void heap_grown() {
   uintptr_t prev = advised_to.load(std::memory_order_relaxed);
   if (top <= prev || !advised_to.compare_exchange_strong(prev, top)) return;
   madvise(reinterpret_cast<void*>(prev), top - prev, MADV_HUGEPAGE);
+}
+
+namespace {
+bool sanitizer_owns_malloc() {
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+  return true;
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer) || __has_feature(memory_sanitizer)
+  return true;
+#else
+  return false;
+#endif
+#else
+  return false;
+#endif
+}
+
+// "always [madvise] never": huge pages on request unless "never" is chosen.
+bool kernel_gives_huge_pages_on_request() {
+  std::ifstream f("/sys/kernel/mm/transparent_hugepage/enabled");
+  std::string mode;
+  return std::getline(f, mode) && mode.find("[never]") == std::string::npos;
+}
+}  // namespace
+
+void restart_with_huge_page_heaps(char** argv) {
+  constexpr const char* kTunable = "glibc.malloc.hugetlb";
+  const char* now = std::getenv("GLIBC_TUNABLES");
+  const std::string tunables = now ? now : "";
+  if (tunables.find(kTunable) != std::string::npos) return;  // set (by the restart, or by the user)
+  if (sanitizer_owns_malloc() || !kernel_gives_huge_pages_on_request()) return;
+  const std::string with = tunables.empty() ? std::string(kTunable) + "=1" : tunables + ":" + kTunable + "=1";
+  if (setenv("GLIBC_TUNABLES", with.c_str(), 1) != 0) return;
+  execv("/proc/self/exe", argv);
+  // The exec failed: go on as we are, with the environment as it was.
+  if (now) setenv("GLIBC_TUNABLES", now, 1);
+  else unsetenv("GLIBC_TUNABLES");
 }
 
 }  // namespace collcheck
