@@ -1,6 +1,3 @@
-#include <cstdio>
-#include <cstdlib>
-#include <chrono>
 #include "properties/case_stream.h"
 
 #include <utility>
@@ -43,9 +40,7 @@ void CaseStream::work(size_t worker) {
     std::optional<CaseOutcome> out;
     std::exception_ptr error;
     try {
-      const auto t0 = Clock::now();
       out = exec_.run_on(worker, c);
-      if (getenv("CC_PROBE")) fprintf(stderr, "PROBE %zu %.6f %s TOKEN %s\n", k, std::chrono::duration<double>(Clock::now() - t0).count(), case_summary(c).c_str(), encode_case(c).c_str());
     } catch (...) {
       error = std::current_exception();
     }

@@ -24,23 +24,9 @@ namespace {
 const char* const kPrint = "--print-tunables";
 char* g_self = nullptr;  // argv[0]
 
-bool sanitized() {
-#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
-  return true;
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer)
-  return true;
-#else
-  return false;
-#endif
-#else
-  return false;
-#endif
-}
-
 // Why no restart can be seen here, or empty.
 std::string why_not() {
-  if (sanitized()) return "a sanitizer owns malloc here, so collcheck does not restart for glibc's tunable";
+  if (collcheck::sanitizer_owns_malloc()) return "a sanitizer owns malloc here, so collcheck does not restart for glibc's tunable";
   std::ifstream thp("/sys/kernel/mm/transparent_hugepage/enabled");
   std::string mode;
   if (!std::getline(thp, mode) || mode.find("[never]") != std::string::npos)

@@ -54,7 +54,6 @@ void heap_grown() {
   madvise(reinterpret_cast<void*>(prev), top - prev, MADV_HUGEPAGE);
 }
 
-namespace {
 bool sanitizer_owns_malloc() {
 #if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
   return true;
@@ -69,6 +68,7 @@ bool sanitizer_owns_malloc() {
 #endif
 }
 
+namespace {
 // "always [madvise] never": huge pages on request unless "never" is chosen.
 bool kernel_gives_huge_pages_on_request() {
   std::ifstream f("/sys/kernel/mm/transparent_hugepage/enabled");

@@ -57,7 +57,8 @@ void keep_buffers_in_the_heap();
 // not the main heap above, and glibc backs them with transparent huge pages
 // only under its tunable glibc.malloc.hugetlb=1, which it reads at start-up
 // alone. A verify run on 2 workers faulted in 200,000 pages of 4 KiB (a fifth
-// of its time), and ran 1.24x slower in all than with the tunable.
+// of its time), and ran 1.24x slower in all than with the tunable. (Not for
+// every command: a 128-rank replay, on the main thread, ran 1.2x slower with it.)
 // Restarts the process once, the same program with the same arguments
 // (execv of /proc/self/exe, before anything else has run), with the tunable
 // added to GLIBC_TUNABLES. Returns without it where a restart has no use or
@@ -65,5 +66,7 @@ void keep_buffers_in_the_heap();
 // the kernel offers no huge pages on request, a sanitizer owns malloc, or
 // the exec fails.
 void restart_with_huge_page_heaps(char** argv);
+// Whether this build's malloc is a sanitizer's (ASan, TSan, MSan), not glibc's.
+bool sanitizer_owns_malloc();
 
 }  // namespace collcheck
