@@ -29,11 +29,16 @@ void CaseStream::work(size_t worker) {
   const size_t window = kAheadPerWorker * exec_.parallel();
   std::unique_lock lock(m_);
   for (;;) {
-    cv_.wait(lock, [&] { return stop_ || (drawn_ < o_.cases && drawn_ < taken_ + window); });
+    cv_.wait(lock, [&] { return stop_ || (started_ < o_.cases && started_ < taken_ + window); });
     if (stop_) return;
-    // Drawn and recorded under the lock: in index order, as one at a time would.
-    const size_t k = drawn_++;
-    Slot& slot = ahead_.emplace(k, Slot{draw(k), std::nullopt, nullptr}).first->second;
+    // Drawn (unless a drop kept it drawn) and recorded under the lock: in
+    // index order, as one at a time would.
+    const size_t k = started_++;
+    if (k == drawn_) {
+      ahead_.emplace(k, Slot{draw(k), std::nullopt, nullptr});
+      ++drawn_;
+    }
+    Slot& slot = ahead_.at(k);
     const Case c = slot.case_.value();
     exec_.record(c);
     lock.unlock();
@@ -89,8 +94,14 @@ CaseStream::Next CaseStream::next(size_t i) {
 
 void CaseStream::drop_ahead() {
   stop_workers();
-  exec_.forget_last(ahead_.size());
-  ahead_.clear();
+  exec_.forget_last(started_ - taken_);
+  // The cases stay drawn, not run: a later next() runs them again in turn, so
+  // that the stream goes on as one at a time would.
+  for (auto& [k, slot] : ahead_) {
+    slot.outcome.reset();
+    slot.error = nullptr;
+  }
+  started_ = taken_;
 }
 
 }  // namespace collcheck

@@ -39,7 +39,8 @@ class CaseStream {
   // first, so that the caller may run it again on the executor.
   Next next(size_t i);
   // The cases run ahead of the one just taken did not run as far as the
-  // run is concerned (it failed, or the run ends there).
+  // run is concerned (it failed, or the run ends there). A later next()
+  // runs them again, so that the cases are those one at a time would run.
   void drop_ahead();
 
  private:
@@ -59,7 +60,8 @@ class CaseStream {
   std::mutex m_;
   std::condition_variable cv_;
   std::map<size_t, Slot> ahead_;  // drawn and not taken yet, by case index
-  size_t drawn_ = 0;              // cases drawn (the next one's index)
+  size_t drawn_ = 0;              // cases drawn: the index of the next one to draw
+  size_t started_ = 0;            // the index of the next case to run (<= drawn_)
   size_t taken_ = 0;              // cases taken by next()
   bool stop_ = false;
   std::vector<std::thread> workers_;

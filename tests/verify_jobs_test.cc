@@ -166,6 +166,35 @@ TEST(VerifyJobs, ASlowCaseHoldsUpOnlyItsOwnWorker) {
   for (size_t i = 0; i < a.size(); ++i) EXPECT_EQ(encode_case(a[i]), encode_case(b[i])) << i;
 }
 
+// After the cases run ahead are dropped (a failure), the stream goes on: the
+// next case is drawn anew, side by side as one at a time.
+TEST(VerifyJobs, AfterADropTheStreamGoesOnAsOneAtATime) {
+  VerifyOptions o;
+  o.cases = 40;
+  o.seed = 6;
+  struct Two final : CaseExecutor {
+    CaseOutcome run(const Case&) override { return {}; }
+    size_t parallel() const override { return 2; }
+  } two;
+  struct One final : CaseExecutor {
+    CaseOutcome run(const Case&) override { return {}; }
+  } one;
+  RecordingExecutor many(two, 100), alone(one, 100);
+  CaseStream side_by_side(o, many), in_turn(o, alone);
+  for (size_t i = 0; i < o.cases; ++i) {
+    const CaseStream::Next a = side_by_side.next(i);
+    ASSERT_TRUE(a.outcome.has_value()) << i;
+    const Case b = in_turn.next(i).case_.value();
+    (void)alone.run(b);
+    EXPECT_EQ(encode_case(a.case_.value()), encode_case(b)) << i;
+    if (i % 10 == 3) {
+      side_by_side.drop_ahead();
+      in_turn.drop_ahead();
+    }
+  }
+  EXPECT_EQ(many.history().size(), alone.history().size());
+}
+
 // Where cases may share state, or the world is not the simulated one,
 // --jobs is refused with exit 2 and the reason.
 TEST(VerifyJobs, RefusedWhereCasesMayShareStateOrTheWorldIsNotSimulated) {
