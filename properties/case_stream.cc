@@ -69,8 +69,7 @@ void CaseStream::stop_workers() {
 
 CaseStream::Next CaseStream::next(size_t i) {
   if (exec_.parallel() <= 1) return {draw(i), std::nullopt};
-  if (workers_.empty()) {
-    taken_ = i;
+  if (workers_.empty()) {  // the first call, or after a stop (taken_ is i either way)
     for (size_t w = 0; w < exec_.parallel(); ++w) workers_.emplace_back(&CaseStream::work, this, w);
   }
   std::unique_lock lock(m_);

@@ -157,6 +157,7 @@ bool all_order_outcomes(const Reduction& red, std::span<const uint64_t> ys, std:
 bool special_value_outcomes(const Reduction& red, std::span<const uint64_t> ys, std::vector<uint64_t>& out) {
   constexpr size_t kCap = 64, kSteps = 60000;
   size_t* left = t_enumeration_left;
+  if (left && *left == 0) return false;  // spent: the caller's interval, without setting up an enumeration
   size_t work = 0;
   const bool ok = outcomes_with_work(red, ys, out, kCap, left ? std::min(kSteps, *left) : kSteps, work);
   if (left) *left -= std::min(*left, work);
