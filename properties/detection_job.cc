@@ -68,7 +68,7 @@ Report run_detection_job(const DetectionJob& job, const Session& session, Events
   const auto replay = [&](const Scenario& s) { return replay_in_session(s, ro, session); };
   for (size_t i = 0; i < job.cases; ++i) {
     ev.progress({.count = std::pair{i, job.cases}});
-    ev.emit(CaseStartedEvent{i + 1, job.cases, job.seed});
+    ev.emit(CaseStartedEvent{i + 1, job.cases, job.seed, {}});
     const rc::Random ri = base.split();
     const DetectionCase c = gen(ri, static_cast<int>(i % (rc::kNominalSize + 1))).value();
     const bool keep = root && !job.keep_dumps.empty();

@@ -227,7 +227,7 @@ VerifyResult run_verify(const VerifyOptions& o, CaseExecutor& real, Events& ev) 
     if (stopping(o, r)) break;
     auto [sh, ran] = stream.next(i);
     const Case c = sh.value();
-    ev.emit(CaseStartedEvent{i + 1, o.cases, o.seed});
+    ev.emit(CaseStartedEvent{i + 1, o.cases, o.seed, encode_case(c)});
     // Run ahead (side by side), unless it could not have a thread or memory.
     const CaseOutcome oc = ran && !ran->harness_error ? std::move(*ran) : run_retrying(o, exec, c);
     if (!oc.ok || oc.harness_error || oc.interrupted) stream.drop_ahead();

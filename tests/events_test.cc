@@ -8,6 +8,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <map>
+#include <set>
 #include <sstream>
 #include <string>
 #include <thread>
@@ -65,7 +66,7 @@ TEST(Events, TheConsoleShowsTheTextEventsOnTheirStreamsAndNothingElse) {
 TEST(Events, EveryEventKindHasItsNameAndFieldsInJson) {
   const std::vector<std::pair<Event, std::string>> all{
       {TextEvent{TextEvent::To::Err, "x"}, "text"},
-      {CaseStartedEvent{3, 10, 7}, "case"},
+      {CaseStartedEvent{3, 10, 7, "v1:p2:x"}, "case"},
       {VerdictEvent{ReportCase{"p", ReportCase::Status::Failed, "m", "d", 1.5}}, "verdict"},
       {FindingEvent{"skipped_call", "rank 2 skipped", "collcheck replay x"}, "finding"},
       {RowEvent{json{{"size", 8}}}, "row"},
@@ -79,6 +80,8 @@ TEST(Events, EveryEventKindHasItsNameAndFieldsInJson) {
   }
   EXPECT_EQ(event_json(all[2].first).at("status"), "failed");
   EXPECT_EQ(event_json(all[1].first).at("index"), 3);
+  EXPECT_EQ(event_json(all[1].first).at("replay"), "v1:p2:x");
+  EXPECT_FALSE(event_json(CaseStartedEvent{3, 10, 7, {}}).contains("replay"));  // none: no empty field
   EXPECT_EQ(event_json(all[4].first).at("row").at("size"), 8);
   EXPECT_EQ(event_json(all[6].first).at("phase"), "shrinking");
   EXPECT_FALSE(event_json(all[6].first).contains("done"));  // only what is news
@@ -161,12 +164,25 @@ TEST(Events, VerifysStreamHoldsItsTextCasesAndVerdicts) {
   ASSERT_EQ(r.code, 0) << r.out;
   std::string text;
   std::map<std::string, int> kinds;
+  std::set<std::string> tokens;
+  std::string seventh;
   for (const json& j : read_lines(path)) {
     ++kinds[j.at("event")];
     if (j["event"] == "text" && j["to"] == "out") text += j["text"].get<std::string>();
+    if (j["event"] == "case") {
+      tokens.insert(j.at("replay").get<std::string>());
+      if (j.at("index") == 7) seventh = j.at("replay");
+    }
   }
   EXPECT_EQ(text, r.out);
   EXPECT_EQ(kinds["case"], 40);
+  // Each case event carries its case's replay token: 40 cases, 40 tokens, and
+  // one of them replays as one case that passes.
+  EXPECT_EQ(tokens.size(), 40u);
+  ASSERT_EQ(seventh.rfind("v1:", 0), 0u) << seventh;
+  const auto one = testutil::collcheck("verify --progress off --replay " + seventh, 120);
+  EXPECT_EQ(one.code, 0) << one.out;
+  EXPECT_NE(one.out.find("PASS: every property holds"), std::string::npos) << one.out;
   EXPECT_GE(kinds["verdict"], 5);
   EXPECT_EQ(kinds["finding"], 0);
   std::filesystem::remove(path);
@@ -176,12 +192,20 @@ TEST(Events, VerifysStreamHoldsItsTextCasesAndVerdicts) {
                                        300);
   ASSERT_EQ(bad.code, 1) << bad.out;
   int findings = 0;
-  for (const json& j : read_lines(path))
+  std::string last_case;  // the case that failed: verify stops there
+  for (const json& j : read_lines(path)) {
+    if (j.at("event") == "case") last_case = j.at("replay");
     if (j.at("event") == "finding") {
       ++findings;
       EXPECT_NE(j.at("replay").get<std::string>().find("--replay"), std::string::npos) << j.dump();
     }
+  }
   EXPECT_EQ(findings, 1);
+  // The failing case's own token (before shrinking) fails again.
+  const auto again = testutil::collcheck(std::string("verify --impl plugin:") + MUTANT_DIR +
+                                             "/double_contribution.so --progress off --replay " + last_case,
+                                         120);
+  EXPECT_EQ(again.code, 1) << last_case << "\n" << again.out;
   std::filesystem::remove(path);
 }
 

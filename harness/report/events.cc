@@ -25,6 +25,7 @@ struct ToJson {
     j["index"] = e.index;
     j["total"] = e.total;
     j["seed"] = e.seed;
+    if (!e.replay.empty()) j["replay"] = e.replay;
   }
   void operator()(const VerdictEvent& e) const {
     j["name"] = e.verdict.name;

@@ -39,6 +39,7 @@ struct CaseStartedEvent {
   size_t index = 0;  // 1-based
   size_t total = 0;  // 0: not known
   uint64_t seed = 0;
+  std::string replay;  // the case's replay token (verify), where it has one
 };
 // A verdict, as the end-of-run formats list it.
 struct VerdictEvent {
