@@ -10,7 +10,11 @@
 
 #include <chrono>
 #include <cstdlib>
+#include <algorithm>
 #include <filesystem>
+#include <fstream>
+#include <map>
+#include <sstream>
 #include <random>
 #include <regex>
 #include <set>
@@ -237,6 +241,70 @@ TEST(SimCli, OneSeedOneOutputOnAnIdleAndABusyHost) {
   EXPECT_NE(idle.back().out.find("1000 of 1000 cases diagnosed as injected (no miss, no false alarm: yes)"),
             std::string::npos)
       << idle.back().out;
+}
+
+// One seed, one output on every machine: what the simulated world prints is
+// compared with what it printed on the machine that recorded
+// tests/data/sim_outputs.txt (its header names that machine's CPU). Every
+// example, the detection property and verify, all of their output but
+// verify's wall time. The machines CI and each session run on differ (CPU
+// vendor, vector width, core count), so each run is a check across two
+// machines. After a deliberate change of what a run prints, record again:
+// COLLCHECK_RECORD_SIM_OUTPUTS=1 ctest --test-dir build/default -R SimCli.EveryMachine
+namespace {
+std::string this_cpu() {
+  const auto r = testutil::run_command(
+      "sed -n 's/^model name[^:]*: //p' /proc/cpuinfo | head -1; grep -q avx512f /proc/cpuinfo && echo AVX-512 || echo "
+      "no AVX-512; nproc",
+      10);
+  std::string s = r.out;
+  std::replace(s.begin(), s.end(), '\n', ' ');
+  return s + "cores";
+}
+std::vector<std::pair<std::string, std::string>> recorded_runs() {
+  std::vector<std::pair<std::string, std::string>> runs;  // (command, what it printed)
+  std::vector<std::string> cmds;
+  for (const auto& f : example_bugs())
+    cmds.push_back("replay examples/bugs/" + std::filesystem::path(f).filename().string() + " --world sim --progress off");
+  cmds.push_back("faults --world sim --random 300 --seed 11 --progress off");
+  cmds.push_back("verify --seed 9 --cases 500 --progress off");
+  for (const auto& c : cmds) {
+    const auto r = testutil::run_command(fmt::format("env -C {} {} {}", SOURCE_DIR, COLLCHECK_BIN, c), 300);
+    // verify's last line says how long this host took.
+    runs.push_back({c, std::regex_replace(r.out, std::regex(R"(cases in [0-9.]+ s \([0-9]+ cases/s\))"),
+                                          "cases in T s (R cases/s)")});
+    if (!runs.back().second.empty() && runs.back().second.back() != '\n') runs.back().second += '\n';
+  }
+  return runs;
+}
+}  // namespace
+
+TEST(SimCli, EveryMachinePrintsWhatTheRecordingMachinePrinted) {
+  SKIP_WITHOUT_FIBERS();
+  const std::string path = std::string(SOURCE_DIR) + "/tests/data/sim_outputs.txt";
+  const auto runs = recorded_runs();
+  if (std::getenv("COLLCHECK_RECORD_SIM_OUTPUTS")) {
+    std::string text = "# recorded on: " + this_cpu() + "\n";
+    for (const auto& [c, out] : runs) text += "=== " + c + "\n" + out;
+    std::ofstream(path) << text;
+    GTEST_SKIP() << "recorded " << runs.size() << " runs to " << path;
+  }
+  const std::string text = testutil::slurp(path);
+  const auto nl = text.find('\n');
+  ASSERT_EQ(text.rfind("# recorded on: ", 0), 0u) << path;
+  std::printf("[ machines ] recorded on %s; this one: %s\n", text.substr(15, nl - 15).c_str(), this_cpu().c_str());
+  std::map<std::string, std::string> want;
+  std::string cur;
+  std::istringstream in(text.substr(nl + 1));
+  for (std::string line; std::getline(in, line);) {
+    if (line.rfind("=== ", 0) == 0) cur = line.substr(4);
+    else want[cur] += line + "\n";
+  }
+  ASSERT_EQ(want.size(), runs.size()) << "the recorded runs are not this test's: record again";
+  for (const auto& [c, out] : runs) {
+    ASSERT_TRUE(want.count(c)) << c << " was not recorded";
+    EXPECT_EQ(out, want[c]) << c << ": differs from the recording machine's output";
+  }
 }
 
 TEST(SimCli, BadScheduleOrLinkModelIsAUsageError) {
