@@ -74,7 +74,9 @@ inline uint32_t encode(double x) {
   if (shift >= 54) return sign;                 // below half a quantum: rounds to zero
   uint64_t n = M >> shift;
   const uint64_t rem = M & ((uint64_t{1} << shift) - 1), half = uint64_t{1} << (shift - 1);
-  if (rem > half || (rem == half && (n & 1))) ++n;
+  // Up when above half a quantum, or at half with n odd (ties to even):
+  // without a branch, which random data mispredicted half the time.
+  n += static_cast<uint64_t>(rem > half) | (static_cast<uint64_t>(rem == half) & n & 1u);
   if (n == 0) return sign;
   if (n >> (s.man_bits + 1)) {  // rounded up into the next binade
     n >>= 1;
