@@ -5,7 +5,7 @@
 #include <atomic>
 #include <condition_variable>
 #include <cstring>
-#include <deque>
+#include <algorithm>
 #include <map>
 #include <mutex>
 #include <optional>
@@ -41,16 +41,28 @@ struct Op {
   // A simulated world's α-β cost: the transfer completes, for both sides, at
   // this virtual time (min(): at once).
   Clock::time_point ready_at = Clock::time_point::min();
-  std::shared_ptr<Op> partner;  // while Matched or Copying
+  // While Matched or Copying. Ops live in their requests, and a request's
+  // destructor brings its op past both (and out of its mailbox's queue)
+  // under the mailbox's lock, so no pointer to an op outlives it.
+  Op* partner = nullptr;
   std::optional<uint64_t> checksum;  // Done by move_bytes: the bytes' payload_checksum
 };
 using Key = std::pair<int, Tag>;  // (source rank, tag) within a destination's mailbox
 
+// An op's key in the mailbox of its destination: a send's source is its own
+// rank, a receive's its peer.
+Key key_of(const Op& op) { return {op.dir == LinkDirection::Send ? op.rank : op.peer, op.tag}; }
+
 struct Mailbox {
   std::mutex mu;
   std::condition_variable cv;
-  std::map<Key, std::deque<std::shared_ptr<Op>>> sends;
-  std::map<Key, std::deque<std::shared_ptr<Op>>> recvs;
+  // Pending (unmatched) ops, in the order they were posted: a match takes
+  // the first of its key, so each (source, tag) pair is FIFO. Flat vectors,
+  // searched: a mailbox holds a few pending ops at a time, and a map of
+  // queues cost three allocations per unmatched post (a fifth of a verify
+  // of small cases, with the request's own two).
+  std::vector<Op*> sends;
+  std::vector<Op*> recvs;
   // Transfers posted and then cancelled before they matched, by direction and
   // key, with how: so that a waiter that times out can say the peer posted and
   // cancelled, rather than that it never posted.
@@ -87,17 +99,17 @@ struct InProcFabric::Impl {
   }
 
   // Matches `op` against the opposite queue or enqueues it. Called with box.mu held.
-  static void post(Mailbox& box, const std::shared_ptr<Op>& op, Key key, bool nccl_sizes, const LinkModel* model) {
+  static void post(Mailbox& box, Op* op, bool nccl_sizes, const LinkModel* model) {
     auto& opposite = op->dir == LinkDirection::Send ? box.recvs : box.sends;
     auto& mine = op->dir == LinkDirection::Send ? box.sends : box.recvs;
-    auto it = opposite.find(key);
-    if (it == opposite.end() || it->second.empty()) {
-      mine[key].push_back(op);
+    const Key key = key_of(*op);
+    const auto it = std::find_if(opposite.begin(), opposite.end(), [&](const Op* o) { return key_of(*o) == key; });
+    if (it == opposite.end()) {
+      mine.push_back(op);
       return;
     }
-    std::shared_ptr<Op> other = it->second.front();
-    it->second.pop_front();
-    if (it->second.empty()) opposite.erase(it);
+    Op* other = *it;
+    opposite.erase(it);
     Op& send = op->dir == LinkDirection::Send ? *op : *other;
     Op& recv = op->dir == LinkDirection::Send ? *other : *op;
     if (send.size != recv.size && nccl_sizes) {
@@ -132,8 +144,8 @@ struct InProcFabric::Impl {
   // Moves a matched pair's bytes: claims the pair, copies with the lock
   // released, completes both. Called with lk holding box.mu and op Matched;
   // returns with it held.
-  static void move_bytes(Mailbox& box, const std::shared_ptr<Op>& op, std::unique_lock<std::mutex>& lk) {
-    const std::shared_ptr<Op> other = op->partner;
+  static void move_bytes(Mailbox& box, Op* op, std::unique_lock<std::mutex>& lk) {
+    Op* other = op->partner;
     Op& send = op->dir == LinkDirection::Send ? *op : *other;
     Op& recv = op->dir == LinkDirection::Send ? *other : *op;
     send.state = recv.state = OpState::Copying;
@@ -142,38 +154,28 @@ struct InProcFabric::Impl {
     lk.lock();
     send.checksum = recv.checksum = sum;
     send.state = recv.state = OpState::Done;
-    send.partner.reset();
-    recv.partner.reset();
+    send.partner = recv.partner = nullptr;
     sched::notify_all(box.cv);
   }
   // Brings op past Matched and Copying (moving the bytes, or waiting while
   // the partner's thread does: a copy's time, not a peer's). Lock held.
-  static void settle(Mailbox& box, const std::shared_ptr<Op>& op, std::unique_lock<std::mutex>& lk) {
+  static void settle(Mailbox& box, Op* op, std::unique_lock<std::mutex>& lk) {
     if (op->state == OpState::Matched) move_bytes(box, op, lk);
     sched::wait(box.cv, lk, [&] { return op->state != OpState::Copying; });
   }
 
   // Unlinks a pending op and records its cancellation. Called with box.mu held.
-  static void cancel(Mailbox& box, const std::shared_ptr<Op>& op, Key key, std::string how) {
-    unlink(box, op, key);
+  static void cancel(Mailbox& box, Op* op, std::string how) {
+    unlink(box, op);
     op->state = OpState::Cancelled;
-    auto& c = box.cancelled[{op->dir, key}];
+    auto& c = box.cancelled[{op->dir, key_of(*op)}];
     ++c.first;
     c.second = std::move(how);
   }
 
-  static void unlink(Mailbox& box, const std::shared_ptr<Op>& op, Key key) {
+  static void unlink(Mailbox& box, const Op* op) {
     auto& mine = op->dir == LinkDirection::Send ? box.sends : box.recvs;
-    auto it = mine.find(key);
-    if (it == mine.end()) return;
-    auto& q = it->second;
-    for (auto qi = q.begin(); qi != q.end(); ++qi) {
-      if (*qi == op) {
-        q.erase(qi);
-        break;
-      }
-    }
-    if (q.empty()) mine.erase(it);
+    if (auto it = std::find(mine.begin(), mine.end(), op); it != mine.end()) mine.erase(it);
   }
 };
 
@@ -181,13 +183,18 @@ namespace {
 
 class InProcRequest final : public LinkRequest {
  public:
-  InProcRequest(std::shared_ptr<InProcFabric::Impl> fabric, Mailbox* box, std::shared_ptr<Op> op, Key key)
-      : fabric_(std::move(fabric)), box_(box), op_(std::move(op)), key_(key) {}
+  // The op is posted by the caller once the request holds it (its address
+  // is what the mailbox and the partner keep).
+  InProcRequest(std::shared_ptr<InProcFabric::Impl> fabric, Mailbox* box, Op op)
+      : fabric_(std::move(fabric)), box_(box), op_data_(std::move(op)) {}
+  InProcRequest(const InProcRequest&) = delete;
+  InProcRequest& operator=(const InProcRequest&) = delete;
+  Op* op() { return op_; }
 
   ~InProcRequest() override {
     std::unique_lock<std::mutex> lk(box_->mu);
     if (op_->state == OpState::Pending)
-      InProcFabric::Impl::cancel(*box_, op_, key_, "cancelled it before it matched (the request was dropped)");
+      InProcFabric::Impl::cancel(*box_, op_, "cancelled it before it matched (the request was dropped)");
     InProcFabric::Impl::settle(*box_, op_, lk);  // matched: the transfer happens, as it would have at the match
   }
 
@@ -221,7 +228,7 @@ class InProcRequest final : public LinkRequest {
     }
     // Still pending: the deadline expired or the world was aborted. Cancel first
     // so the peer can never write into (or read from) our buffer afterwards.
-    InProcFabric::Impl::cancel(*box_, op_, key_, "gave up on it at its own deadline");
+    InProcFabric::Impl::cancel(*box_, op_, "gave up on it at its own deadline");
     // Did the peer post the matching transfer and cancel it?
     std::string peer_side = "the peer never posted the matching transfer";
     if (op_->arrived != SIZE_MAX)
@@ -229,7 +236,7 @@ class InProcRequest final : public LinkRequest {
                               "which NCCL does not check: it waits)",
                               op_->peer, op_->arrived);
     const LinkDirection opposite = op_->dir == LinkDirection::Send ? LinkDirection::Recv : LinkDirection::Send;
-    if (auto it = box_->cancelled.find({opposite, key_}); it != box_->cancelled.end())
+    if (auto it = box_->cancelled.find({opposite, key_of(*op_)}); it != box_->cancelled.end())
       peer_side = fmt::format("rank {} posted the matching {} and then {}{}", op_->peer,
                               opposite == LinkDirection::Send ? "send" : "recv", it->second.second,
                               it->second.first > 1 ? fmt::format(" ({} times)", it->second.first) : "");
@@ -265,8 +272,8 @@ class InProcRequest final : public LinkRequest {
 
   std::shared_ptr<InProcFabric::Impl> fabric_;
   Mailbox* box_;
-  std::shared_ptr<Op> op_;
-  Key key_;
+  Op op_data_;
+  Op* const op_ = &op_data_;
 };
 
 class InProcLinks final : public Links {
@@ -276,38 +283,39 @@ class InProcLinks final : public Links {
   int size() const override { return static_cast<int>(fabric_->boxes.size()); }
 
   RequestPtr isend(int peer, Tag tag, std::span<const std::byte> data) override {
-    auto op = make_op(LinkDirection::Send, peer, tag, data.size());
-    op->src = data.data();
-    return post(*fabric_->boxes[static_cast<size_t>(peer)], op, Key{rank_, tag});
+    Op op = make_op(LinkDirection::Send, peer, tag, data.size());
+    op.src = data.data();
+    return post(*fabric_->boxes[static_cast<size_t>(peer)], std::move(op));
   }
 
   RequestPtr irecv(int peer, Tag tag, std::span<std::byte> data) override {
-    auto op = make_op(LinkDirection::Recv, peer, tag, data.size());
-    op->dst = data.data();
-    return post(*fabric_->boxes[static_cast<size_t>(rank_)], op, Key{peer, tag});
+    Op op = make_op(LinkDirection::Recv, peer, tag, data.size());
+    op.dst = data.data();
+    return post(*fabric_->boxes[static_cast<size_t>(rank_)], std::move(op));
   }
 
  private:
-  std::shared_ptr<Op> make_op(LinkDirection dir, int peer, Tag tag, size_t size) const {
+  Op make_op(LinkDirection dir, int peer, Tag tag, size_t size) const {
     if (peer < 0 || peer >= this->size() || peer == rank_) {
       throw LinkError(fmt::format("rank {}: invalid peer {} (world size {})", rank_, peer, this->size()), rank_,
                       peer, tag, dir);
     }
-    auto op = std::make_shared<Op>();
-    op->dir = dir;
-    op->rank = rank_;
-    op->peer = peer;
-    op->tag = tag;
-    op->size = size;
+    Op op;
+    op.dir = dir;
+    op.rank = rank_;
+    op.peer = peer;
+    op.tag = tag;
+    op.size = size;
     return op;
   }
-  RequestPtr post(Mailbox& box, const std::shared_ptr<Op>& op, Key key) {
+  RequestPtr post(Mailbox& box, Op op) {
+    auto req = std::make_unique<InProcRequest>(fabric_, &box, std::move(op));
     {
       std::lock_guard<std::mutex> g(box.mu);
-      InProcFabric::Impl::post(box, op, key, fabric_->nccl_sizes.load(std::memory_order_relaxed),
+      InProcFabric::Impl::post(box, req->op(), fabric_->nccl_sizes.load(std::memory_order_relaxed),
                                fabric_->model ? &*fabric_->model : nullptr);
     }
-    return std::make_unique<InProcRequest>(fabric_, &box, op, key);
+    return req;
   }
 
   std::shared_ptr<InProcFabric::Impl> fabric_;
@@ -356,9 +364,8 @@ std::string InProcFabric::abort_reason() const { return impl_->reason(); }
 void InProcFabric::reset() {
   for (auto& b : impl_->boxes) {
     std::lock_guard<std::mutex> g(b->mu);
-    for (auto* queues : {&b->sends, &b->recvs})
-      for (auto& [key, q] : *queues)
-        for (auto& op : q) op->state = OpState::Cancelled;
+    for (auto* queue : {&b->sends, &b->recvs})
+      for (Op* op : *queue) op->state = OpState::Cancelled;
     b->sends.clear();
     b->recvs.clear();
     b->cancelled.clear();
@@ -374,8 +381,7 @@ size_t InProcFabric::pending() const {
   size_t n = 0;
   for (auto& b : impl_->boxes) {
     std::lock_guard<std::mutex> g(b->mu);
-    for (auto& [k, q] : b->sends) n += q.size();
-    for (auto& [k, q] : b->recvs) n += q.size();
+    n += b->sends.size() + b->recvs.size();
   }
   return n;
 }

@@ -146,6 +146,7 @@ bool outcomes_with_work(const Reduction& red, std::span<const uint64_t> ys, std:
 
 // What is left of the thread's EnumerationBudget (null: none lives).
 thread_local size_t* t_enumeration_left = nullptr;
+thread_local size_t t_enumeration_consults = 0;  // enumeration_budget_consults()
 }  // namespace
 
 bool all_order_outcomes(const Reduction& red, std::span<const uint64_t> ys, std::vector<uint64_t>& out, size_t cap,
@@ -156,6 +157,7 @@ bool all_order_outcomes(const Reduction& red, std::span<const uint64_t> ys, std:
 
 bool special_value_outcomes(const Reduction& red, std::span<const uint64_t> ys, std::vector<uint64_t>& out) {
   constexpr size_t kCap = 64, kSteps = 60000;
+  ++t_enumeration_consults;
   size_t* left = t_enumeration_left;
   if (left && *left == 0) return false;  // spent: the caller's interval, without setting up an enumeration
   size_t work = 0;
@@ -195,6 +197,7 @@ EnumerationBudget::EnumerationBudget(size_t steps) : left_(steps), outer_(t_enum
   t_enumeration_left = &left_;
 }
 EnumerationBudget::~EnumerationBudget() { t_enumeration_left = outer_; }
+size_t enumeration_budget_consults() { return t_enumeration_consults; }
 
 void set_one_of_ranks(int n) {
   if (n < kOneOfAlwaysRanks || n > kOneOfMaxRanks)

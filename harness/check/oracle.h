@@ -86,6 +86,10 @@ class EnumerationBudget {
   size_t left_;
   size_t* outer_;  // the budget this one replaced on the thread
 };
+// How many times this thread's expectations have consulted an
+// EnumerationBudget (whether or not one lived): an expectation derived with no
+// consult in between depends on its inputs alone (ExpectationMemo).
+size_t enumeration_budget_consults();
 // A call's budget in verify (CallChecker::oracle): 50-70 ms on this 2-core host.
 inline constexpr size_t kEnumerationStepsPerCall = size_t{1} << 22;
 
