@@ -4,7 +4,9 @@
 
 #include <algorithm>
 #include <bit>
+#include <array>
 #include <cmath>
+#include <optional>
 #include <cstring>
 #include <limits>
 #include <memory>
@@ -102,7 +104,8 @@ const uint8_t* f16_to_e4m3_table() {
   return table.get();
 }
 
-FloatInfo float_info(DType t) {
+namespace {
+FloatInfo compute_float_info(DType t) {
   auto small = [](SmallFloat f) {
     const auto& s = small_float_spec(f);
     return FloatInfo{s.man_bits + 1, s.max_finite, s.min_normal, s.min_subnormal, s.unit_roundoff, s.saturate};
@@ -126,6 +129,20 @@ FloatInfo float_info(DType t) {
               std::numeric_limits<double>::denorm_min(), std::ldexp(1.0, -53), false};
     default: throw std::invalid_argument("float_info: not a floating dtype");
   }
+}
+}  // namespace
+
+// Computed once per dtype: the oracle asks for it per element.
+FloatInfo float_info(DType t) {
+  static const auto table = [] {
+    std::array<std::optional<FloatInfo>, kAllDTypes.size()> a;
+    for (DType d : kAllDTypes)
+      if (dtype_is_float(d)) a[static_cast<size_t>(d)] = compute_float_info(d);
+    return a;
+  }();
+  const size_t i = static_cast<size_t>(t);
+  if (i >= table.size() || !table[i]) throw std::invalid_argument("float_info: not a floating dtype");
+  return *table[i];
 }
 
 uint8_t float_to_e4m3(float f) {

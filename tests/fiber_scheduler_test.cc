@@ -4,6 +4,7 @@
 // stale, until they surface or are swept).
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <random>
 #include <vector>
@@ -77,4 +78,77 @@ TEST(FiberScheduler, TimersFireOnTimeAndAnEarlyWakeLeavesNoTimerBehind) {
     std::printf("[ timers   ] %s: %zu waits ended on time, %zu by a notify, at most %zu heap entries\n",
                 policy == SchedulePolicy::Random ? "random" : "pct", on_time, early, max_entries);
   }
+}
+
+// A rank's link waits in one call all pass the call's deadline, a notify ends
+// nearly each of them, and a sleep (the message's cost) comes between two:
+// the fiber's next wait for the same time revives the entry the notify left
+// stale, so the heap holds about one entry a fiber, not a stale entry per
+// wait until a sweep; and a revived deadline still fires on time.
+TEST(FiberScheduler, AWaitForTheSameDeadlineRevivesItsStaleEntryAndStillFires) {
+  SKIP_WITHOUT_FIBERS();
+  const uint64_t seed = (uint64_t{std::random_device{}()} << 32) | std::random_device{}();
+  std::printf("[ seed     ] %#llx\n", static_cast<unsigned long long>(seed));
+  ScheduleOptions o;
+  o.seed = seed;
+  FiberScheduler s(o, Clock::time_point{});
+  constexpr int kFibers = 8, kRounds = 400;
+  const Deadline deadline = Clock::time_point{} + 1s;
+  int key = 0, lonely = 0;
+  size_t in_final_wait = 0, max_entries = 0, early_without_notify = 0, fired_on_time = 0;
+  uint64_t notifies = 0;
+  for (int i = 0; i < kFibers; ++i)
+    s.spawn([&, i] {
+      std::mt19937_64 rng(seed ^ static_cast<uint64_t>(i + 1) * 0x9e3779b97f4a7c15ull);
+      for (int r = 0; r < kRounds; ++r) {
+        const uint64_t before = notifies;
+        s.park(&key, deadline);  // a link wait: a notify ends it
+        if (s.now() < deadline && notifies == before) ++early_without_notify;
+        s.park(nullptr, s.now() + std::chrono::microseconds(1 + rng() % 5));  // the message's cost
+        max_entries = std::max(max_entries, s.timer_entries());
+      }
+      ++in_final_wait;
+      s.park(&lonely, deadline);  // nobody notifies: the revived deadline must fire
+      if (s.now() == deadline) ++fired_on_time;
+    });
+  s.spawn([&] {
+    while (in_final_wait < kFibers) {
+      s.park(nullptr, s.now() + 1us);
+      ++notifies;
+      s.notify(&key);
+    }
+  });
+  EXPECT_EQ(s.run(Clock::time_point{} + 1h), FiberScheduler::Stop::AllDone);
+  EXPECT_EQ(early_without_notify, 0u) << "a fiber woke before its deadline with no notify: an old timer fired";
+  EXPECT_EQ(fired_on_time, static_cast<size_t>(kFibers)) << "a deadline did not fire at its time";
+  // Live: a timer per fiber and the notifier's; stale: at most a spare per
+  // fiber. A push per wait reached the sweep's threshold (2 x live + 256).
+  EXPECT_LE(max_entries, static_cast<size_t>(3 * kFibers + 2));
+  EXPECT_EQ(s.timer_entries(), 0u);
+  std::printf("[ timers   ] %d fibers x %d waits for one deadline: at most %zu heap entries\n", kFibers, kRounds,
+              max_entries);
+}
+
+// A spare entry that surfaced and left the heap is not revived: a fiber
+// notified before its deadline, then asleep until exactly that time, then
+// waiting again for it with nobody to notify, wakes at that time (a revival
+// of the entry that left would park it for ever: a deadlock).
+TEST(FiberScheduler, ASpareThatLeftTheHeapIsNotRevived) {
+  SKIP_WITHOUT_FIBERS();
+  FiberScheduler s(ScheduleOptions{}, Clock::time_point{});
+  const Deadline d = Clock::time_point{} + 5us;
+  int key = 0, lonely = 0;
+  bool woke_at_d = false;
+  s.spawn([&] {
+    s.park(&key, d);      // notified at 1 us: its entry for d stays, stale
+    s.park(nullptr, d);   // asleep until d: the stale entry surfaces and leaves
+    s.park(&lonely, d);   // nobody notifies: a new entry fires at once
+    woke_at_d = s.now() == d;
+  });
+  s.spawn([&] {
+    s.park(nullptr, Clock::time_point{} + 1us);
+    s.notify(&key);
+  });
+  EXPECT_EQ(s.run(Clock::time_point{} + 1h), FiberScheduler::Stop::AllDone);
+  EXPECT_TRUE(woke_at_d);
 }

@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <array>
 #include <atomic>
 #include <bit>
 #include <stdexcept>
@@ -181,14 +182,6 @@ std::optional<std::vector<uint64_t>> small_outcome_set(const Reduction& red, std
   return out;
 }
 
-// Weight of the lowest set bit of v's significand (v finite, nonzero).
-double lowest_bit_weight(double v) {
-  int e;
-  const double f = std::frexp(std::fabs(v), &e);  // f in [0.5, 1)
-  const uint64_t m = static_cast<uint64_t>(std::ldexp(f, 53));
-  return std::ldexp(1.0, e - 53 + std::countr_zero(m));
-}
-
 }  // namespace oracle_detail
 
 using namespace oracle_detail;
@@ -218,7 +211,8 @@ std::string_view check_kind_name(CheckKind k) {
 
 double step_roundoff(DType t) { return float_info(t).unit_roundoff; }
 
-long double subnormal_step_error(DType t) {
+namespace {
+long double compute_subnormal_step_error(DType t) {
   const FloatInfo lim = float_info(t);
   const long double half_eta = static_cast<long double>(lim.min_subnormal) / 2;  // 2^-1075 for float64: not a double
   switch (t) {
@@ -232,10 +226,34 @@ long double subnormal_step_error(DType t) {
     default: return half_eta;
   }
 }
+}  // namespace
+
+// Both computed once (per dtype; per dtype and n, for the last few asked on
+// the thread): the oracle asks for them per element.
+long double subnormal_step_error(DType t) {
+  static const auto table = [] {
+    std::array<long double, kAllDTypes.size()> a{};
+    for (DType d : kAllDTypes)
+      if (dtype_is_float(d)) a[static_cast<size_t>(d)] = compute_subnormal_step_error(d);
+    return a;
+  }();
+  return table.at(static_cast<size_t>(t));
+}
 
 double steps_error(DType t, int n) {
   if (n <= 0) return 0;
-  return std::expm1(n * std::log1p(step_roundoff(t)));
+  struct Entry {
+    DType t;
+    int n = -1;
+    double value = 0;
+  };
+  thread_local Entry memo[4];
+  thread_local unsigned next = 0;
+  for (const Entry& m : memo)
+    if (m.n == n && m.t == t) return m.value;
+  Entry& slot = memo[next++ % 4];
+  slot = {t, n, std::expm1(n * std::log1p(step_roundoff(t)))};
+  return slot.value;
 }
 
 std::string format_element(DType t, uint64_t bits) {

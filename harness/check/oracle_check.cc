@@ -23,24 +23,10 @@ namespace collcheck {
 using oracle_detail::LD;
 using oracle_detail::kLdEps;
 using oracle_detail::kWiden;
+using oracle_detail::lowest_bit_exponent;
+using oracle_detail::pow2;
 
 namespace {
-
-// 2^k as a double, exactly (k in the double range, subnormals included).
-double pow2(int k) {
-  if (k > 1023) return std::numeric_limits<double>::infinity();
-  if (k >= -1022) return std::bit_cast<double>(static_cast<uint64_t>(k + 1023) << 52);
-  if (k >= -1074) return std::bit_cast<double>(uint64_t{1} << (k + 1074));
-  return 0;
-}
-// log2 of lowest_bit_weight(v), from the bits (v finite, nonzero).
-int lowest_bit_exponent(double v) {
-  const uint64_t b = std::bit_cast<uint64_t>(v) & 0x7fffffffffffffffull;
-  const int exp = static_cast<int>(b >> 52);
-  const uint64_t frac = b & ((uint64_t{1} << 52) - 1);
-  const uint64_t m = exp ? frac | (uint64_t{1} << 52) : frac;
-  return (exp ? exp - 1075 : -1074) + std::countr_zero(m);
-}
 
 // Every binary tree's sum of x[0..p) for p <= 4, in T, with repeats (at p = 4
 // each balanced tree twice): 1, 3 or 18 values into out.

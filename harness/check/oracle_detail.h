@@ -3,6 +3,7 @@
 // arithmetic's type and its error constants. Not for use outside the oracle.
 #pragma once
 
+#include <bit>
 #include <cstdint>
 #include <limits>
 #include <optional>
@@ -24,7 +25,23 @@ bool is_nan_bits(DType t, uint64_t b);
 uint64_t fold(const Reduction& red, std::span<const uint64_t> ys);  // rank order, with the element semantics
 // Every result some reduction order can give, when there are few (else none).
 std::optional<std::vector<uint64_t>> small_outcome_set(const Reduction& red, std::span<const uint64_t> ys);
-double lowest_bit_weight(double v);
+// 2^k as a double, exactly (k in the double range, subnormals included).
+inline double pow2(int k) {
+  if (k > 1023) return std::numeric_limits<double>::infinity();
+  if (k >= -1022) return std::bit_cast<double>(static_cast<uint64_t>(k + 1023) << 52);
+  if (k >= -1074) return std::bit_cast<double>(uint64_t{1} << (k + 1074));
+  return 0;
+}
+// log2 of lowest_bit_weight(v), from the bits (v finite, nonzero).
+inline int lowest_bit_exponent(double v) {
+  const uint64_t b = std::bit_cast<uint64_t>(v) & 0x7fffffffffffffffull;
+  const int exp = static_cast<int>(b >> 52);
+  const uint64_t frac = b & ((uint64_t{1} << 52) - 1);
+  const uint64_t m = exp ? frac | (uint64_t{1} << 52) : frac;
+  return (exp ? exp - 1075 : -1074) + std::countr_zero(m);
+}
+// Weight of the lowest set bit of v's significand (v finite, nonzero).
+inline double lowest_bit_weight(double v) { return pow2(lowest_bit_exponent(v)); }
 
 // oracle.cc: every outcome of combining ys in any binary-tree order (false
 // when a set grows past cap or the work past budget combining steps).

@@ -145,7 +145,7 @@ bool sums_are_exact(const FloatInfo& lim, std::span<const double> y, double sum_
   for (double v : y)
     if (v != 0) q = std::min(q, lowest_bit_weight(v));
   return q == std::numeric_limits<double>::infinity() ||
-         (sum_abs / q <= std::ldexp(1.0, lim.precision) && sum_abs <= lim.max_finite);
+         (sum_abs / q <= pow2(lim.precision) && sum_abs <= lim.max_finite);
 }
 
 Expectation expect_sum(const Reduction& red, std::span<const uint64_t> values, std::span<const uint64_t> ys,

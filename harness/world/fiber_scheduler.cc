@@ -72,8 +72,15 @@ struct FiberScheduler::Fiber {
   std::function<void()> fn;
   std::shared_ptr<bool> done = std::make_shared<bool>(false);
   const void* key = nullptr;  // parked on (nullptr: a timer only)
-  bool has_timer = false;     // a live entry in timers_, of generation timer_gen
+  bool has_timer = false;     // a live entry in timers_, of generation timer_gen, at timer_at
   uint64_t timer_gen = 0;
+  Clock::time_point timer_at{};
+  // The entry a notify last left stale, while it is still in the heap: the
+  // fiber's next wait with the same wake-up time (a call's deadline, which
+  // each of its link waits passes) revives it instead of pushing another.
+  bool spare = false;
+  uint64_t spare_gen = 0;
+  Clock::time_point spare_at{};
   bool runnable = true;
   uint64_t priority = 0;  // PCT
   std::map<const void*, std::shared_ptr<void>> locals;  // sched::rank_local
@@ -165,8 +172,16 @@ void FiberScheduler::park(const void* key, Deadline wake) {
   f->key = key;
   if (key != nullptr) waiters_[key].push_back(f);
   if (wake != Deadline::max()) {
-    timers_.push_back(Timer{std::max(wake, now_), f->id, f, ++f->timer_gen});
-    std::push_heap(timers_.begin(), timers_.end(), later);
+    const Clock::time_point at = std::max(wake, now_);
+    if (f->spare && f->spare_at == at) {  // the same (time, id) as a new entry: the same order
+      f->spare = false;
+      f->timer_gen = f->spare_gen;
+    } else {
+      f->timer_gen = ++next_gen_;
+      timers_.push_back(Timer{at, f->id, f, f->timer_gen});
+      std::push_heap(timers_.begin(), timers_.end(), later);
+    }
+    f->timer_at = at;
     f->has_timer = true;
     ++live_timers_;
   }
@@ -176,9 +191,12 @@ void FiberScheduler::park(const void* key, Deadline wake) {
 
 void FiberScheduler::wake(Fiber* f) {
   if (f->runnable) return;
-  if (f->has_timer) {  // its entry stays, stale
+  if (f->has_timer) {  // its entry stays, stale, as the fiber's spare
     f->has_timer = false;
     --live_timers_;
+    f->spare = true;
+    f->spare_gen = f->timer_gen;
+    f->spare_at = f->timer_at;
     if (timers_.size() > 2 * live_timers_ + 256) compact_timers(nullptr);
   }
   if (f->key != nullptr) {
@@ -213,15 +231,26 @@ bool FiberScheduler::stale(const Timer& t) const { return !t.fiber->has_timer ||
 
 void FiberScheduler::drop_stale_tops() {
   while (!timers_.empty() && stale(timers_.front())) {
+    forget_spare(timers_.front());
     std::pop_heap(timers_.begin(), timers_.end(), later);
     timers_.pop_back();
   }
 }
 
+// A stale entry leaves the heap: if it was its fiber's spare, the fiber has none.
+void FiberScheduler::forget_spare(const Timer& t) {
+  if (t.fiber->spare && t.fiber->spare_gen == t.gen) t.fiber->spare = false;
+}
+
 // Rebuilds the heap of the live timers alone; `gone` (a fiber about to be
 // freed) must have none, and no entry may point to it after.
 void FiberScheduler::compact_timers(const Fiber* gone) {
-  std::erase_if(timers_, [&](const Timer& t) { return t.fiber == gone || stale(t); });
+  std::erase_if(timers_, [&](const Timer& t) {
+    if (t.fiber == gone) return true;
+    if (!stale(t)) return false;
+    forget_spare(t);
+    return true;
+  });
   std::make_heap(timers_.begin(), timers_.end(), later);
 }
 

@@ -92,6 +92,9 @@ class FiberScheduler final : public FiberHost {
   // A timer whose fiber woke first is left in place and skipped when it
   // comes to the top (its fiber's has_timer is false or its generation has
   // moved on); the heap is rebuilt without them when they outnumber the rest.
+  // The fiber's next wait for the same time revives it (its spare): a rank's
+  // link waits in a call all pass the call's deadline, and a notify ends
+  // nearly every one of them, so a push per wait left the heap mostly stale.
   struct Timer {
     Clock::time_point at;
     uint64_t id;
@@ -100,7 +103,9 @@ class FiberScheduler final : public FiberHost {
   };
   std::vector<Timer> timers_;
   size_t live_timers_ = 0;
+  uint64_t next_gen_ = 0;  // timer generations, unique in the scheduler
   bool stale(const Timer& t) const;
+  static void forget_spare(const Timer& t);
   void drop_stale_tops();
   void compact_timers(const Fiber* gone);
   Fiber* current_ = nullptr;
