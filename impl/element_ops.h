@@ -3,6 +3,8 @@
 // oracle both call these, so there is exactly one definition of every step.
 #pragma once
 
+#include <array>
+
 #include <bit>
 #include <cmath>
 #include <cstdint>
@@ -153,6 +155,26 @@ inline uint64_t premul_bits(const Reduction& r, uint64_t x) {
     using Ops = ElementOps<decltype(tag)>;
     return Ops::to_bits(Ops::premul(Ops::from_bits(x), Ops::from_bits(r.scalar_bits)));
   });
+}
+
+// premul_bits, for the 1-byte dtypes through a table of all 256 inputs (made
+// once per thread for the last dtype and scalar asked): the oracle's
+// per-element loops ask it p times an element, and an fp8 premultiply is two
+// conversions and a rounding through float16.
+inline uint64_t premul_bits_fast(const Reduction& r, uint64_t x) {
+  if (!r.premul || dtype_size(r.dtype) != 1) return premul_bits(r, x);
+  struct Table {
+    bool made = false;
+    DType dtype{};
+    uint64_t scalar = 0;
+    std::array<uint8_t, 256> of{};
+  };
+  thread_local Table table;
+  if (!table.made || table.dtype != r.dtype || table.scalar != r.scalar_bits) {
+    for (uint32_t b = 0; b < 256; ++b) table.of[b] = static_cast<uint8_t>(premul_bits(r, b));
+    table = {true, r.dtype, r.scalar_bits, table.of};
+  }
+  return table.of[x & 0xff];
 }
 
 }  // namespace collcheck

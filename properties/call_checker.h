@@ -236,7 +236,7 @@ class CallChecker {
       for (int op : prog) {
         if (op >= 0 && static_cast<size_t>(op) < P && !used[static_cast<size_t>(op)]) {
           used[static_cast<size_t>(op)] = true;
-          stack.push_back(premul_bits(red_, load_element(c_.dtype, inputs_[static_cast<size_t>(op)].data(), i)));
+          stack.push_back(premul_bits_fast(red_, load_element(c_.dtype, inputs_[static_cast<size_t>(op)].data(), i)));
         } else if (op == -1 && stack.size() >= 2) {
           const uint64_t b = stack.back();
           stack.pop_back();

@@ -136,6 +136,28 @@ TEST(Semantics, Fp8OperatesInHalfAndSaturates) {
   EXPECT_TRUE(std::isnan(e4m3_to_float(run<e4m3_t>(DType::Fp8E4M3, RedOp::Sum, 2, {e4m3_t{0x7f}, one}).bits)));
 }
 
+// premul_bits_fast (a per-thread table for the 1-byte dtypes) gives
+// premul_bits for every input, while the dtype and scalar change between
+// calls (each change must remake the table) and for the other dtypes.
+TEST(Semantics, TheTabledPremultiplyIsPremulBitsForEveryInput) {
+  size_t compared = 0;
+  for (int round = 0; round < 3; ++round)
+    for (DType t : kAllDTypes)
+      for (double scalar : {0.5, -0.25, 3.0, 1.0})
+        for (RedOp op : {RedOp::Avg, RedOp::PreMulSum, RedOp::Sum})
+          for (int p : {3, 7}) {
+            const Reduction r = resolve_reduction(t, op, p, scalar);
+            const uint32_t inputs = dtype_size(t) == 1 ? 256 : 4096;
+            for (uint32_t b = 0; b < inputs; ++b) {
+              const uint64_t x = dtype_size(t) == 1 ? b : uint64_t{b} * 0x9e3779b97f4a7c15ull >> (64 - 8 * dtype_size(t));
+              ASSERT_EQ(premul_bits_fast(r, x), premul_bits(r, x))
+                  << dtype_name(t) << " " << op_name(op) << " scalar " << scalar << " p " << p << " input " << x;
+              ++compared;
+            }
+          }
+  EXPECT_GT(compared, 100000u);
+}
+
 TEST(Semantics, RejectsEmptyWorld) { EXPECT_THROW(resolve_reduction(DType::Int8, RedOp::Sum, 0), std::invalid_argument); }
 
 TEST(Kernels, EveryDtypeAndOpMatchesTheElementFunctorsIncludingAliasing) {

@@ -295,7 +295,7 @@ Expectation expect_element(const Reduction& red, std::span<const uint64_t> value
   thread_local std::vector<double> y;
   ys.resize(p);
   y.resize(p);
-  for (size_t i = 0; i < p; ++i) ys[i] = premul_bits(red, values[i]);
+  for (size_t i = 0; i < p; ++i) ys[i] = premul_bits_fast(red, values[i]);
   if (order_free(red)) return bitwise(fold(red, ys));
   for (size_t i = 0; i < p; ++i) {
     y[i] = element_to_double(t, ys[i]);
