@@ -47,6 +47,11 @@ inline double lowest_bit_weight(double v) { return pow2(lowest_bit_exponent(v));
 // when a set grows past cap or the work past budget combining steps).
 bool all_order_outcomes(const Reduction& red, std::span<const uint64_t> ys, std::vector<uint64_t>& out, size_t cap,
                         size_t budget);
+// The same, saying the combining steps it took (`work`); `general`: by the
+// hash-table way for every dtype, not the 1-byte dtypes' own (for the tests
+// that hold one to the other).
+bool all_order_outcomes_with_work(const Reduction& red, std::span<const uint64_t> ys, std::vector<uint64_t>& out,
+                                  size_t cap, size_t budget, size_t& work, bool general);
 // The same where some order overflows, saturates or underflows (p <= 8, at
 // most 64 outcomes, 60,000 steps), within what is left of the thread's
 // EnumerationBudget, if one lives (false once it is spent).
