@@ -204,6 +204,21 @@ bool all_order_outcomes_of_bytes(std::span<const uint64_t> ys, uint64_t nan, std
   return true;  // in increasing order, as the general way sorts them
 }
 
+// all_order_outcomes_of at p <= 2, without its tables: one outcome, after
+// one step at p = 2 (the general way's work and budget test).
+template <typename T>
+bool one_or_two_outcomes(Combine c, std::span<const uint64_t> ys, uint64_t nan, std::vector<uint64_t>& out,
+                         size_t cap, size_t budget, size_t& work) {
+  using Ops = ElementOps<T>;
+  const auto canon = [&](uint64_t b) { return is_nan_of<T>(b) ? nan : b; };
+  work = ys.size() == 2 ? 1 : 0;
+  if (work > budget || (work == 1 && cap == 0)) return false;
+  out.assign(1, ys.size() == 2 ? canon(Ops::to_bits(combine_elements(c, Ops::from_bits(canon(ys[0])),
+                                                                     Ops::from_bits(canon(ys[1])))))
+                               : canon(ys[0]));
+  return true;
+}
+
 namespace {
 // `general`: the hash-table way for every dtype (for the tests that hold the
 // 1-byte way to it).
@@ -212,6 +227,7 @@ bool outcomes_with_work(const Reduction& red, std::span<const uint64_t> ys, std:
   const uint64_t nan = canonical_nan(red.dtype);
   return visit_dtype(red.dtype, [&](auto tag) -> bool {
     using T = decltype(tag);
+    if (ys.size() <= 2 && !general) return one_or_two_outcomes<T>(red.combine, ys, nan, out, cap, budget, work);
     if constexpr (sizeof(T) == 1) {
       if (!general) {
         switch (red.combine) {
