@@ -152,3 +152,38 @@ TEST(FiberScheduler, ASpareThatLeftTheHeapIsNotRevived) {
   EXPECT_EQ(s.run(Clock::time_point{} + 1h), FiberScheduler::Stop::AllDone);
   EXPECT_TRUE(woke_at_d);
 }
+
+// The waiter table under many keys: 30 fibers park 100 times each, every time
+// on a key of its own never used before (3,000 keys: the table is rebuilt
+// many times over, dropping emptied entries), and a notifier wakes each round's
+// 30 keys in reverse order. A lost or misfiled waiter would leave its fiber
+// parked for ever (a deadlock); a stray wake would end a park early.
+TEST(FiberScheduler, ThousandsOfKeysEachWakeTheirOwnFiber) {
+  SKIP_WITHOUT_FIBERS();
+  FiberScheduler s(ScheduleOptions{}, Clock::time_point{});
+  constexpr int kFibers = 30, kRounds = 100;
+  std::vector<int> keys(kFibers * kRounds);
+  int parked = 0, stray = 0, woken = 0, round = 0;
+  std::vector<int> round_of(kFibers, -1);
+  for (int i = 0; i < kFibers; ++i)
+    s.spawn([&, i] {
+      for (int r = 0; r < kRounds; ++r) {
+        round_of[static_cast<size_t>(i)] = r;
+        ++parked;
+        s.park(&keys[static_cast<size_t>(r * kFibers + i)], Deadline::max());
+        if (round != r) ++stray;  // woken before its round's notify
+        ++woken;
+      }
+    });
+  s.spawn([&] {
+    for (int r = 0; r < kRounds; ++r) {
+      // (A lost waiter stops the rounds: the limit below ends the run.)
+      while (parked < (r + 1) * kFibers && s.now() < Clock::time_point{} + 100ms) s.park(nullptr, s.now() + 1us);
+      round = r;
+      for (int i = kFibers - 1; i >= 0; --i) s.notify(&keys[static_cast<size_t>(r * kFibers + i)]);
+    }
+  });
+  EXPECT_EQ(s.run(Clock::time_point{} + 200ms), FiberScheduler::Stop::AllDone);
+  EXPECT_EQ(woken, kFibers * kRounds);
+  EXPECT_EQ(stray, 0);
+}

@@ -92,18 +92,8 @@ long double subnormal_step_error(DType t) {
 
 double steps_error(DType t, int n) {
   if (n <= 0) return 0;
-  struct Entry {
-    DType t;
-    int n = -1;
-    double value = 0;
-  };
-  thread_local Entry memo[4];
-  thread_local unsigned next = 0;
-  for (const Entry& m : memo)
-    if (m.n == n && m.t == t) return m.value;
-  Entry& slot = memo[next++ % 4];
-  slot = {t, n, std::expm1(n * std::log1p(step_roundoff(t)))};
-  return slot.value;
+  thread_local RecentValues<std::pair<DType, int>, double, 4> recent;
+  return recent.get({t, n}, [&] { return std::expm1(n * std::log1p(step_roundoff(t))); });
 }
 
 std::string format_element(DType t, uint64_t bits) {

@@ -3,11 +3,14 @@
 // arithmetic's type and its error constants. Not for use outside the oracle.
 #pragma once
 
+#include <algorithm>
+#include <array>
 #include <bit>
 #include <cstdint>
 #include <limits>
 #include <optional>
 #include <span>
+#include <utility>
 #include <vector>
 
 #include "harness/check/oracle.h"
@@ -18,6 +21,29 @@ using LD = long double;
 static_assert(std::numeric_limits<LD>::digits >= 64, "the oracle's reference values need a 64-bit significand");
 constexpr LD kLdEps = 0x1p-63L;  // at least the relative error of one long double operation
 constexpr LD kWiden = 0x1p-40L;  // widening of every bound for the double arithmetic that derived it
+
+// A thread's last N answers of a pure function of a small key, most recent
+// first found: the oracle asks for the same few (a dtype's error over n steps,
+// a power) per element, and each is a libm call.
+template <typename Key, typename Value, size_t N>
+class RecentValues {
+ public:
+  template <typename Compute>
+  Value get(const Key& key, Compute compute) {
+    for (size_t i = 0; i < used_; ++i)
+      if (keys_[i] == key) return values_[i];
+    const size_t slot = next_++ % N;
+    keys_[slot] = key;
+    values_[slot] = compute();
+    used_ = std::min(used_ + 1, N);
+    return values_[slot];
+  }
+
+ private:
+  std::array<Key, N> keys_{};
+  std::array<Value, N> values_{};
+  size_t used_ = 0, next_ = 0;
+};
 
 // oracle.cc: element helpers.
 uint64_t canonical_nan(DType t);  // any NaN of t, canonicalised

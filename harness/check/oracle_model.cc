@@ -76,18 +76,8 @@ namespace oracle_detail {
 // (d, n) over and over (d is the dtype's unit roundoff unless underflow
 // widens it), and powl is the costliest step of a product's expectation.
 LD pow_memo(LD base, int n) {
-  struct Entry {
-    LD base = -1;
-    int n = -1;
-    LD value = 0;
-  };
-  thread_local Entry memo[8];
-  thread_local unsigned next = 0;
-  for (const Entry& m : memo)
-    if (m.n == n && m.base == base) return m.value;
-  Entry& slot = memo[next++ % 8];
-  slot = {base, n, std::pow(base, static_cast<LD>(n))};
-  return slot.value;
+  thread_local RecentValues<std::pair<LD, int>, LD, 8> recent;
+  return recent.get({base, n}, [&] { return std::pow(base, static_cast<LD>(n)); });
 }
 LD pow_up(LD d, int n) { return n <= 0 ? 1 : pow_memo(1 + d, n) * (1 + 64 * kLdEps); }
 LD pow_down(LD d, int n) { return n <= 0 ? 1 : pow_memo(1 - d, n) * (1 - 64 * kLdEps); }

@@ -170,7 +170,7 @@ void FiberScheduler::park(const void* key, Deadline wake) {
   if (f == nullptr) throw std::logic_error("FiberScheduler::park outside a fiber");
   f->runnable = false;
   f->key = key;
-  if (key != nullptr) waiters_[key].push_back(f);
+  if (key != nullptr) waiters_of(key).fibers.push_back(f);
   if (wake != Deadline::max()) {
     const Clock::time_point at = std::max(wake, now_);
     if (f->spare && f->spare_at == at) {  // the same (time, id) as a new entry: the same order
@@ -200,12 +200,7 @@ void FiberScheduler::wake(Fiber* f) {
     if (timers_.size() > 2 * live_timers_ + 256) compact_timers(nullptr);
   }
   if (f->key != nullptr) {
-    auto it = waiters_.find(f->key);
-    if (it != waiters_.end()) {
-      auto& v = it->second;
-      v.erase(std::remove(v.begin(), v.end(), f), v.end());
-      if (v.empty()) waiters_.erase(it);
-    }
+    if (WaitList* w = find_waiters(f->key)) std::erase(w->fibers, f);
     f->key = nullptr;
   }
   f->runnable = true;
@@ -213,17 +208,56 @@ void FiberScheduler::wake(Fiber* f) {
 }
 
 void FiberScheduler::notify(const void* key) {
-  auto it = waiters_.find(key);
-  if (it == waiters_.end() || it->second.empty()) return;
+  WaitList* w = find_waiters(key);
+  if (w == nullptr || w->fibers.empty()) return;
   woken_.clear();
-  woken_.swap(it->second);  // the entry keeps the last list's room
-  if (waiters_.size() > sweep_waiters_at_) {  // a sweep per doubling: O(1) a notify however many keys wait
-    std::erase_if(waiters_, [](const auto& kv) { return kv.second.empty(); });
-    sweep_waiters_at_ = std::max<size_t>(4096, 2 * waiters_.size());
-  }
+  woken_.swap(w->fibers);  // the entry keeps the last list's room
   for (Fiber* f : woken_) {
     f->key = nullptr;  // already out of waiters_
     wake(f);  // never notifies: woken_ is not reused under this loop
+  }
+}
+
+namespace {
+size_t slot_of(const void* key, size_t slots) {
+  return static_cast<size_t>((reinterpret_cast<uintptr_t>(key) >> 4) * 0x9e3779b97f4a7c15ull) & (slots - 1);
+}
+}  // namespace
+
+FiberScheduler::WaitList* FiberScheduler::find_waiters(const void* key) {
+  for (size_t i = slot_of(key, waiters_.size());; i = (i + 1) & (waiters_.size() - 1)) {
+    if (waiters_[i].key == key) return &waiters_[i];
+    if (waiters_[i].key == nullptr) return nullptr;
+  }
+}
+
+FiberScheduler::WaitList& FiberScheduler::waiters_of(const void* key) {
+  if (WaitList* w = find_waiters(key)) return *w;
+  if (2 * (waiter_keys_ + 1) > waiters_.size()) rebuild_waiters();
+  size_t i = slot_of(key, waiters_.size());
+  while (waiters_[i].key != nullptr) i = (i + 1) & (waiters_.size() - 1);
+  waiters_[i].key = key;
+  ++waiter_keys_;
+  return waiters_[i];
+}
+
+// Keeps the entries with parked fibers (in a table twice as large when they
+// take a quarter of it), in slots found anew.
+void FiberScheduler::rebuild_waiters() {
+  std::vector<WaitList> old;
+  old.swap(waiters_);
+  size_t live = 0;
+  for (const WaitList& w : old) live += !w.fibers.empty();
+  size_t slots = old.size();
+  while (4 * (live + 1) > slots) slots *= 2;
+  waiters_.resize(slots);
+  waiter_keys_ = 0;
+  for (WaitList& w : old) {
+    if (w.fibers.empty()) continue;
+    size_t i = slot_of(w.key, slots);
+    while (waiters_[i].key != nullptr) i = (i + 1) & (slots - 1);
+    waiters_[i] = std::move(w);
+    ++waiter_keys_;
   }
 }
 
