@@ -187,6 +187,38 @@ TEST(Analyze, ASlowEdgeMustBeSlowInMoreThanOneCall) {
   EXPECT_TRUE(names_slow_edge(with_calls({1, 2}), &text)) << "slow in both calls";
 }
 
+// Two ranks' times are compared: an edge whose ranks' clocks may be off from
+// rank 0's by more than its excess (MPI processes on other nodes, aligned by
+// ping-pong: harness/world/mpi_clock.h) is not named. 40 ms against 0.2 ms,
+// with the 15 ms floor: named up to 24.8 ms of uncertainty between the two.
+TEST(Analyze, ASlowEdgeMustBeSlowerThanItsRanksClocksMayBeOff) {
+  auto dumps = ring_dumps(0.2, 40, 4, false);
+  std::string text;
+  ASSERT_TRUE(names_slow_edge(dumps, &text));
+  EXPECT_EQ(text.find("origin"), std::string::npos) << text;
+  dumps[1].clock_uncertainty_s = dumps[2].clock_uncertainty_s = 0.010;
+  EXPECT_TRUE(names_slow_edge(dumps, &text));
+  EXPECT_NE(text.find("to within 20.000 ms together"), std::string::npos) << text;
+  dumps[2].clock_uncertainty_s = 0.015;
+  EXPECT_FALSE(names_slow_edge(dumps, &text)) << text;
+  // A rank off the edge changes nothing.
+  auto other = ring_dumps(0.2, 40, 4, false);
+  other[0].clock_uncertainty_s = 1.0;
+  EXPECT_TRUE(names_slow_edge(other));
+  // The note travels in the dump files, checked.
+  nlohmann::json j = {{"rank", 1}, {"size", 3}, {"calls", nlohmann::json::array()},
+                      {"transfers", nlohmann::json::array()}, {"blocked_on", nullptr},
+                      {"clock", {{"aligned", "ping-pong"}, {"uncertainty_s", 0.004}}}};
+  const RankDump back = rank_dump_from_json(j);
+  EXPECT_EQ(back.clock_aligned, "ping-pong");
+  EXPECT_DOUBLE_EQ(back.clock_uncertainty_s, 0.004);
+  EXPECT_EQ(rank_dump_to_json(back)["clock"], j["clock"]);
+  j["clock"]["uncertainty_s"] = -1;
+  EXPECT_THROW(rank_dump_from_json(j), std::runtime_error);
+  j.erase("clock");  // one process, or older dumps: no note, no uncertainty
+  EXPECT_EQ(rank_dump_from_json(j).clock_uncertainty_s, 0.0);
+}
+
 // The stall meter's record: time when the sender's process was not running
 // is not the link's time.
 TEST(Analyze, TimeWhenARankWasNotRunningIsNotTheLinksTime) {

@@ -179,7 +179,13 @@ void slow_link(const Dumps& dumps, const AnalysisOptions& o, std::vector<Diagnos
     if (x.latency >= others + (worst.first - others) / 2) slow_calls.insert(x.call);
   }
   if (calls.size() >= 2 && slow_calls.size() < 2) return;
-  if (worst.first > o.slow_factor * others && worst.first - others > o.slow_min_excess_s) {
+  // The two ranks' times are compared, and each may be off from rank 0's
+  // origin by its clock's uncertainty (MPI processes on another node:
+  // harness/world/mpi_clock.h); the edge must be slower than that as well.
+  std::map<int, double> uncertainty;
+  for (const auto& d : dumps) uncertainty[d.rank] = std::max(uncertainty[d.rank], d.clock_uncertainty_s);
+  const double clocks = uncertainty[worst.second.first] + uncertainty[worst.second.second];
+  if (worst.first > o.slow_factor * others && worst.first - others > o.slow_min_excess_s + clocks) {
     Diagnosis dg;
     dg.kind = DiagnosisKind::SlowLink;
     dg.edge = worst.second;
@@ -202,6 +208,9 @@ void slow_link(const Dumps& dumps, const AnalysisOptions& o, std::vector<Diagnos
       dg.text += fmt::format(" ({:.1f} ms when rank {} or {} was not running at all are left out of its transfers, "
                              "at most {:.1f} ms of one)",
                              stalled * 1e3, worst.second.first, worst.second.second, longest * 1e3);
+    if (clocks > 0)
+      dg.text += fmt::format(" (ranks {} and {} put their times on rank 0's origin to within {:.3f} ms together)",
+                             worst.second.first, worst.second.second, clocks * 1e3);
     dg.text += alpha_beta_comparison(dumps, pairs, worst.second, stalls);
     out.push_back(dg);
   }

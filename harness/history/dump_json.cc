@@ -26,6 +26,7 @@ nlohmann::json rank_dump_to_json(const RankDump& d) {
   j["size"] = d.size;
   j["reason"] = d.reason;
   if (!d.run_id.empty()) j["run"] = {{"id", d.run_id}, {"scenario", d.run_what}};
+  if (!d.clock_aligned.empty()) j["clock"] = {{"aligned", d.clock_aligned}, {"uncertainty_s", d.clock_uncertainty_s}};
   if (d.crash) j["crash"] = {{"rank", d.crash->rank}, {"signal", d.crash->signal}};
   if (!d.group.empty() || d.p2p) {
     j["group"] = {{"name", d.group}, {"ranks", d.members}, {"p2p", d.p2p}};
@@ -113,6 +114,15 @@ RankDump rank_dump_from_json(const nlohmann::json& j) {
   if (j.contains("run")) {
     d.run_id = j["run"].at("id").get<std::string>();
     d.run_what = j["run"].at("scenario").get<std::string>();
+  }
+  if (j.contains("clock")) {
+    const auto& c = j.at("clock");
+    d.clock_aligned = c.at("aligned").get<std::string>();
+    if (d.clock_aligned.size() > 64) throw std::runtime_error("clock.aligned: longer than 64 characters");
+    const auto& u = c.at("uncertainty_s");
+    if (!u.is_number() || !(u.get<double>() >= 0 && u.get<double>() < 1e6))
+      throw std::runtime_error(fmt::format("clock.uncertainty_s: expected seconds from 0 to 1e6, got {}", u.dump()));
+    d.clock_uncertainty_s = u.get<double>();
   }
   if (j.contains("group")) {
     const auto& g = j.at("group");

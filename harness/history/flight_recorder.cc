@@ -253,6 +253,12 @@ void FlightRecorder::set_run(std::string id, std::string what) {
   run_what_ = std::move(what);
 }
 
+void FlightRecorder::set_clock(std::string aligned, double uncertainty_s) {
+  std::lock_guard<std::mutex> g(mu_);
+  clock_aligned_ = std::move(aligned);
+  clock_uncertainty_s_ = uncertainty_s;
+}
+
 void FlightRecorder::set_group(std::string name, std::vector<int> members, bool p2p, bool caller_progress) {
   std::lock_guard<std::mutex> g(mu_);
   group_ = std::move(name);
@@ -274,6 +280,8 @@ RankDump FlightRecorder::to_dump(const std::string& reason, const CrashNote* cra
   d.reason = reason;
   d.run_id = run_id_;
   d.run_what = run_what_;
+  d.clock_aligned = clock_aligned_;
+  d.clock_uncertainty_s = clock_uncertainty_s_;
   if (crash) d.crash = *crash;
   d.group = group_;
   d.members = members_;

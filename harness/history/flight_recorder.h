@@ -103,6 +103,8 @@ class FlightRecorder {
   // by the root) and what ran (a hash of the scenario). analyze refuses a set
   // of dumps from more than one run.
   void set_run(std::string id, std::string what);
+  // How this rank's times were put on the run's time origin (World::clock_note).
+  void set_clock(std::string aligned, double uncertainty_s);
   // Which communicator this recorder serves: a process group ("" for the
   // world), its world ranks, and whether it records the group's point-to-point
   // calls (numbered apart from its collectives, as PyTorch does).
@@ -160,6 +162,8 @@ class FlightRecorder {
   BlockedOn blocked_;
   uint64_t dropped_calls_ = 0;
   std::string run_id_, run_what_;
+  std::string clock_aligned_;
+  double clock_uncertainty_s_ = 0;
   std::string group_;
   std::vector<int> members_;
   bool p2p_ = false, caller_progress_ = false;
@@ -186,6 +190,10 @@ struct RankDump {
   BlockedOn blocked_on;
   std::optional<CrashNote> crash;  // dumped by the crash handler
   std::string run_id, run_what;    // FlightRecorder::set_run; empty in older dumps
+  // How this rank's times were put on rank 0's time origin, and how far off
+  // they may be ("clock" in the file): empty when every rank ran in one process.
+  std::string clock_aligned;
+  double clock_uncertainty_s = 0;
   std::string group;               // FlightRecorder::set_group: "" for the world
   std::vector<int> members;        // the group's world ranks; empty for the world
   bool p2p = false;                // the point-to-point calls of the group

@@ -166,7 +166,11 @@ ReplayResult replay_scenario(const Scenario& in, const ReplayOptions& o, World& 
     sh->group_guards[g.name] = std::make_unique<FingerprintGuard>(static_cast<int>(g.ranks.size()), epoch, timeout);
   sh->recs.resize(static_cast<size_t>(p));
   for (int r = 0; r < p; ++r)
-    if (world.holds(r)) sh->recs[static_cast<size_t>(r)] = make_recorders(s, r, epoch, world.fiber_host(), run_id, run_what);
+    if (world.holds(r)) {
+      sh->recs[static_cast<size_t>(r)] = make_recorders(s, r, epoch, world.fiber_host(), run_id, run_what);
+      const World::ClockNote clock = world.clock_note();
+      for (FlightRecorder* rec : sh->recs[static_cast<size_t>(r)].all()) rec->set_clock(clock.aligned, clock.uncertainty_s);
+    }
   for (int r = 0; r < p; ++r) sh->outs.emplace_back(p, r, o.kept_output_bytes);
   sh->verdicts.resize(static_cast<size_t>(p));
   sh->tallies.resize(static_cast<size_t>(p));

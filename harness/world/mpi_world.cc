@@ -1,6 +1,7 @@
 #include "harness/world/mpi_world.h"
 
 #include "harness/world/crash_handler.h"
+#include "harness/world/mpi_clock.h"
 
 #include "harness/world/watched.h"
 
@@ -26,8 +27,8 @@ void poll_sleep(int& spins) {
     std::this_thread::sleep_for(std::chrono::microseconds(50));
   }
 }
+}  // namespace
 
-// Polls a non-blocking collective until it completes: false at `by`.
 bool complete_by(MPI_Request& req, Deadline by) {
   for (int flag = 0, spins = 0;;) {
     MPI_Test(&req, &flag, MPI_STATUS_IGNORE);
@@ -36,7 +37,6 @@ bool complete_by(MPI_Request& req, Deadline by) {
     poll_sleep(spins);
   }
 }
-}  // namespace
 
 MpiWorld& MpiWorld::init(int* argc, char*** argv) {
   if (g_world) return *g_world;
@@ -243,9 +243,12 @@ std::optional<std::string> recv_stamped(MpiWorld& w, int from, int tag, uint64_t
 Clock::time_point MpiWorld::start() {
   MPI_Request req;
   MPI_Ibarrier(control_, &req);
-  if (!complete_by(req, Clock::now() + std::chrono::minutes(2)))
+  const Deadline by = Clock::now() + std::chrono::minutes(2);
+  if (!complete_by(req, by))
     throw std::runtime_error(fmt::format("rank {}: not every process came to the start of the run within two minutes", rank_));
-  return Clock::now();
+  const char* how = std::getenv("COLLCHECK_MPI_CLOCK");
+  clock_ = common_epoch(control_, rank_, size_, by, how != nullptr && std::string_view(how) == "estimate");
+  return clock_.epoch;
 }
 
 size_t MpiWorld::drain_links(Deadline deadline) {

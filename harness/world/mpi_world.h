@@ -14,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "harness/world/mpi_clock.h"
 #include "harness/world/watched.h"
 #include "harness/world/world.h"
 #include "impl/mpi_links.h"
@@ -29,6 +30,7 @@ inline constexpr int kRunVerdict = 32;   // ... rank 0's verdict back
 inline constexpr int kGatherBytes = 33;  // World::gather_bytes: each rank's bytes to rank 0
 inline constexpr int kGatherText = 34;   // World::gather: each rank's text to rank 0, run number first
 inline constexpr int kBroadcast = 35;    // World::broadcast: rank 0's text to every rank, broadcast number first
+inline constexpr int kClockSync = 36;    // World::start: a clock's ping-pongs with rank 0 (harness/world/mpi_clock.h)
 // 1000 + (run number % 1000): the end of a rank's body in a run, which
 // releases a rank that stalls on purpose (a later run cannot take an earlier
 // run's message).
@@ -38,6 +40,9 @@ inline constexpr int kRunOverBase = 1000;
 // Whether this process runs in an MPI world (MPI initialized, not finalized):
 // what a peer library asks before it reads MPI's own settings.
 bool mpi_running();
+
+// Polls a non-blocking MPI request until it completes: false at `by`.
+bool complete_by(MPI_Request& req, Deadline by);
 
 class MpiWorld final : public World {
  public:
@@ -56,7 +61,16 @@ class MpiWorld final : public World {
   int size() const override { return size_; }
   bool holds(int r) const override { return r == rank_; }
   bool root() const override { return rank_ == 0; }
-  Clock::time_point start() override;  // every process meets (two minutes at most)
+  // Every process meets (two minutes at most) and takes rank 0's time
+  // origin, in its own clock (harness/world/mpi_clock.h).
+  Clock::time_point start() override;
+  // How the last start aligned this process's clock with rank 0's.
+  const CommonEpoch& clock() const { return clock_; }
+  // "shared clock" (one host's CLOCK_MONOTONIC: exact) or "ping-pong" (an
+  // estimate, off by at most its uncertainty).
+  ClockNote clock_note() const override {
+    return {clock_.shared ? "shared clock" : "ping-pong", static_cast<double>(clock_.offset.uncertainty_ns) * 1e-9};
+  }
   // Each run gets the next run number, which keeps its transfers and control
   // messages apart from an earlier run's late ones. The root gathers every
   // rank's outcome and sends back whether all succeeded.
@@ -117,6 +131,7 @@ class MpiWorld final : public World {
   WatchedThread* body_thread_ = new WatchedThread();  // never freed: a stuck body may hold it
   std::string host_;
   std::vector<int> nodes_;
+  CommonEpoch clock_;
   MPI_Comm control_ = MPI_COMM_NULL;
   std::vector<MPI_Comm> links_comm_, coll_comm_;  // [p-1]
   std::vector<std::unique_ptr<MpiLinks>> links_;  // [p-1]

@@ -83,6 +83,13 @@ class World {
   // The run's time origin, the same instant on every rank to within a
   // message's latency (MPI: every process meets first, with a deadline).
   virtual Clock::time_point start() = 0;
+  // How the last start put this process's clock on the origin: `aligned` is
+  // empty where every rank reads one clock in one process.
+  struct ClockNote {
+    std::string aligned;
+    double uncertainty_s = 0;
+  };
+  virtual ClockNote clock_note() const { return {}; }
   // The simulated world's scheduler (its virtual time), or nullptr: the
   // steady clock is the world's.
   virtual const FiberHost* fiber_host() const { return nullptr; }
