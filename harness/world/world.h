@@ -80,8 +80,9 @@ class World {
   // Whether this process holds rank 0, which gathers and judges.
   virtual bool root() const = 0;
 
-  // The run's time origin, the same instant on every rank to within a
-  // message's latency (MPI: every process meets first, with a deadline).
+  // The run's time origin, the same instant on every rank (MPI: every
+  // process meets first, with a deadline, and takes rank 0's origin: exactly
+  // on one host, to within a measured bound elsewhere; harness/world/mpi_clock.h).
   virtual Clock::time_point start() = 0;
   // How the last start put this process's clock on the origin: `aligned` is
   // empty where every rank reads one clock in one process.
