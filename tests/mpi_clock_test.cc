@@ -15,6 +15,7 @@
 #include <random>
 #include <tuple>
 
+#include "harness/report/diagnosis_text.h"
 #include "harness/world/mpi_clock.h"
 #include "tests/run_command.h"
 
@@ -54,6 +55,28 @@ TEST(MpiClock, ThisProcessNamesItsClockTheSameWayTwice) {
   const std::string id = clock_identity();
   EXPECT_FALSE(id.empty());
   EXPECT_EQ(id, clock_identity());
+}
+
+// The timeline says whose clock its times are on, and how well the other
+// processes' were aligned to it; one process's run says nothing of clocks.
+TEST(MpiClock, TheTimelineSaysWhoseClockItsTimesAreOn) {
+  std::vector<RankDump> dumps(4);
+  for (int r = 0; r < 4; ++r) {
+    dumps[r].rank = r;
+    dumps[r].size = 4;
+  }
+  const std::string one_process = "timeline (seconds from the start; B began, D done, W waited):";
+  EXPECT_EQ(format_timeline(dumps).substr(0, one_process.size()), one_process);
+  for (auto& d : dumps) d.clock_aligned = "shared clock";
+  EXPECT_NE(format_timeline(dumps).find("seconds from the start on rank 0's clock, which every process reads; "),
+            std::string::npos)
+      << format_timeline(dumps);
+  dumps[2].clock_aligned = dumps[3].clock_aligned = "ping-pong";
+  dumps[2].clock_uncertainty_s = 0.004;
+  dumps[3].clock_uncertainty_s = 0.0015;
+  EXPECT_NE(format_timeline(dumps).find("on rank 0's clock; ranks 2, 3 aligned to it by ping-pong, to within 4.000 ms; "),
+            std::string::npos)
+      << format_timeline(dumps);
 }
 
 using Key = std::tuple<int, int, uint64_t, uint64_t>;  // src, dst, tag, ordinal
@@ -107,6 +130,10 @@ void every_transfer_is_causal(const std::string& how, const std::string& aligned
               how.c_str(), pairs, closest * 1e3, uncertainty[1] * 1e3);
   EXPECT_GE(pairs, 4 * 18) << r.out;  // 3 calls, 6 steps, 4 edges
   EXPECT_NE(r.out.find("-> holds"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find(how == "shared" ? "seconds from the start on rank 0's clock, which every process reads"
+                                       : "on rank 0's clock; ranks 1-3 aligned to it by ping-pong, to within "),
+            std::string::npos)
+      << r.out;
 }
 
 TEST(MpiClock, OneHostsProcessesShareRankZerosOriginExactlyOnABusyHost) {

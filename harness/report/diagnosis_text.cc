@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <map>
+#include <set>
 
 namespace collcheck {
 
@@ -57,6 +58,27 @@ std::map<int, std::vector<int>> folds(const std::map<int, std::string>& keys) {
   return out;
 }
 
+// The timeline's "seconds from the start", and whose clock (MPI processes,
+// harness/world/mpi_clock.h): "" where every rank ran in one process.
+std::string timeline_heading(const std::vector<RankDump>& dumps, const char* legend) {
+  std::set<int> estimated, noted;
+  double within = 0;
+  for (const auto& d : dumps) {
+    if (d.clock_aligned.empty()) continue;
+    noted.insert(d.rank);
+    if (d.clock_aligned == "shared clock") continue;
+    estimated.insert(d.rank);
+    within = std::max(within, d.clock_uncertainty_s);
+  }
+  std::string clock;
+  if (!estimated.empty())
+    clock = fmt::format(" on rank 0's clock; {} aligned to it by ping-pong, to within {:.3f} ms",
+                        rank_ranges_text(std::vector<int>(estimated.begin(), estimated.end())), within * 1e3);
+  else if (!noted.empty())
+    clock = " on rank 0's clock, which every process reads";
+  return fmt::format("timeline (seconds from the start{}; {}):\n", clock, legend);
+}
+
 std::string fold_header(const std::vector<int>& ranks) {
   if (ranks.size() == 1) return "";
   return fmt::format("  {} ({} ranks alike: the same calls and states; rank {}'s times):\n", rank_ranges_text(ranks),
@@ -67,7 +89,7 @@ std::string fold_header(const std::vector<int>& ranks) {
 // rank's calls of every communicator in the order it issued them, named by
 // group and collective.
 std::string groups_timeline(const std::vector<RankDump>& dumps) {
-  std::string s = "timeline (seconds from the start; B began, D done, W waited; calls by group, in issue order):\n";
+  std::string s = timeline_heading(dumps, "B began, D done, W waited; calls by group, in issue order");
   std::map<int, std::vector<std::pair<const RankDump*, const CallRecord*>>> by_rank;
   std::map<int, const RankDump*> blocked;
   for (const auto& d : dumps) {
@@ -126,7 +148,7 @@ std::string groups_timeline(const std::vector<RankDump>& dumps) {
 std::string format_timeline(const std::vector<RankDump>& dumps) {
   if (std::any_of(dumps.begin(), dumps.end(), [](const RankDump& d) { return !d.group.empty() || d.p2p; }))
     return groups_timeline(dumps);
-  std::string s = "timeline (seconds from the start; B began, D done, W waited):\n";
+  std::string s = timeline_heading(dumps, "B began, D done, W waited");
   // Bounded: a long run shows each rank's first calls and its last ones
   // (where a hang or a failure is), with how many are left out between.
   constexpr size_t kHead = 4, kTail = 20;
