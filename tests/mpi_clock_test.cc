@@ -136,6 +136,17 @@ void every_transfer_is_causal(const std::string& how, const std::string& aligned
       << r.out;
 }
 
+// A value the variable does not know is bad input: every process says so and
+// exits 2, and nothing runs.
+TEST(MpiClock, AnUnknownClockModeIsExit2NamingTheVariable) {
+  std::string cmd = testutil::mpirun(4) + " replay " SOURCE_DIR "/examples/bugs/swapped_buckets.yaml --world mpi";
+  cmd = "env COLLCHECK_MPI_CLOCK=estmate " + cmd.replace(cmd.find("mpirun "), 7, "mpirun -x COLLCHECK_MPI_CLOCK ");
+  const auto r = testutil::run_command(cmd, 120);
+  EXPECT_EQ(r.code, 2) << r.out;
+  EXPECT_NE(r.out.find("COLLCHECK_MPI_CLOCK: 'estmate': allowed: auto"), std::string::npos) << r.out;
+  EXPECT_EQ(r.out.find("diagnosis"), std::string::npos) << r.out;
+}
+
 TEST(MpiClock, OneHostsProcessesShareRankZerosOriginExactlyOnABusyHost) {
   every_transfer_is_causal("shared", "shared clock");
 }

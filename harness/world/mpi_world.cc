@@ -2,6 +2,7 @@
 
 #include "harness/world/crash_handler.h"
 #include "harness/world/mpi_clock.h"
+#include "harness/model/usage_error.h"
 
 #include "harness/world/watched.h"
 
@@ -241,13 +242,19 @@ std::optional<std::string> recv_stamped(MpiWorld& w, int from, int tag, uint64_t
 }  // namespace
 
 Clock::time_point MpiWorld::start() {
+  // Read before anyone meets: a bad value stops every process the same way.
+  const char* how = std::getenv("COLLCHECK_MPI_CLOCK");
+  const std::string_view clock = how != nullptr ? how : "";
+  if (clock != "" && clock != "auto" && clock != "estimate")
+    throw UsageError(fmt::format("COLLCHECK_MPI_CLOCK: '{}': allowed: auto (the default: one host's shared clock "
+                                 "exactly, ping-pong elsewhere), estimate (ping-pong everywhere)",
+                                 clock));
   MPI_Request req;
   MPI_Ibarrier(control_, &req);
   const Deadline by = Clock::now() + std::chrono::minutes(2);
   if (!complete_by(req, by))
     throw std::runtime_error(fmt::format("rank {}: not every process came to the start of the run within two minutes", rank_));
-  const char* how = std::getenv("COLLCHECK_MPI_CLOCK");
-  clock_ = common_epoch(control_, rank_, size_, by, how != nullptr && std::string_view(how) == "estimate");
+  clock_ = common_epoch(control_, rank_, size_, by, clock == "estimate");
   return clock_.epoch;
 }
 
