@@ -274,6 +274,34 @@ TEST(TorchTrace, MismatchedCollectivesAndDtypesAreNamedPerGroup) {
             "and could not finish; rank 3's last call of it: #1; last collective per rank: 0-2: #2, 3: #1");
 }
 
+// nlohmann-json sorts keys: torch's dump_json and the MPI interposer write
+// "entries" first, and a long run's pg_config lies megabytes in.
+TEST(TorchTrace, ALongJsonDumpWithItsEntriesFirstIsRead) {
+  const std::string dir = testing::TempDir() + "/fr_long";
+  std::filesystem::remove_all(dir);
+  std::filesystem::create_directories(dir);
+  constexpr int kCalls = 3000;
+  for (int r = 0; r < 4; ++r) {
+    json entries = json::array();
+    for (int k = 1; k < kCalls; ++k) entries.push_back(entry(k, "all_reduce", "Float", 8, "completed"));
+    if (r != 3) entries.push_back(entry(kCalls, "all_reduce", "Float", 8, "started"));
+    const json d{{"version", "2.10"},
+                 {"pg_config", {{"0", {{"name", "0"}, {"desc", "default_pg"}, {"ranks", "[0, 1, 2, 3]"}}}}},
+                 {"pg_status", json::object()},
+                 {"entries", entries}};
+    const std::string text = d.dump();
+    ASSERT_GT(text.find("\"pg_config\""), size_t{1} << 16) << "the test's point: pg_config past the first 64 KiB";
+    std::ofstream(dir + "/rank_" + std::to_string(r) + ".json") << text;
+  }
+  const auto dumps = load_torch_traces(dir);
+  ASSERT_EQ(dumps.size(), 4u);
+  EXPECT_EQ(dumps[0].entries.size(), static_cast<size_t>(kCalls));
+  const auto a = analyze_torch(dumps);
+  ASSERT_FALSE(a.diagnoses.empty());
+  EXPECT_EQ(a.diagnoses.front().kind, DiagnosisKind::MissingRank) << a.diagnoses.front().text;
+  EXPECT_EQ(a.diagnoses.front().ranks, std::vector<int>{3});
+}
+
 TEST(TorchTrace, DamagedDumpsAreBadInputNamingTheFileAndField) {
   json e = entry(2, "all_reduce", "Float", 8, "started");
   e["collective_seq_id"] = "two";

@@ -248,7 +248,10 @@ bool looks_like_torch_trace(const std::string& bytes) {
   if (!bytes.empty() && static_cast<unsigned char>(bytes[0]) == 0x80) return true;  // a pickle's PROTO
   const auto head = std::string_view(bytes).substr(0, 1 << 16);
   const auto first = head.find_first_not_of(" \t\r\n");
-  return first != std::string_view::npos && head[first] == '{' && head.find("\"pg_config\"") != std::string_view::npos;
+  // A writer that sorts its keys (nlohmann-json: torch's dump_json, the MPI
+  // interposer) puts "entries" first and "pg_config" after every entry.
+  return first != std::string_view::npos && head[first] == '{' &&
+         (head.find("\"entries\"") != std::string_view::npos || head.find("\"pg_config\"") != std::string_view::npos);
 }
 
 TorchDump parse_torch_trace(const std::string& bytes, const std::string& file) {

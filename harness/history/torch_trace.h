@@ -81,8 +81,9 @@ struct TorchDump {
 // NCCL dumps in tests/data are 2.9).
 inline constexpr int kTorchTraceMaxMinor = 10;
 
-// Whether `bytes` look like a Flight Recorder dump (a pickle, or JSON with
-// `entries` and `pg_config`), without reading it all.
+// Whether `bytes` look like a Flight Recorder dump (a pickle, or a JSON
+// object with `entries` or `pg_config` in its first 64 KiB), without reading
+// it all.
 bool looks_like_torch_trace(const std::string& bytes);
 
 // One dump from its bytes; `file` names it in errors and gives the rank when
