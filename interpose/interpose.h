@@ -127,6 +127,12 @@ void watchdog_stop();
 // A blocking call begins / ends (nesting: the outermost counts).
 void blocking_enter(uint64_t id);
 void blocking_leave();
+// dump() tells the watchdog which thread writes a dump: a SIGTERM, SIGINT or
+// SIGABRT that lands on that thread lets it finish, and the rank dies of the
+// signal at dump_ends (waiting, in the handler, for a dump that the
+// interrupted thread holds the lock of would lose it).
+void dump_begins();
+void dump_ends();
 
 // ---- the guard (guard.cc) ----
 enum class Kind : int32_t {

@@ -196,10 +196,10 @@ void matched_source(uint64_t id, int source) {
     name = name.substr(0, at + 2) + std::to_string(source);
 }
 
-void dump(const char* why) {
+namespace {
+
+void write_dump(const char* why) {
   using nlohmann::json;
-  static std::mutex dump_mu;  // one dump at a time (the watchdog and a signal's may meet)
-  std::lock_guard dlock(dump_mu);
   json d;
   d["version"] = "2.10";
   char lib[MPI_MAX_LIBRARY_VERSION_STRING] = {0};
@@ -263,6 +263,18 @@ void dump(const char* why) {
   ::close(fd);
   if (off != text.size() || ::rename(tmp.c_str(), path.c_str()) != 0)
     std::fprintf(stderr, "collcheck-mpi: rank %d could not finish its dump %s\n", world_rank(), path.c_str());
+}
+
+}  // namespace
+
+void dump(const char* why) {
+  static std::mutex dump_mu;  // one dump at a time (the watchdog and a signal's may meet)
+  {
+    std::lock_guard dlock(dump_mu);
+    dump_begins();
+    write_dump(why);
+  }
+  dump_ends();
 }
 
 }  // namespace collcheck_mpi
