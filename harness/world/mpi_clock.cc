@@ -31,7 +31,8 @@ void answer_pings(MPI_Comm control, int peer, Deadline by) {
     int64_t ping = 0;
     MPI_Request req;
     MPI_Irecv(&ping, 1, MPI_INT64_T, peer, control_tag::kClockSync, control, &req);
-    wait_or_throw(req, by, fmt::format("rank {}'s ping did not come", peer).c_str());
+    if (!complete_by(req, by))  // the text is made only when it is needed
+      throw std::runtime_error(fmt::format("aligning the processes' clocks: rank {}'s ping did not come by the deadline", peer));
     int64_t at = now_ns();
     MPI_Isend(&at, 1, MPI_INT64_T, peer, control_tag::kClockSync, control, &req);
     wait_or_throw(req, by, "an answer was not taken");
@@ -67,13 +68,22 @@ ClockOffset offset_from_samples(std::span<const ClockSample> samples) {
   return ClockOffset{best->peer_ns - (best->sent_ns + rtt / 2), (rtt + 1) / 2};
 }
 
-std::string clock_identity() {
+namespace {
+
+std::string read_clock_identity() {
   std::string id;
   std::ifstream boot("/proc/sys/kernel/random/boot_id");
   std::getline(boot, id);
   if (id.empty()) id = "no-boot-id";
   struct stat st {};
   if (::stat("/proc/self/ns/time", &st) == 0) id += fmt::format(" time-ns {}", static_cast<unsigned long long>(st.st_ino));
+  return id;
+}
+
+}  // namespace
+
+std::string clock_identity() {
+  static const std::string id = read_clock_identity();  // read once: an MPI process keeps its boot and time namespace
   return id;
 }
 

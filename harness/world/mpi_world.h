@@ -64,8 +64,7 @@ class MpiWorld final : public World {
   // Every process meets (two minutes at most) and takes rank 0's time
   // origin, in its own clock (harness/world/mpi_clock.h).
   Clock::time_point start() override;
-  // How the last start aligned this process's clock with rank 0's.
-  const CommonEpoch& clock() const { return clock_; }
+  // How the last start aligned this process's clock with rank 0's:
   // "shared clock" (one host's CLOCK_MONOTONIC: exact) or "ping-pong" (an
   // estimate, off by at most its uncertainty).
   ClockNote clock_note() const override {
