@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -256,6 +257,7 @@ void write_dump(const char* why) {
   size_t off = 0;
   while (off < text.size()) {
     const ssize_t n = ::write(fd, text.data() + off, text.size() - off);
+    if (n < 0 && errno == EINTR) continue;  // a signal deferred while this thread writes (watchdog.cc)
     if (n <= 0) break;
     off += static_cast<size_t>(n);
   }
