@@ -54,7 +54,6 @@ TEST(MpiClock, TheShortestRoundTripGivesTheOffsetToWithinHalfOfIt) {
 
 TEST(MpiClock, NoSampleIsAnError) { EXPECT_THROW(offset_from_samples({}), std::logic_error); }
 
-// One host's processes read one clock: the same identity twice.
 // A clock is named by the kernel's boot and the process's time namespace:
 // two processes with both the same read one CLOCK_MONOTONIC.
 TEST(MpiClock, AProcessNamesItsClockByItsBootAndTimeNamespace) {

@@ -8,6 +8,7 @@
 #include <cstring>
 #include <fstream>
 #include <stdexcept>
+#include <utility>
 #include <vector>
 
 #include "harness/world/mpi_world.h"
@@ -21,8 +22,12 @@ constexpr size_t kIdentityBytes = 96;  // a boot id (36) and a namespace inode, 
 
 int64_t now_ns() { return std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now().time_since_epoch()).count(); }
 
-void wait_or_throw(MPI_Request& req, Deadline by, const char* what) {
-  if (!complete_by(req, by)) throw std::runtime_error(fmt::format("aligning the processes' clocks: {} by the deadline", what));
+// What did not happen is formatted only when it did not.
+template <class... Args>
+void wait_or_throw(MPI_Request& req, Deadline by, fmt::format_string<Args...> what, Args&&... args) {
+  if (!complete_by(req, by))
+    throw std::runtime_error(fmt::format("aligning the processes' clocks: {} by the deadline",
+                                         fmt::format(what, std::forward<Args>(args)...)));
 }
 
 // Rank 0's side of one clock's ping-pongs with `peer`.
@@ -31,8 +36,7 @@ void answer_pings(MPI_Comm control, int peer, Deadline by) {
     int64_t ping = 0;
     MPI_Request req;
     MPI_Irecv(&ping, 1, MPI_INT64_T, peer, control_tag::kClockSync, control, &req);
-    if (!complete_by(req, by))  // the text is made only when it is needed
-      throw std::runtime_error(fmt::format("aligning the processes' clocks: rank {}'s ping did not come by the deadline", peer));
+    wait_or_throw(req, by, "rank {}'s ping did not come", peer);
     int64_t at = now_ns();
     MPI_Isend(&at, 1, MPI_INT64_T, peer, control_tag::kClockSync, control, &req);
     wait_or_throw(req, by, "an answer was not taken");
