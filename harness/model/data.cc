@@ -5,6 +5,7 @@
 #include <limits>
 #include <optional>
 
+#include "harness/model/fast_mod.h"
 #include "impl/dtype.h"
 #include "impl/semantics.h"
 #include "impl/float_encode.h"
@@ -55,6 +56,7 @@ double unit(uint64_t r) { return static_cast<double>(r >> 11) * 0x1.0p-53; }  //
 struct ExactSumShape {
   int64_t k_max = 0;  // contributions are k / 4 with |k| <= k_max
   int64_t m = 0;      // ranks with a nonzero contribution per element
+  FastMod k_range;    // % (2 k_max + 1)
 };
 
 ExactSumShape exact_sum_shape(DType t, RedOp op, int nranks) {
@@ -70,6 +72,7 @@ ExactSumShape exact_sum_shape(DType t, RedOp op, int nranks) {
   ExactSumShape s;
   s.k_max = (int64_t{1} << k_bits) - 1;
   s.m = std::min<int64_t>(nranks, std::max<int64_t>(1, (int64_t{1} << avail) / s.k_max));
+  s.k_range = FastMod(static_cast<uint64_t>(2 * s.k_max + 1));
   return s;
 }
 
@@ -80,19 +83,21 @@ constexpr double kPow2From4[9] = {1.0 / 16, 1.0 / 8, 1.0 / 4, 1.0 / 2, 1.0, 2.0,
 
 using float_encode::float_bits;
 
+// `at` is the element's index modulo nranks (the fill keeps it as it goes).
 template <DType T>
-inline uint64_t exact_float(RedOp op, int nranks, int rank, size_t index, uint64_t r, const ExactSumShape& shape) {
+inline uint64_t exact_float(RedOp op, int nranks, int rank, size_t at, uint64_t r, const ExactSumShape& shape) {
   if (op == RedOp::Prod) {
     // One rank per element contributes 2^-1, 1 or 2; the rest contribute +-1.
     // The product is then a power of two in [1/2, 2]: exact in every dtype.
-    const bool special = static_cast<size_t>(rank) == index % static_cast<size_t>(nranks);
+    const bool special = static_cast<size_t>(rank) == at;
     const double mag = special ? kPow2From4[3 + r % 3] : 1.0;
     return float_bits<T>((r >> 8) & 1 ? -mag : mag);
   }
-  const size_t slot = (static_cast<size_t>(rank) + static_cast<size_t>(nranks) - index % static_cast<size_t>(nranks)) %
-                      static_cast<size_t>(nranks);
+  // (rank - index) mod nranks, without a divide.
+  size_t slot = static_cast<size_t>(rank) + static_cast<size_t>(nranks) - at;
+  if (slot >= static_cast<size_t>(nranks)) slot -= static_cast<size_t>(nranks);
   if (static_cast<int64_t>(slot) >= shape.m) return float_bits<T>(0.0);
-  const int64_t k = static_cast<int64_t>(r % static_cast<uint64_t>(2 * shape.k_max + 1)) - shape.k_max;
+  const int64_t k = static_cast<int64_t>(shape.k_range(r)) - shape.k_max;
   return float_bits<T>(static_cast<double>(k) * 0.25);
 }
 
@@ -128,39 +133,40 @@ inline uint64_t random_float(RedOp op, uint64_t r) {
   }
 }
 
+// `subnormals` is % (2^(precision-1) - 1). The three kinds of magnitude are
+// all made, and one picked by index: a branch on random bits was mispredicted
+// two times in three.
 template <DType T>
-inline uint64_t extreme_float(uint64_t r, const FloatInfo& lim) {
+inline uint64_t extreme_float(uint64_t r, const FloatInfo& lim, const FastMod& subnormals) {
   const uint64_t negative = r & 1;
   const double x = unit(r);
-  switch ((r >> 1) % 3) {
-    case 0: return signed_bits<T>(negative, lim.max_finite * (0.5 + 0.5 * x));
-    case 1: {  // a subnormal: k times the smallest one, k below 2^(precision-1)
-      const uint64_t k = 1 + (r >> 8) % ((uint64_t{1} << (lim.precision - 1)) - 1);
-      return signed_bits<T>(negative, static_cast<double>(k) * lim.min_subnormal);
-    }
-    default: return signed_bits<T>(negative, 1.0 + x);
-  }
+  const uint64_t k = 1 + subnormals(r >> 8);  // k times the smallest subnormal, k below 2^(precision-1)
+  const double mag[3] = {lim.max_finite * (0.5 + 0.5 * x), static_cast<double>(k) * lim.min_subnormal, 1.0 + x};
+  return signed_bits<T>(negative, mag[(r >> 1) % 3]);
 }
 
+// Each kind of special value is made, and one picked by index: a branch on
+// random bits was mispredicted most of the time.
 template <DType T>
 inline uint64_t special_float(uint64_t r, const FloatInfo& lim) {
-  const double sign = (r & 1) ? -1.0 : 1.0;
-  switch ((r >> 1) % 7) {
-    case 0: {  // a quiet NaN with a random payload (fp8 e4m3 has a single NaN pattern)
-      const uint64_t q = float_bits<T>(std::numeric_limits<double>::quiet_NaN());
-      const int mant = lim.precision - 1;
-      const uint64_t payload = mant > 2 ? ((r >> 8) & ((uint64_t{1} << (mant - 1)) - 1)) : 0;
-      const uint64_t sign_bit = (r & 1) ? uint64_t{1} << (8 * dtype_size(T) - 1) : 0;
-      return T == DType::Fp8E4M3 ? q : (q | payload | sign_bit);
-    }
-    case 1:
-      // Conversions saturate fp8 (as __NV_SATFINITE does), so e5m2's infinity is written as bits.
-      if constexpr (T == DType::Fp8E5M2) return (r & 1) ? 0xfc : 0x7c;
-      return float_bits<T>(sign * std::numeric_limits<double>::infinity());
-    case 2: return signed_bits<T>(r & 1, 0.0);
-    // (1 + u) 2^k for k in 0..3: kPow2From4[4 + k] is that 2^k exactly.
-    default: return signed_bits<T>(r & 1, (1.0 + unit(r)) * kPow2From4[4 + (r >> 4) % 4]);
+  const uint64_t negative = r & 1;
+  const double sign = negative ? -1.0 : 1.0;
+  uint64_t kind[4];
+  {  // a quiet NaN with a random payload (fp8 e4m3 has a single NaN pattern)
+    const uint64_t q = float_bits<T>(std::numeric_limits<double>::quiet_NaN());
+    const int mant = lim.precision - 1;
+    const uint64_t payload = mant > 2 ? ((r >> 8) & ((uint64_t{1} << (mant - 1)) - 1)) : 0;
+    const uint64_t sign_bit = negative << (8 * dtype_size(T) - 1);
+    kind[0] = T == DType::Fp8E4M3 ? q : (q | payload | sign_bit);
   }
+  // Conversions saturate fp8 (as __NV_SATFINITE does), so e5m2's infinity is written as bits.
+  if constexpr (T == DType::Fp8E5M2) kind[1] = negative ? 0xfc : 0x7c;
+  else kind[1] = float_bits<T>(sign * std::numeric_limits<double>::infinity());
+  kind[2] = signed_bits<T>(negative, 0.0);
+  // (1 + u) 2^k for k in 0..3: kPow2From4[4 + k] is that 2^k exactly.
+  kind[3] = signed_bits<T>(negative, (1.0 + unit(r)) * kPow2From4[4 + (r >> 4) % 4]);
+  const uint64_t which = (r >> 1) % 7;  // 0, 1, 2, or one of four for the last kind
+  return kind[which < 3 ? which : 3];
 }
 
 // Integers of `bits` bits as their two's-complement pattern.
@@ -216,12 +222,14 @@ inline uint64_t element_bits(int rank, size_t index, uint64_t seed) {
 // input_element), not per element.
 struct GenShape {
   ExactSumShape sum;
-  FloatInfo lim{};  // floats only
+  FloatInfo lim{};      // floats only
+  FastMod subnormals;   // floats only: % (2^(precision-1) - 1)
 };
 
 // The element made of those bits.
+// `at` is index % nranks.
 template <DType T>
-inline uint64_t element_value(RedOp op, int nranks, int rank, size_t index, uint64_t r, DataClass cls,
+inline uint64_t element_value(RedOp op, int nranks, int rank, size_t index, size_t at, uint64_t r, DataClass cls,
                               const GenShape& shape) {
   if constexpr (!dtype_is_float(T)) {
     switch (cls) {
@@ -231,11 +239,11 @@ inline uint64_t element_value(RedOp op, int nranks, int rank, size_t index, uint
       default: return r & (dtype_size(T) == 8 ? ~uint64_t{0} : (uint64_t{1} << (8 * dtype_size(T))) - 1);
     }
   } else {
-    if (cls == DataClass::Extreme || cls == DataClass::Wrap) return extreme_float<T>(r, shape.lim);
+    if (cls == DataClass::Extreme || cls == DataClass::Wrap) return extreme_float<T>(r, shape.lim, shape.subnormals);
     if (cls == DataClass::Special) return special_float<T>(r, shape.lim);
     DataClass c = cls;
     if (c == DataClass::Mixed) c = (index % 2 == 0) ? DataClass::Exact : DataClass::Random;
-    return c == DataClass::Exact ? exact_float<T>(op, nranks, rank, index, r, shape.sum) : random_float<T>(op, r);
+    return c == DataClass::Exact ? exact_float<T>(op, nranks, rank, at, r, shape.sum) : random_float<T>(op, r);
   }
 }
 
@@ -243,7 +251,10 @@ GenShape shape_for(DType t, RedOp op, int nranks, DataClass cls) {
   GenShape g;
   const bool exact_sums = dtype_is_float(t) && op != RedOp::Prod && (cls == DataClass::Exact || cls == DataClass::Mixed);
   if (exact_sums) g.sum = exact_sum_shape(t, op, nranks);
-  if (dtype_is_float(t)) g.lim = float_info(t);
+  if (dtype_is_float(t)) {
+    g.lim = float_info(t);
+    g.subnormals = FastMod((uint64_t{1} << (g.lim.precision - 1)) - 1);
+  }
   return g;
 }
 
@@ -265,7 +276,8 @@ uint64_t input_element(DType t, RedOp op, int nranks, int rank, size_t index, ui
     memo = Memo{t, op, nranks, cls, shape_for(t, op, nranks, cls)};
   const uint64_t r = element_bits(rank, index, seed);
   return visit_dtype(t, [&](auto tag) {
-    return element_value<dtype_of<decltype(tag)>>(op, nranks, rank, index, r, cls, memo->shape);
+    const size_t at = nranks > 0 ? index % static_cast<size_t>(nranks) : 0;
+    return element_value<dtype_of<decltype(tag)>>(op, nranks, rank, index, at, r, cls, memo->shape);
   });
 }
 
@@ -279,11 +291,15 @@ void fill_input(void* out, size_t count, DType t, RedOp op, int nranks, int rank
     constexpr DType T = dtype_of<decltype(tag)>;
     constexpr size_t kBlock = 256;
     uint64_t bits[kBlock];
+    const auto ranks = static_cast<size_t>(nranks);
+    size_t at = 0;  // (i0 + j) % nranks
     for (size_t i0 = 0; i0 < count; i0 += kBlock) {
       const size_t m = std::min(kBlock, count - i0);
       for (size_t j = 0; j < m; ++j) bits[j] = element_bits(rank, i0 + j, seed);
-      for (size_t j = 0; j < m; ++j)
-        store_element(T, out, i0 + j, element_value<T>(op, nranks, rank, i0 + j, bits[j], cls, shape));
+      for (size_t j = 0; j < m; ++j) {
+        store_element(T, out, i0 + j, element_value<T>(op, nranks, rank, i0 + j, at, bits[j], cls, shape));
+        if (++at == ranks) at = 0;
+      }
     }
   });
 }
