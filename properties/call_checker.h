@@ -220,6 +220,38 @@ class CallChecker {
     // a rounding bug.
     if (!dtype_is_float(c_.dtype) || (red_.combine != Combine::Sum && red_.combine != Combine::Prod))
       return std::nullopt;
+    return visit_dtype(c_.dtype, [&](auto tag) { return replay_declared_order<decltype(tag)>(result); });
+  }
+
+  // Every rank's bufs[r][slot] holds rank 0's bits.
+  std::optional<Failure> identical(const CaseExecution& st, size_t slot) const {
+    const std::byte* result = st.bufs[0][slot].recv_data();
+    for (size_t r = 1; r < st.bufs.size(); ++r) {
+      const std::byte* other = st.bufs[r][slot].recv_data();
+      if (std::memcmp(other, result, bytes_) != 0)
+        return failure("ranks-identical", fmt::format("  rank {} differs from rank 0\n", r) +
+                                              first_diff_detail(c_, red_, inputs_, result, other, "rank 0",
+                                                                fmt::format("rank {}", r)));
+    }
+    return std::nullopt;
+  }
+
+  const std::vector<std::vector<std::byte>>& inputs() const { return inputs_; }
+  const Reduction& red() const { return red_; }
+  size_t bytes() const { return bytes_; }
+
+ private:
+  // The declared reduction order, replayed element by element in T (the
+  // dtype's type: one dispatch per call, not one per step).
+  template <typename T>
+  std::optional<Failure> replay_declared_order(const std::byte* result) {
+    using Ops = ElementOps<T>;
+    const size_t P = inputs_.size();
+    const auto premul = [&](uint64_t x) {
+      if (!red_.premul) return x;
+      if constexpr (sizeof(T) == 1) return premul_bits_fast(red_, x);  // a table
+      else return Ops::to_bits(Ops::premul(Ops::from_bits(x), Ops::from_bits(red_.scalar_bits)));
+    };
     std::vector<int> prog;
     std::vector<uint64_t> stack;
     std::vector<bool> used(P);  // reused: this loop runs once per element
@@ -236,11 +268,11 @@ class CallChecker {
       for (int op : prog) {
         if (op >= 0 && static_cast<size_t>(op) < P && !used[static_cast<size_t>(op)]) {
           used[static_cast<size_t>(op)] = true;
-          stack.push_back(premul_bits_fast(red_, load_element(c_.dtype, inputs_[static_cast<size_t>(op)].data(), i)));
+          stack.push_back(premul(load_element(c_.dtype, inputs_[static_cast<size_t>(op)].data(), i)));
         } else if (op == -1 && stack.size() >= 2) {
           const uint64_t b = stack.back();
           stack.pop_back();
-          stack.back() = combine_bits(c_.dtype, red_.combine, stack.back(), b);
+          stack.back() = Ops::to_bits(combine_elements(red_.combine, Ops::from_bits(stack.back()), Ops::from_bits(b)));
         } else {
           valid = false;
           break;
@@ -267,24 +299,6 @@ class CallChecker {
     return std::nullopt;
   }
 
-  // Every rank's bufs[r][slot] holds rank 0's bits.
-  std::optional<Failure> identical(const CaseExecution& st, size_t slot) const {
-    const std::byte* result = st.bufs[0][slot].recv_data();
-    for (size_t r = 1; r < st.bufs.size(); ++r) {
-      const std::byte* other = st.bufs[r][slot].recv_data();
-      if (std::memcmp(other, result, bytes_) != 0)
-        return failure("ranks-identical", fmt::format("  rank {} differs from rank 0\n", r) +
-                                              first_diff_detail(c_, red_, inputs_, result, other, "rank 0",
-                                                                fmt::format("rank {}", r)));
-    }
-    return std::nullopt;
-  }
-
-  const std::vector<std::vector<std::byte>>& inputs() const { return inputs_; }
-  const Reduction& red() const { return red_; }
-  size_t bytes() const { return bytes_; }
-
- private:
   Failure failure(std::string_view property, std::string detail) const {
     if (!where_.empty()) detail = fmt::format("  in {}:\n", where_) + detail;
     return Failure{std::string(property), std::move(detail)};
