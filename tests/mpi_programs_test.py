@@ -74,7 +74,9 @@ def main():
     if not shutil.which("mpicc") or not shutil.which("mpirun"):
         print("SKIP: mpicc or mpirun is not installed (openmpi-bin, libopenmpi-dev)")
         return 0
-    work = tempfile.mkdtemp(prefix="collcheck-mpi-programs-")
+    # The programs' own path holds a space, a quote, a backslash and a letter
+    # outside ASCII: the dumps name it as each call's object (a JSON string).
+    work = tempfile.mkdtemp(prefix="collcheck-mpi-programs-\u00e9 \"q\\ ")
     programs = sorted(f for f in os.listdir(a.examples) if f.endswith((".c", ".py")))
     if a.only:
         programs = [p for p in programs if a.only in p]
