@@ -139,22 +139,28 @@ inline T combine_elements(Combine c, T a, T b) {
   return a;
 }
 
-// The same steps on element bits (one dispatch per call): for the oracle and
-// tests, which work on single elements of any dtype.
-inline uint64_t combine_bits(DType t, Combine c, uint64_t a, uint64_t b) {
-  return visit_dtype(t, [&](auto tag) -> uint64_t {
-    using Ops = ElementOps<decltype(tag)>;
-    return Ops::to_bits(combine_elements(c, Ops::from_bits(a), Ops::from_bits(b)));
-  });
+// The same steps on element bits, with the dtype's type T known (a loop over
+// one call's elements dispatches once, then calls these).
+template <typename T>
+inline uint64_t combine_bits_as(Combine c, uint64_t a, uint64_t b) {
+  using Ops = ElementOps<T>;
+  return Ops::to_bits(combine_elements(c, Ops::from_bits(a), Ops::from_bits(b)));
 }
 // What a rank contributes for input x: x times the scalar when the reduction
 // pre-multiplies, else x.
+template <typename T>
+inline uint64_t premul_bits_as(const Reduction& r, uint64_t x) {
+  using Ops = ElementOps<T>;
+  return r.premul ? Ops::to_bits(Ops::premul(Ops::from_bits(x), Ops::from_bits(r.scalar_bits))) : x;
+}
+// And with the dtype found at run time (one dispatch per step): for the
+// oracle and tests, which work on single elements of any dtype.
+inline uint64_t combine_bits(DType t, Combine c, uint64_t a, uint64_t b) {
+  return visit_dtype(t, [&](auto tag) { return combine_bits_as<decltype(tag)>(c, a, b); });
+}
 inline uint64_t premul_bits(const Reduction& r, uint64_t x) {
   if (!r.premul) return x;
-  return visit_dtype(r.dtype, [&](auto tag) -> uint64_t {
-    using Ops = ElementOps<decltype(tag)>;
-    return Ops::to_bits(Ops::premul(Ops::from_bits(x), Ops::from_bits(r.scalar_bits)));
-  });
+  return visit_dtype(r.dtype, [&](auto tag) { return premul_bits_as<decltype(tag)>(r, x); });
 }
 
 // premul_bits, for the 1-byte dtypes through a table of all 256 inputs (made

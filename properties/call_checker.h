@@ -245,12 +245,10 @@ class CallChecker {
   // dtype's type: one dispatch per call, not one per step).
   template <typename T>
   std::optional<Failure> replay_declared_order(const std::byte* result) {
-    using Ops = ElementOps<T>;
     const size_t P = inputs_.size();
     const auto premul = [&](uint64_t x) {
-      if (!red_.premul) return x;
       if constexpr (sizeof(T) == 1) return premul_bits_fast(red_, x);  // a table
-      else return Ops::to_bits(Ops::premul(Ops::from_bits(x), Ops::from_bits(red_.scalar_bits)));
+      else return premul_bits_as<T>(red_, x);
     };
     std::vector<int> prog;
     std::vector<uint64_t> stack;
@@ -272,7 +270,7 @@ class CallChecker {
         } else if (op == -1 && stack.size() >= 2) {
           const uint64_t b = stack.back();
           stack.pop_back();
-          stack.back() = Ops::to_bits(combine_elements(red_.combine, Ops::from_bits(stack.back()), Ops::from_bits(b)));
+          stack.back() = combine_bits_as<T>(red_.combine, stack.back(), b);
         } else {
           valid = false;
           break;
