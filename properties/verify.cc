@@ -3,6 +3,7 @@
 #include <optional>
 #include "properties/case_stream.h"
 #include "properties/earlier_cases.h"
+#include "properties/verify_shrink.h"
 
 #include "harness/model/data.h"
 #include "harness/model/size.h"
@@ -87,44 +88,6 @@ void print_table(Events& ev, const VerifyOptions& o, const Stats& s) {
                     "(README, Findings)\n", name, n);  ev.print("{}", text);
 }
 
-
-// Runs `c`; a harness error (no thread or memory to be had) is retried three
-// times, after 1, 2 and 4 retry periods, before it is returned.
-CaseOutcome run_retrying(const VerifyOptions& opt, CaseExecutor& exec, const Case& c) {
-  CaseOutcome o = exec.run(c);
-  for (int k = 0; o.harness_error && !o.interrupted && k < 3; ++k) {
-    std::this_thread::sleep_for(std::chrono::duration<double>(opt.harness_retry_s * (1 << k)));
-    o = exec.run(c);
-  }
-  return o;
-}
-
-// Replays the minimal case: three failures in a row make it steady; else it
-// runs `n` times in all and the result says how many failed.
-bool stopping(const VerifyOptions& o, VerifyResult& r) {
-  if (o.should_stop && o.should_stop()) r.interrupted = true;
-  return r.interrupted;
-}
-
-// A case the executor cut short: no verdict, and the run ends.
-bool cut(const CaseOutcome& oc, VerifyResult& r) {
-  if (oc.interrupted) r.interrupted = r.case_cut = true;
-  return oc.interrupted;
-}
-
-void confirm(const VerifyOptions& o, CaseExecutor& exec, VerifyResult& r, size_t n) {
-  for (size_t k = 0; k < n; ++k) {
-    if (stopping(o, r)) return;
-    const CaseOutcome so = exec.run(r.minimal);
-    if (cut(so, r)) return;
-    if (so.harness_error) continue;  // no verdict either way
-    ++r.replays;
-    // Any property: a race shows in whichever call it hits (the call, its
-    // repeat, the async twin), so the property it fails can vary.
-    if (!so.ok) ++r.replay_failures;
-    if (r.replays == 3 && r.replay_failures == 3) return;
-  }
-}
 
 }  // namespace
 
@@ -245,67 +208,10 @@ VerifyResult run_verify(const VerifyOptions& o, CaseExecutor& real, Events& ev) 
       stats.add(c, oc);
       continue;
     }
-    // Shrink: take the first shrink that still fails the same property (or
-    // one that implies it: shrink_keeps), repeat.
     r.failed = true;
     r.failing_case = i + 1;
     r.original = c;
-    const auto s0 = Clock::now();
-    // No more cases: the time left is the shrinking's.
-    ev.progress({.count = std::pair{r.cases_run, size_t{0}}, .limit_from_now_s = o.shrink_budget_s});
-    const auto shrinking = [&] {
-      ev.progress({.phase = fmt::format("case {} failed ({}): shrinking, {} runs, {} steps, {:.0f} s of {:.0f} s", i + 1,
-                                    oc.failure.property, r.shrink_runs, r.shrink_steps, Seconds(Clock::now() - s0).count(),
-                                    o.shrink_budget_s)});
-    };
-    rc::Shrinkable<Case> cur = sh;
-    Failure curf = oc.failure;
-    // Every accepted step, for when the smallest case does not fail again (a
-    // flaky failure can make a shrink that only failed by chance look good).
-    std::vector<std::pair<Case, Failure>> path{{c, oc.failure}};
-    shrinking();
-    bool progressed = true;
-    while (progressed && !r.shrink_budget_reached) {
-      progressed = false;
-      auto seq = cur.shrinks();
-      while (auto m = seq.next()) {
-        if (Seconds(Clock::now() - s0).count() > o.shrink_budget_s || r.shrink_runs >= o.shrink_max_runs ||
-            stopping(o, r)) {
-          r.shrink_budget_reached = true;
-          break;
-        }
-        const CaseOutcome so = run_retrying(o, exec, m->value());
-        if (cut(so, r)) {
-          r.shrink_budget_reached = true;
-          break;
-        }
-        ++r.shrink_runs;
-        shrinking();
-        if (!so.harness_error && !so.ok && shrink_keeps(so.failure, curf)) {
-          cur = *m;
-          curf = so.failure;
-          path.emplace_back(cur.value(), curf);
-          ++r.shrink_steps;
-          progressed = true;
-          break;
-        }
-      }
-    }
-    r.minimal = cur.value();
-    r.failure = curf;
-    ev.progress({.limit_from_now_s = 0.0,
-                 .phase = fmt::format("case {} failed ({}): replaying the minimal case", i + 1, curf.property)});
-    const size_t n = o.repeat == 0 ? 20 : o.repeat;
-    confirm(o, exec, r, n);
-    // Never fails again: step back along the shrink path to the smallest case
-    // that does (the original failed once, so the walk ends there at worst).
-    for (size_t k = path.size() - 1; r.replay_failures == 0 && !r.interrupted && k-- > 0;) {
-      r.minimal = path[k].first;
-      r.failure = path[k].second;
-      r.replays = r.replay_failures = 0;
-      ++r.stepped_back;
-      confirm(o, exec, r, n);
-    }
+    shrink_failure(o, exec, r, sh, oc.failure, ev);
     // Steady only if a fresh process fails too: the replays above ran where
     // the earlier cases had run (issue 31: "steady: 3 of 3" was printed for a
     // failure whose printed replay passes in a fresh mpirun).
@@ -320,7 +226,7 @@ VerifyResult run_verify(const VerifyOptions& o, CaseExecutor& real, Events& ev) 
         VerifyResult t = natural;
         t.minimal.perturb = splitmix64(o.seed ^ (k * 0x9e3779b97f4a7c15ull)) | 1;
         t.replays = t.replay_failures = 0;
-        confirm(o, exec, t, n);
+        confirm(o, exec, t, minimal_replays(o));
         if (t.replay_failures * best.replays > best.replay_failures * t.replays) best = t;
       }
       if (best.minimal.perturb) {
@@ -345,8 +251,14 @@ VerifyResult run_verify(const VerifyOptions& o, CaseExecutor& real, Events& ev) 
                kExitHarnessError, o.impl_spec, passed, r.failing_case, o.seed, 7 * o.harness_retry_s, r.failure.detail,
                case_summary(r.minimal));
   } else if (r.failed) {
-    ev.print("\n{} cases passed, then case {} failed (seed {:#x}); shrunk in {} steps ({} runs{}) from: {}\n",
+    ev.print("\n{} cases passed, then case {} failed (seed {:#x}); shrunk in {} steps ({} runs{}{}) from: {}\n",
                passed, r.failing_case, o.seed, r.shrink_steps, r.shrink_runs,
+               r.shrink_tries == 0 ? ""
+               : r.shrink_schedule == 0
+                   ? fmt::format("; flaky, so each step ran up to {} times", r.shrink_tries)
+                   : fmt::format("; flaky, so each step ran up to {} times, under perturbation seed {:#x}, which "
+                                 "failed {} of {} runs",
+                                 r.shrink_tries, r.shrink_schedule, r.schedule_failures, kScheduleRuns),
                r.interrupted             ? ", cut short by the end of the run"
                : r.shrink_budget_reached ? ", stopped by the shrink budget"
                                          : "",
@@ -365,61 +277,6 @@ VerifyResult run_verify(const VerifyOptions& o, CaseExecutor& real, Events& ev) 
   }
   emit_finding(ev, o, r);
   return r;
-}
-
-std::map<std::string, std::vector<std::string>> restrict_space(CaseSpace& space, const std::vector<ImplPtr>& impls) {
-  std::map<std::string, std::vector<std::string>> skipped;
-  for (auto t : space.dtypes)
-    for (auto op : space.ops)
-      for (const auto& x : impls)
-        if (auto why = x->unsupported(t, op)) {
-          space.excluded.emplace_back(t, op);
-          skipped[fmt::format("{}: {}", x->name(), *why)].push_back(fmt::format("{}/{}", dtype_name(t), op_name(op)));
-          break;
-        }
-  auto excluded = [&](DType t, RedOp op) {
-    return std::find(space.excluded.begin(), space.excluded.end(), std::pair{t, op}) != space.excluded.end();
-  };
-  std::erase_if(space.dtypes, [&](DType t) {
-    return std::all_of(space.ops.begin(), space.ops.end(), [&](RedOp op) { return excluded(t, op); });
-  });
-  std::erase_if(space.ops, [&](RedOp op) {
-    return std::all_of(space.dtypes.begin(), space.dtypes.end(), [&](DType t) { return excluded(t, op); });
-  });
-  return skipped;
-}
-
-uint64_t case_memory_needed(const Case& c, int ranks_here, size_t npeers) {
-  const uint64_t per_byte = 11 + npeers;
-  uint64_t per_rank = checked_mul(checked_mul(c.count, dtype_size(c.dtype)).value_or(~uint64_t{0}), per_byte)
-                          .value_or(~uint64_t{0});
-  for (const Case& n : c.then)
-    per_rank = checked_add(per_rank, checked_mul(n.count, 2 * dtype_size(n.dtype)).value_or(~uint64_t{0}))
-                   .value_or(~uint64_t{0});
-  return checked_mul(per_rank, static_cast<uint64_t>(std::min(ranks_here, c.p))).value_or(~uint64_t{0});
-}
-
-uint64_t verify_memory_needed(const CaseSpace& space, int ranks_here, size_t npeers) {
-  uint64_t worst = 0;
-  for (DType t : space.dtypes) {
-    // The largest single call: a large count, or max_count with a sequence
-    // of 3 more calls (p <= 16) behind it.
-    Case c;
-    c.dtype = t;
-    c.p = space.max_ranks;
-    c.count = space.max_count;
-    for (size_t x : large_counts(t, space.large_bytes)) c.count = std::max(c.count, x);
-    worst = std::max(worst, case_memory_needed(c, ranks_here, npeers));
-    if (space.sequences) {
-      Case s;
-      s.dtype = t;
-      s.p = std::min(space.max_ranks, 16);
-      s.count = space.max_count;
-      s.then.assign(3, s);
-      worst = std::max(worst, case_memory_needed(s, ranks_here, npeers));
-    }
-  }
-  return worst;
 }
 
 }  // namespace collcheck

@@ -67,6 +67,13 @@ struct VerifyResult {
   Failure failure;          // of the minimal case
   size_t shrink_steps = 0;  // accepted shrinks
   size_t shrink_runs = 0;   // cases run while shrinking
+  // Runs per shrink step where the failure is flaky (0: one run, a steady failure).
+  size_t shrink_tries = 0;
+  // ...and the perturbation seed of the schedule it was shrunk under, where
+  // another failed more often than the case's own (0: its own), with the
+  // failures of that schedule in kScheduleRuns runs.
+  uint64_t shrink_schedule = 0;
+  size_t schedule_failures = 0;
   bool shrink_budget_reached = false;
   bool interrupted = false;  // should_stop ended the run (cases, shrinking or replays)
   bool case_cut = false;     // ...and cut_case cut a case short (its verdict is not known)

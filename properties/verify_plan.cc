@@ -9,6 +9,8 @@
 #include "harness/check/oracle.h"
 #include "harness/model/user_values.h"
 #include "harness/model/yaml_input.h"
+#include "harness/model/size.h"
+#include "properties/generators.h"
 #include "properties/verify_job.h"
 
 namespace collcheck {
@@ -116,6 +118,63 @@ void plan_verify(VerifyJob& job, const Session& session) {
     throw UsageError(fmt::format("--schedules must be 1 to 1000, got {}", job.schedules));
   if (job.jobs < 0 || job.jobs > 256) throw UsageError(fmt::format("--jobs must be 0 (one per core) to 256, got {}", job.jobs));
   job.planned = true;
+}
+
+// What the implementations support, and what a case or a run needs in memory
+// (verify.h).
+std::map<std::string, std::vector<std::string>> restrict_space(CaseSpace& space, const std::vector<ImplPtr>& impls) {
+  std::map<std::string, std::vector<std::string>> skipped;
+  for (auto t : space.dtypes)
+    for (auto op : space.ops)
+      for (const auto& x : impls)
+        if (auto why = x->unsupported(t, op)) {
+          space.excluded.emplace_back(t, op);
+          skipped[fmt::format("{}: {}", x->name(), *why)].push_back(fmt::format("{}/{}", dtype_name(t), op_name(op)));
+          break;
+        }
+  auto excluded = [&](DType t, RedOp op) {
+    return std::find(space.excluded.begin(), space.excluded.end(), std::pair{t, op}) != space.excluded.end();
+  };
+  std::erase_if(space.dtypes, [&](DType t) {
+    return std::all_of(space.ops.begin(), space.ops.end(), [&](RedOp op) { return excluded(t, op); });
+  });
+  std::erase_if(space.ops, [&](RedOp op) {
+    return std::all_of(space.dtypes.begin(), space.dtypes.end(), [&](DType t) { return excluded(t, op); });
+  });
+  return skipped;
+}
+
+uint64_t case_memory_needed(const Case& c, int ranks_here, size_t npeers) {
+  const uint64_t per_byte = 11 + npeers;
+  uint64_t per_rank = checked_mul(checked_mul(c.count, dtype_size(c.dtype)).value_or(~uint64_t{0}), per_byte)
+                          .value_or(~uint64_t{0});
+  for (const Case& n : c.then)
+    per_rank = checked_add(per_rank, checked_mul(n.count, 2 * dtype_size(n.dtype)).value_or(~uint64_t{0}))
+                   .value_or(~uint64_t{0});
+  return checked_mul(per_rank, static_cast<uint64_t>(std::min(ranks_here, c.p))).value_or(~uint64_t{0});
+}
+
+uint64_t verify_memory_needed(const CaseSpace& space, int ranks_here, size_t npeers) {
+  uint64_t worst = 0;
+  for (DType t : space.dtypes) {
+    // The largest single call: a large count, or max_count with a sequence
+    // of 3 more calls (p <= 16) behind it.
+    Case c;
+    c.dtype = t;
+    c.p = space.max_ranks;
+    c.count = space.max_count;
+    for (size_t x : large_counts(t, space.large_bytes)) c.count = std::max(c.count, x);
+    worst = std::max(worst, case_memory_needed(c, ranks_here, npeers));
+    if (space.sequences) {
+      Case s;
+      s.dtype = t;
+      s.p = std::min(space.max_ranks, 16);
+      s.count = space.max_count;
+      s.then.assign(3, s);
+      worst = std::max(worst, case_memory_needed(s, ranks_here, npeers));
+    }
+  }
+  return worst;
 }
 
 }  // namespace collcheck

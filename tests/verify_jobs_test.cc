@@ -2,6 +2,8 @@
 // The run must say and find exactly what one case at a time says and finds:
 // the same first failing case, the same minimal case, the same text (but for
 // the wall-clock times).
+// And the shrinking of a flaky failure (VerifyShrink): each step run several
+// times, under the schedule that shows it most.
 #include <gtest/gtest.h>
 
 #include <fmt/format.h>
@@ -47,16 +49,8 @@ struct VerifyRun {
   std::string text;
 };
 
-VerifyRun verify_in_sim(ImplPtr impl, uint64_t seed, size_t cases, int parallel) {
-  RunConfig cfg{impl, default_peers(*reference_implementation("ring")), 10000ms, {}};
-  cfg.make_world = sim_worlds(SimOptions{});
-  cfg.parallel = parallel;
-  InProcessExecutor exec(cfg);
-  VerifyOptions o;
-  o.impl_spec = impl->name();
-  o.cases = cases;
-  o.seed = seed;
-  o.world_desc = "ranks as fibers in virtual time";
+// run_verify with what it prints.
+VerifyRun verify_with_text(const VerifyOptions& o, CaseExecutor& exec) {
   char* buf = nullptr;
   size_t len = 0;
   std::FILE* out = open_memstream(&buf, &len);
@@ -69,9 +63,36 @@ VerifyRun verify_in_sim(ImplPtr impl, uint64_t seed, size_t cases, int parallel)
   std::fclose(out);
   run.text.assign(buf, len);
   std::free(buf);
+  return run;
+}
+
+VerifyRun verify_in_sim(ImplPtr impl, uint64_t seed, size_t cases, int parallel) {
+  RunConfig cfg{impl, default_peers(*reference_implementation("ring")), 10000ms, {}};
+  cfg.make_world = sim_worlds(SimOptions{});
+  cfg.parallel = parallel;
+  InProcessExecutor exec(cfg);
+  VerifyOptions o;
+  o.impl_spec = impl->name();
+  o.cases = cases;
+  o.seed = seed;
+  o.world_desc = "ranks as fibers in virtual time";
+  VerifyRun run = verify_with_text(o, exec);
   // The wall-clock times differ from run to run; nothing else may.
   run.text = std::regex_replace(run.text, std::regex(R"([0-9.]+ s\b|[0-9]+ cases/s)"), "T");
   return run;
+}
+
+// 200 cases of at most 16 ranks and 4096 elements, no sequences.
+VerifyOptions small_space(const std::string& name, uint64_t seed) {
+  VerifyOptions o;
+  o.impl_spec = name;
+  o.cases = 200;
+  o.seed = seed;
+  o.space.max_ranks = 16;
+  o.space.max_count = 4096;
+  o.space.large_bytes = 0;
+  o.space.sequences = false;
+  return o;
 }
 
 uint64_t fresh_seed() { return (uint64_t{std::random_device{}()} << 32) ^ std::random_device{}(); }
@@ -208,4 +229,114 @@ TEST(VerifyJobs, RefusedWhereCasesMayShareStateOrTheWorldIsNotSimulated) {
   }
   const auto ok = testutil::run_command(fmt::format("{} verify --cases 200 --seed 4 --jobs 2 --progress off 2>&1", COLLCHECK_BIN), 120);
   EXPECT_EQ(ok.code, 0) << ok.out;
+}
+
+namespace {
+// A race's stand-in, the same on every host. In a case of two ranks or more:
+// `always` elements or more fail every run (a wide window); `half` or more
+// fail one run in two (with `always` set, only once a case has failed: the
+// first case to fail is then a wide one); fewer fail only on every third run
+// of the same case in a row, so that one run of each shrink step never shows
+// it (nor two: the shrinks can hold the same case twice in a row). Cases of
+// one rank or no element pass.
+class FlakyRace final : public CaseExecutor {
+ public:
+  FlakyRace(size_t always, size_t half) : always_(always), half_(half), armed_(always == SIZE_MAX) {}
+  CaseOutcome run(const Case& c) override {
+    const std::string token = encode_case(c);
+    streak_ = token == last_ ? streak_ + 1 : 1;
+    last_ = token;
+    CaseOutcome o;
+    if (c.p < 2 || c.count < 1) return o;
+    const bool fails =
+        c.count >= always_ || (c.count >= half_ ? armed_ && runs_++ % 2 == 0 : streak_ % 3 == 0);
+    armed_ |= fails;
+    if (fails) {
+      o.ok = false;
+      o.failure = Failure{"ranks-identical", "  made up\n"};
+    }
+    return o;
+  }
+
+ private:
+  size_t always_, half_;
+  std::string last_;
+  bool armed_;
+  size_t runs_ = 0, streak_ = 0;
+};
+}  // namespace
+
+// A flaky failure's shrink steps each run up to five times, so that a step
+// that passed once by chance does not end the shrinking at a large case (CI
+// saw the race mutant's shrink stop at 142 elements after two steps). Flaky
+// from the start: the failing case, run twice more, passed once. Flaky only
+// when small: the first shrinking (one run a step) stops where steps stop
+// failing every time, its minimal case is flaky in the replays, and the
+// shrinking goes on from there, each step run up to five times.
+TEST(VerifyShrink, AFlakyFailureRunsEachShrinkStepSeveralTimes) {
+  struct Kind {
+    const char* name;
+    size_t always, half;
+  };
+  for (const Kind k : {Kind{"flaky from the start", SIZE_MAX, 1000}, Kind{"flaky when small", 1000, 2}}) {
+    for (uint64_t seed : {uint64_t{2}, fresh_seed()}) {
+      std::printf("[ seed    ] %s: %#llx\n", k.name, static_cast<unsigned long long>(seed));
+      FlakyRace exec(k.always, k.half);
+      const auto [r, text] = verify_with_text(small_space("flaky", seed), exec);
+      ASSERT_TRUE(r.failed) << text;
+      EXPECT_GE(r.original.count, 1000u) << text;
+      EXPECT_TRUE(r.flaky()) << text;
+      EXPECT_EQ(r.shrink_tries, 5u) << text;
+      EXPECT_NE(text.find("flaky, so each step ran up to 5 times"), std::string::npos) << text;
+      // Every step that still fails is taken: the smallest such case is reached.
+      EXPECT_EQ(r.minimal.p, 2) << text;
+      EXPECT_EQ(r.minimal.count, 1u) << text;
+      EXPECT_FALSE(r.shrink_budget_reached) << text;
+    }
+  }
+}
+
+namespace {
+// A race that a perturbed schedule shows far more often: in a case of two
+// ranks or more and one element or more, it fails one run in twelve on the
+// natural schedule (perturb 0) and one in two on any perturbed one.
+class RareUnlessPerturbed final : public CaseExecutor {
+ public:
+  CaseOutcome run(const Case& c) override {
+    CaseOutcome o;
+    if (c.p < 2 || c.count < 1) return o;
+    if (c.perturb == 0 ? natural_++ % 12 == 11 : perturbed_++ % 2 == 0) {
+      o.ok = false;
+      o.failure = Failure{"ranks-identical", "  made up\n"};
+    }
+    return o;
+  }
+
+ private:
+  size_t natural_ = 0, perturbed_ = 0;
+};
+}  // namespace
+
+// A rare race is shrunk under the schedule that shows it most: of the failing
+// case's own and three perturbations, 8 runs each, the one that failed most;
+// the minimal case keeps it, and the run says which it was.
+TEST(VerifyShrink, ARareRaceIsShrunkUnderTheScheduleThatShowsItMost) {
+  for (uint64_t seed : {uint64_t{3}, fresh_seed()}) {
+    std::printf("[ seed    ] %#llx\n", static_cast<unsigned long long>(seed));
+    RareUnlessPerturbed exec;
+    VerifyOptions o = small_space("rare", seed);
+    o.space.perturb = false;  // every case drawn has the natural schedule
+    const auto [r, text] = verify_with_text(o, exec);
+    ASSERT_TRUE(r.failed) << text;
+    EXPECT_EQ(r.original.perturb, 0u) << text;
+    EXPECT_EQ(r.shrink_tries, 5u) << text;
+    EXPECT_NE(r.shrink_schedule, 0u) << text;
+    EXPECT_EQ(r.schedule_failures, 4u) << text;
+    EXPECT_EQ(r.minimal.perturb, r.shrink_schedule) << text;
+    EXPECT_NE(text.find(fmt::format("under perturbation seed {:#x}, which failed 4 of 8 runs", r.shrink_schedule)),
+              std::string::npos)
+        << text;
+    EXPECT_EQ(r.minimal.p, 2) << text;
+    EXPECT_EQ(r.minimal.count, 1u) << text;
+  }
 }
