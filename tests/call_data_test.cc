@@ -78,6 +78,22 @@ TEST(FillInput, EveryElementIsInputElementsForEveryDtypeOpAndClass) {
               checked += n;
             }
           }
+  // The exact class's largest tables of k / 4 (float16 at p = 1 and 2: 4,095
+  // and 2,047 values) are used from 16,380 elements on.
+  for (uint64_t seed : {uint64_t{1}, fresh})
+    for (DType t : kAllDTypes)
+      for (RedOp op : {RedOp::Sum, RedOp::Avg, RedOp::PreMulSum})
+        for (DataClass cls : {DataClass::Exact, DataClass::Mixed})
+          for (int p : {1, 2}) {
+            if (!dtype_is_float(t)) continue;
+            const size_t n = 16389;
+            std::vector<std::byte> buf(n * dtype_size(t));
+            fill_input(buf.data(), n, t, op, p, p - 1, seed, cls);
+            for (size_t i = 0; i < n; ++i)
+              ASSERT_EQ(load_element(t, buf.data(), i), input_element(t, op, p, p - 1, i, seed, cls))
+                  << dtype_name(t) << " " << op_name(op) << " " << data_class_name(cls) << " p=" << p << " element " << i;
+            checked += n;
+          }
   std::printf("[ checked ] %zu elements\n", checked);
 }
 

@@ -4,6 +4,7 @@
 #include <cmath>
 #include <limits>
 #include <optional>
+#include <vector>
 
 #include "harness/model/fast_mod.h"
 #include "impl/dtype.h"
@@ -57,6 +58,8 @@ struct ExactSumShape {
   int64_t k_max = 0;  // contributions are k / 4 with |k| <= k_max
   int64_t m = 0;      // ranks with a nonzero contribution per element
   FastMod k_range;    // % (2 k_max + 1)
+  // Where filled (tabulate_exact): the bits of (i - k_max) / 4 at i.
+  std::vector<uint64_t> bits;
 };
 
 ExactSumShape exact_sum_shape(DType t, RedOp op, int nranks) {
@@ -97,8 +100,22 @@ inline uint64_t exact_float(RedOp op, int nranks, int rank, size_t at, uint64_t 
   size_t slot = static_cast<size_t>(rank) + static_cast<size_t>(nranks) - at;
   if (slot >= static_cast<size_t>(nranks)) slot -= static_cast<size_t>(nranks);
   if (static_cast<int64_t>(slot) >= shape.m) return float_bits<T>(0.0);
+  if (!shape.bits.empty()) return shape.bits[shape.k_range(r)];
   const int64_t k = static_cast<int64_t>(shape.k_range(r)) - shape.k_max;
   return float_bits<T>(static_cast<double>(k) * 0.25);
+}
+
+// A fill of this many elements or more looks the values k / 4 up (each
+// encoded once) instead of encoding each element, where there are at most
+// kMaxExactTable of them (k_max <= 2047: the narrow floats; float32 has 2^24).
+constexpr int64_t kMaxExactTable = 4095;
+
+template <DType T>
+void tabulate_exact(ExactSumShape& shape, size_t count) {
+  const int64_t n = 2 * shape.k_max + 1;
+  if (shape.k_max == 0 || n > kMaxExactTable || count < 4 * static_cast<uint64_t>(n)) return;
+  shape.bits.resize(static_cast<size_t>(n));
+  for (int64_t i = 0; i < n; ++i) shape.bits[static_cast<size_t>(i)] = float_bits<T>(static_cast<double>(i - shape.k_max) * 0.25);
 }
 
 // The bits of the value with magnitude m >= 0 (not a NaN), negative when
@@ -282,13 +299,14 @@ uint64_t input_element(DType t, RedOp op, int nranks, int rank, size_t index, ui
 }
 
 void fill_input(void* out, size_t count, DType t, RedOp op, int nranks, int rank, uint64_t seed, DataClass cls) {
-  const GenShape shape = shape_for(t, op, nranks, cls);
+  GenShape shape = shape_for(t, op, nranks, cls);
   // A block's hashes first, in a loop of independent iterations that the CPU
   // overlaps (one element's three hashes are a chain of dependent multiplies),
   // then the block's values, in a loop compiled for the one dtype: the same
   // elements as input_element.
   visit_dtype(t, [&](auto tag) {
     constexpr DType T = dtype_of<decltype(tag)>;
+    if constexpr (dtype_is_float(T)) tabulate_exact<T>(shape.sum, count);
     constexpr size_t kBlock = 256;
     uint64_t bits[kBlock];
     const auto ranks = static_cast<size_t>(nranks);
