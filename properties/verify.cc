@@ -254,6 +254,9 @@ VerifyResult run_verify(const VerifyOptions& o, CaseExecutor& real, Events& ev) 
     ev.print("\n{} cases passed, then case {} failed (seed {:#x}); shrunk in {} steps ({} runs{}{}) from: {}\n",
                passed, r.failing_case, o.seed, r.shrink_steps, r.shrink_runs,
                r.shrink_tries == 0 ? ""
+               : r.schedule_runs > 0 && r.schedule_failures == 0
+                   ? fmt::format("; flaky, and it failed in none of {} more runs under four schedules, so not shrunk",
+                                 r.schedule_runs)
                : r.shrink_schedule == 0
                    ? fmt::format("; flaky, so each step ran up to {} times", r.shrink_tries)
                    : fmt::format("; flaky, so each step ran up to {} times, under perturbation seed {:#x}, which "

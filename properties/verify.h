@@ -74,6 +74,7 @@ struct VerifyResult {
   // failures of that schedule in kScheduleRuns runs.
   uint64_t shrink_schedule = 0;
   size_t schedule_failures = 0;
+  size_t schedule_runs = 0;  // the failing case's runs under the four schedules
   bool shrink_budget_reached = false;
   bool interrupted = false;  // should_stop ended the run (cases, shrinking or replays)
   bool case_cut = false;     // ...and cut_case cut a case short (its verdict is not known)

@@ -49,7 +49,14 @@ void print_verify_failure(Events& ev, const VerifyOptions& o, const VerifyResult
     ev.print("  on the natural schedule the minimal case failed {} of {} replays; with the schedule perturbed "
                     "(seed {:#x}) {} of {}\n",
                r.natural_failures, r.natural_replays, r.minimal.perturb, r.replay_failures, r.replays);
-  if (r.flaky()) {
+  if (r.flaky() && r.replay_failures == 0) {
+    // Stepped back to the case that failed once and never again.
+    ev.print("  flaky: the case failed once, then passed {} of {} replays: it did not show again (a rare race or "
+             "timing dependence, or a run stalled by the host); each replay below runs it {} times, fails if any "
+             "run fails, and may pass\n",
+             r.replays, r.replays, r.replays);
+    ev.print("  replay: {}\n", replay_command(o, r.minimal, r.replays));
+  } else if (r.flaky()) {
     ev.print("  flaky: the minimal case fails {} of {} replays (a race or a timing dependence); each replay "
                     "below runs it {} times and fails if any run fails\n",
                r.replay_failures, r.replays, r.replays);

@@ -141,6 +141,7 @@ std::optional<Step> likeliest_schedule(const VerifyOptions& o, CaseExecutor& exe
       if (stopping(o, r)) return std::nullopt;
       const CaseOutcome so = run_retrying(o, exec, s);
       if (cut(so, r)) return std::nullopt;
+      ++r.schedule_runs;
       if (so.harness_error || so.ok || !shrink_keeps(so.failure, failed.f)) continue;
       ++fails;
       if (!f) f = so.failure;
@@ -178,11 +179,15 @@ void shrink_failure(const VerifyOptions& o, CaseExecutor& exec, VerifyResult& r,
   // the minimal case tell, and the shrinking goes on from the smallest case
   // that fails again. A steady failure never pays the tries (nor one in the
   // simulated world found on its own: its schedule is the seed's).
+  bool shrink = true;
   if (flaky_from_the_start(o, exec, sh.value(), r)) {
     r.shrink_tries = kFlakyTries;
     if (auto s = likeliest_schedule(o, exec, path[0], r)) path[0] = std::move(*s);
+    // Failed in none of those runs: no step would show it in five, and
+    // shrinking would spend its whole budget finding nothing.
+    shrink = r.schedule_runs == 0 || r.schedule_failures > 0;
   }
-  shrink_pass(o, exec, r, path, std::max<size_t>(r.shrink_tries, 1), s0, shrinking);
+  if (shrink) shrink_pass(o, exec, r, path, std::max<size_t>(r.shrink_tries, 1), s0, shrinking);
   const size_t n = minimal_replays(o);
   const size_t undone = settle(o, exec, r, path, n, r.failing_case, ev);
   if (r.shrink_tries == 0 && r.flaky() && !r.interrupted && !r.shrink_budget_reached) {

@@ -340,3 +340,35 @@ TEST(VerifyShrink, ARareRaceIsShrunkUnderTheScheduleThatShowsItMost) {
     EXPECT_EQ(r.minimal.count, 1u) << text;
   }
 }
+
+// A failure that never shows again (the case failed once, then passed every
+// run) is not shrunk (no step would show it: shrinking would spend its whole
+// budget finding nothing) and says so, instead of "fails 0 of 20 replays".
+TEST(VerifyShrink, AFailureThatNeverShowsAgainSaysSoAndIsNotShrunk) {
+  struct OnceOnly final : CaseExecutor {
+    CaseOutcome run(const Case& c) override {
+      CaseOutcome o;
+      if (c.p >= 2 && !failed_) {
+        failed_ = true;
+        o.ok = false;
+        o.failure = Failure{"ranks-identical", "  made up\n"};
+      }
+      return o;
+    }
+    bool failed_ = false;
+  } exec;
+  const auto [r, text] = verify_with_text(small_space("once", 7), exec);
+  ASSERT_TRUE(r.failed) << text;
+  EXPECT_EQ(r.shrink_runs, 0u) << text;
+  EXPECT_EQ(r.replays, 20u) << text;
+  EXPECT_EQ(r.replay_failures, 0u) << text;
+  EXPECT_EQ(encode_case(r.minimal), encode_case(r.original)) << text;
+  EXPECT_NE(text.find("shrunk in 0 steps (0 runs; flaky, and it failed in none of 32 more runs under four schedules, "
+                      "so not shrunk)"),
+            std::string::npos)
+      << text;
+  EXPECT_NE(text.find("flaky: the case failed once, then passed 20 of 20 replays: it did not show again"),
+            std::string::npos)
+      << text;
+  EXPECT_EQ(text.find("fails 0 of"), std::string::npos) << text;
+}
