@@ -224,7 +224,7 @@ VerifyResult run_verify(const VerifyOptions& o, CaseExecutor& real, Events& ev) 
       VerifyResult best = r;
       for (uint64_t k = 1; k <= 3 && best.replay_failures < best.replays; ++k) {
         VerifyResult t = natural;
-        t.minimal.perturb = splitmix64(o.seed ^ (k * 0x9e3779b97f4a7c15ull)) | 1;
+        t.minimal.perturb = flaky_perturbation(o, k);
         t.replays = t.replay_failures = 0;
         confirm(o, exec, t, minimal_replays(o));
         if (t.replay_failures * best.replays > best.replay_failures * t.replays) best = t;

@@ -46,6 +46,10 @@ void confirm(const VerifyOptions& o, CaseExecutor& exec, VerifyResult& r, size_t
   }
 }
 
+uint64_t flaky_perturbation(const VerifyOptions& o, uint64_t k) {
+  return splitmix64(o.seed ^ (k * 0x9e3779b97f4a7c15ull)) | 1;
+}
+
 namespace {
 
 // One accepted shrink step: the case (with its further shrinks) and what it failed.
@@ -133,7 +137,7 @@ std::optional<Step> likeliest_schedule(const VerifyOptions& o, CaseExecutor& exe
   size_t most = 0;
   for (uint64_t k = 0; k <= 3; ++k) {
     Case s = c;
-    if (k > 0) s.perturb = splitmix64(o.seed ^ (k * 0x9e3779b97f4a7c15ull)) | 1;
+    if (k > 0) s.perturb = flaky_perturbation(o, k);
     if (k > 0 && s.perturb == c.perturb) continue;
     size_t fails = 0;
     std::optional<Failure> f;

@@ -26,6 +26,10 @@ void confirm(const VerifyOptions& o, CaseExecutor& exec, VerifyResult& r, size_t
 // How many times the minimal case is replayed (--repeat; 20 by default).
 inline size_t minimal_replays(const VerifyOptions& o) { return o.repeat == 0 ? 20 : o.repeat; }
 
+// The k-th (1, 2, 3) perturbation seed that a flaky failure is tried under,
+// both before shrinking (its schedule) and after (the minimal case's replays).
+uint64_t flaky_perturbation(const VerifyOptions& o, uint64_t k);
+
 // A flaky failure's shrink steps each run up to this many times.
 inline constexpr size_t kFlakyTries = 5;
 // ...under the schedule, of the case's own and three perturbations, that
