@@ -371,6 +371,7 @@ TEST(SimCli, TheRaceMutantIsCaughtOnSeedsOneToThreeAndItsReplayFailsEveryTime) {
     ASSERT_TRUE(std::regex_search(r.out, min, std::regex(R"(minimal case: p=([0-9]+) [^\n]*? count=([0-9]+))"))) << r.out;
     EXPECT_LE(std::stoi(min[1]), 16) << min[0];
     EXPECT_LE(std::stoi(min[2]), 64) << min[0];
+    EXPECT_EQ(r.out.find("stopped by the shrink budget"), std::string::npos) << r.out;
     const size_t at = r.out.find("replay: collcheck verify ");
     ASSERT_NE(at, std::string::npos) << r.out;
     const std::string line = r.out.substr(at + 8, r.out.find('\n', at) - at - 8);
