@@ -158,8 +158,9 @@ CaseOutcome IsolatedExecutor::run(const Case& c) {
     if (left <= 0) {
       stop(true);
       return fail(fmt::format("  no answer within {:.0f} s: the implementation never returned; the child process "
-                              "running it was killed\n",
-                              std::chrono::duration<double>(budget).count()));
+                              "running it was killed\n{}",
+                              std::chrono::duration<double>(budget).count(),
+                              cfg_.hang_hint.empty() ? "" : "  " + cfg_.hang_hint + "\n"));
     }
     if (stop_asked()) {
       stop(true);

@@ -90,6 +90,10 @@ struct RunConfig {
   // reference algorithms), in a world whose outcome is the case's alone (the
   // simulated one). 1: one case at a time.
   int parallel = 1;
+  // Said after "the implementation never returned" where a case got no
+  // answer at all (the isolated executor's wall-clock backstop): a plugin
+  // run as fibers because it declared it may be blocks their one thread.
+  std::string hang_hint = {};
 };
 
 // The nodes of a case's ranks as the implementation sees them (node_map()

@@ -141,7 +141,7 @@ int side_by_side(const VerifyJob& job, WorldKind kind, bool isolate, const Impls
   if (kind != WorldKind::Sim) why_not = "this run's world is not the simulated one";
   if (isolate) why_not = "this run isolates its cases in a child process";
   for (const auto& [flag, impl] : all)
-    if (why_not.empty() && impl->threads_by_default())
+    if (why_not.empty() && impl->state_across_cases())
       why_not = fmt::format("{} {} may keep state across cases", flag, impl->name());
   if (!why_not.empty()) {
     if (job.jobs > 1) throw UsageError(fmt::format("--jobs {}: cases run side by side only in the simulated world, for "
@@ -248,6 +248,10 @@ int run_verify_job(VerifyJob& job, const Session& session, Events& ev, const Ver
   if (session.is_mpi()) return verify_in_mpi(job, session, cfg, ev, finish);
   o.run_flags += session.world_flag();
   if (kind == WorldKind::Sim) o.world_desc = "ranks as fibers in virtual time";
+  if (kind == WorldKind::Sim && session.sim_by_default() && cfg.impl->untrusted())
+    cfg.hang_hint = "(its ranks ran as fibers of one thread, as its collcheck_plugin_fiber_safe() declares they may: "
+                    "a lock, barrier or condition variable of its own between ranks, or a loop that never calls a "
+                    "link, blocks that thread; --world threads runs it as threads)";
   if (job.schedules > 1 && kind != WorldKind::Sim)
     throw UsageError("--schedules: runs each case under several schedules of the simulated world, and this run's "
                      "world is threads (name --world sim, or drop --schedules)");

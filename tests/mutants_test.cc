@@ -13,91 +13,23 @@
 
 #include "properties/executor.h"
 #include "properties/verify.h"
+#include "tests/mutant_suite.h"
 #include "tests/run_command.h"
 
 using namespace collcheck;
 using namespace std::chrono_literals;
 
 namespace {
-
-std::vector<std::string> mutants() {
-  std::vector<std::string> v;
-  std::stringstream ss(MUTANTS);
-  for (std::string m; std::getline(ss, m, ',');) v.push_back(m);
-  return v;
-}
-
-std::string mutant_path(const std::string& m) { return std::string(MUTANT_DIR) + "/" + m + ".so"; }
-
-VerifyResult verify_plugin(const std::string& path, uint64_t seed, size_t cases = VerifyOptions{}.cases,
-                           bool isolate = false) {
-  ImplPtr impl = load_plugin(path);
-  auto exec_ptr = make_executor(RunConfig{impl, default_peers(*impl), 10000ms, {}}, isolate);
-  CaseExecutor& exec = *exec_ptr;
-  VerifyOptions o;  // the defaults of `collcheck verify`
-  o.impl_spec = "plugin:" + path;
-  o.seed = seed;
-  o.cases = cases;
-  // The shrink budget that decides is the default count of runs
-  // (shrink_max_runs); its time limit is raised, so that a busy host (CI's two
-  // cores running other suites beside this one) does not change the verdict:
-  // chunk_index_3_bits's shrink, about 2,400 runs, once ran out of the 120 s
-  // default there.
-  o.shrink_budget_s = 900;
-  std::FILE* devnull = std::fopen("/dev/null", "w");
-  collcheck::Events events;  // the run's text on devnull
-  events.add(collcheck::console_sink(devnull, stderr));
-  VerifyResult r = run_verify(o, exec, events);
-  std::fclose(devnull);
-  return r;
-}
+using namespace mutant_suite;
 
 class Mutant : public ::testing::TestWithParam<std::string> {};
-
-struct MinimalLimit {
-  int p = 4;
-  size_t count = 16;
-};
-MinimalLimit minimal_limit(const std::string& m, DType t) {
-  if (m == "chunk_index_3_bits") return {16, 16};  // needs p >= 9
-  if (m == "large_message_tail") return {4, (size_t{128} << 10) / dtype_size(t) + 1};  // needs > 64 KiB
-  // Needs one byte size in two dtypes: shrinking cannot cut both counts together.
-  if (m == "plan_cache_keyed_on_bytes") return {4, 64};
-  // A race: verify runs each shrink step of a flaky failure up to five
-  // times, under the schedule that shows it most (verify_shrink.h); before,
-  // one run a step let CI see seed 1 stop at count 142 and seed 2 at 17.
-  // A step can still miss it five times: small enough to read, not minimal.
-  if (m == "late_arrival_race") return {16, 64};
-  // State across cases: whether a shrink step fails depends on what the
-  // cases before it left on the shared rank threads, so shrinking stops
-  // where that history stops reproducing it (the report says "depends on
-  // earlier cases", not "steady").
-  if (m == "thread_plan_cache") return {16, 4096};
-  return {};
-}
 
 }  // namespace
 
 TEST_P(Mutant, IsCaughtWithinTheDefaultBudgetAndShrinksToASmallReplayableCase) {
   const std::string m = GetParam();
   const VerifyOptions defaults;
-  // Three seeds in the default build; the sanitizer builds (which check the
-  // same code for memory and thread errors, ten times slower) run the first.
-  std::vector<uint64_t> seeds{1, 2, 3};
-  if (const char* env = std::getenv("COLLCHECK_MUTANT_SEEDS")) {
-    seeds.resize(std::clamp<size_t>(std::strtoull(env, nullptr, 10), 1, 3));
-    std::printf("[ note    ] COLLCHECK_MUTANT_SEEDS=%zu: seed(s) 1..%zu (the default build runs 3)\n", seeds.size(),
-                seeds.size());
-  }
-  // COLLCHECK_SEED=N adds seed N (0x... too), COLLCHECK_SEED=fresh a random
-  // one, printed: the claim "caught" must hold beyond the seeds above.
-  if (const char* env = std::getenv("COLLCHECK_SEED")) {
-    const uint64_t fresh = std::string(env) == "fresh" ? (uint64_t{std::random_device{}()} << 32) | std::random_device{}()
-                                                       : std::strtoull(env, nullptr, 0);
-    std::printf("[ note    ] COLLCHECK_SEED: also seed %#llx (replay: COLLCHECK_SEED=%#llx)\n",
-                static_cast<unsigned long long>(fresh), static_cast<unsigned long long>(fresh));
-    seeds.push_back(fresh);
-  }
+  const std::vector<uint64_t> seeds = mutant_seeds();
   for (uint64_t seed : seeds) {
     // State across cases is searched for as `collcheck verify` does for a
     // plugin: isolated (a fresh process for each search step).

@@ -91,6 +91,26 @@ TEST(Plugin, CallThatNeverReturnsIsDiagnosedWithinTheDeadline) {
   std::printf("[ hang    ] diagnosed and shrunk in %.1f s\n", s);
 }
 
+// A plugin that declares its ranks may be fibers of one thread (and so runs
+// in the simulated world by default) but blocks that thread on the host's
+// clock: the isolated child's wall-clock backstop ends the case, and the
+// report says why fibers were used and how to run it as threads.
+TEST(Plugin, AWrongFiberDeclarationEndsAtTheBackstopAndSaysSo) {
+  const auto t0 = std::chrono::steady_clock::now();
+  const auto r = verify("--impl plugin:" + plugin("fibers_but_sleeps") +
+                            " --timeout 0.2 --replay v1:p2:float32:sum:s1:n3:oop:d:exact:1",
+                        120);
+  const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  EXPECT_EQ(r.code, 1) << r.out;
+  expect_has(r, "FAIL: property call-completes");
+  expect_has(r, "the implementation never returned");
+  expect_has(r, "as its collcheck_plugin_fiber_safe() declares they may");
+  expect_has(r, "--world threads runs it as threads");
+  // The backstop: the case's calls' deadlines (7 x 0.2 s) + 2 s + 13 s.
+  EXPECT_LT(s, 60) << r.out;
+  std::printf("[ hang    ] a wrong fiber declaration ended in %.1f s\n", s);
+}
+
 TEST(Plugin, LeakedRequestIsARuleViolation) {
   const auto r = verify("--impl plugin:" + plugin("leaks_request"));
   EXPECT_EQ(r.code, 1) << r.out;

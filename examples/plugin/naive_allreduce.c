@@ -16,6 +16,13 @@ int collcheck_plugin_abi_version(void) { return COLLCHECK_PLUGIN_ABI_VERSION; }
 
 const char* collcheck_plugin_name(void) { return "naive reduce-then-broadcast"; }
 
+/* Its ranks wait on each other only through the links and it keeps no
+ * per-thread state, so they may run as fibers of one thread: collcheck then
+ * runs it in the simulated world by default (virtual time, one seed giving
+ * one output). Leave this out if your plugin has locks, barriers or
+ * thread_local state of its own. */
+int collcheck_plugin_fiber_safe(void) { return 1; }
+
 /* Posts one transfer and waits for it. 0 on success. */
 static int transfer(const collcheck_links* l, int send, int peer, uint64_t tag, void* buf, size_t bytes) {
   collcheck_request* req = NULL;

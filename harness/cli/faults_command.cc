@@ -15,7 +15,7 @@ void add_faults(CLI::App& app, FaultsFlags& f) {
   fa->add_option("--ranks", f.job.ranks, "world size (default: 4 as threads; every process in the MPI world)");
   fa->add_option("--mode", f.job.mode, "guarded, unguarded or both")->capture_default_str();
   add_sim_flags(fa, f.sim);
-  fa->add_option("--world", f.world, "sim (ranks as fibers in virtual time: one seed, one output, however busy the host; the default for the reference algorithms, while plugins and peer libraries run as threads unless sim is named), threads or mpi (under mpirun; every process is a rank)")
+  fa->add_option("--world", f.world, "sim (ranks as fibers in virtual time: one seed, one output, however busy the host; the default for the reference algorithms and for plugins whose collcheck_plugin_fiber_safe() returns 1, while other plugins and peer libraries run as threads unless sim is named), threads or mpi (under mpirun; every process is a rank)")
       ->capture_default_str();
   fa->add_option("--random", f.job.random,
                  "run the detection property instead: this many random scenarios, each with a random fault");

@@ -13,7 +13,7 @@ void add_replay(CLI::App& app, ReplayFlags& f) {
   r->add_option("file", f.job.file, "scenario file (see examples/bugs/)")->required();
   r->add_option("--mode", f.job.mode, "guarded or unguarded (default: the scenario's mode)");
   add_sim_flags(r, f.sim);
-  r->add_option("--world", f.world, "sim (ranks as fibers in virtual time: one seed, one output, however busy the host; the default for the reference algorithms, while plugins and peer libraries run as threads unless sim is named), threads or mpi (one rank per process, under mpirun -np <ranks>)")
+  r->add_option("--world", f.world, "sim (ranks as fibers in virtual time: one seed, one output, however busy the host; the default for the reference algorithms and for plugins whose collcheck_plugin_fiber_safe() returns 1, while other plugins and peer libraries run as threads unless sim is named), threads or mpi (one rank per process, under mpirun -np <ranks>)")
       ->capture_default_str();
   r->add_option("--dump-dir", f.job.dump_dir, "where each rank's flight-recorder dump goes (unguarded mode always "
                                           "dumps, to a temporary directory by default)");

@@ -60,7 +60,7 @@ void add_verify(CLI::App& app, VerifyFlags& f) {
                 "--world sim, reference algorithms: run N cases side by side, each in a world of its own (0: one per "
                 "core, at most 8, as memory allows); the output is the same for every N")
       ->capture_default_str();
-  v->add_option("--world", f.world, "sim (ranks as fibers in virtual time: one seed, one output, however busy the host; the default for the reference algorithms, while plugins and peer libraries run as threads unless sim is named), threads or mpi (one rank per process, under "
+  v->add_option("--world", f.world, "sim (ranks as fibers in virtual time: one seed, one output, however busy the host; the default for the reference algorithms and for plugins whose collcheck_plugin_fiber_safe() returns 1, while other plugins and peer libraries run as threads unless sim is named), threads or mpi (one rank per process, under "
                                     "mpirun)")
       ->capture_default_str();
   v->add_option("--mpi-algo", f.job.mpi_algo,

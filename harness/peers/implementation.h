@@ -77,8 +77,13 @@ class Implementation {
   // the reference algorithms run in the simulated world (nullopt: it runs
   // there too). A plugin may keep thread-local state or make its ranks wait
   // on each other with its own primitives: fibers of one thread would share
-  // the one and deadlock on the other.
+  // the one and deadlock on the other. One that declares neither
+  // (collcheck_plugin_fiber_safe) runs in the simulated world.
   virtual std::optional<std::string> threads_by_default() const { return std::nullopt; }
+  // Why its cases must not run side by side in one process (verify --jobs),
+  // or nullopt: what runs on threads of its own, and plugins, which may keep
+  // state from one case to the next.
+  virtual std::optional<std::string> state_across_cases() const { return threads_by_default(); }
   // Why it cannot run on this machine at all (a GPU library without a GPU, or
   // a build without it), or nullopt. A run that needs it is then skipped
   // (exit 77), never passed.

@@ -24,6 +24,7 @@ namespace {
 using AbiVersionFn = int (*)();
 using NameFn = const char* (*)();
 using PluginAllReduceFn = int (*)(const collcheck_call*, const collcheck_links*);
+using FiberSafeFn = int (*)();
 
 int abi_dtype(DType t) {
   switch (t) {
@@ -178,8 +179,10 @@ uint64_t cb_now_ns(void*) {
 class PluginImplementation final : public Implementation {
  public:
   using OrderFn = int (*)(int, size_t, size_t, int*, size_t);
-  PluginImplementation(std::string spec, void* handle, PluginAllReduceFn fn, std::string label, OrderFn order)
-      : spec_(std::move(spec)), handle_(handle), fn_(fn), label_(std::move(label)), order_(order) {}
+  PluginImplementation(std::string spec, void* handle, PluginAllReduceFn fn, std::string label, OrderFn order,
+                       bool fiber_safe)
+      : spec_(std::move(spec)), handle_(handle), fn_(fn), label_(std::move(label)), order_(order),
+        fiber_safe_(fiber_safe) {}
   // The plugin ABI has no nodes: a plugin's order is the same on every topology.
   bool reduction_order(int p, size_t count, size_t index, std::span<const int>,
                        std::vector<int>& postfix) const override {
@@ -205,9 +208,17 @@ class PluginImplementation final : public Implementation {
   // thread may still be executing its code.
   const std::string& name() const override { return spec_; }
   bool untrusted() const override { return true; }
+  // Threads unless the plugin declares its ranks may share one thread
+  // (collcheck_plugin_fiber_safe): it may keep thread-local state or make
+  // its ranks wait on each other with primitives of its own.
   std::optional<std::string> threads_by_default() const override {
-    return "a plugin may keep thread-local state or synchronize its ranks itself (--world sim runs it as fibers anyway)";
+    if (fiber_safe_) return std::nullopt;
+    return "a plugin may keep thread-local state or synchronize its ranks itself, unless it exports "
+           "collcheck_plugin_fiber_safe() returning 1 (--world sim runs it as fibers anyway)";
   }
+  // Whether or not its ranks may be fibers, a plugin may keep state (a cache,
+  // a plan) from one case to the next: its cases never run side by side.
+  std::optional<std::string> state_across_cases() const override { return "may keep state across cases"; }
 
   void all_reduce(const AllReduceArgs& a) const override {
     CallContext c(a);
@@ -247,6 +258,7 @@ class PluginImplementation final : public Implementation {
   PluginAllReduceFn fn_;
   std::string label_;
   OrderFn order_ = nullptr;
+  bool fiber_safe_ = false;
 };
 
 }  // namespace
@@ -278,7 +290,9 @@ ImplPtr load_plugin(const std::string& path) {
     if (const char* n = name()) label = fmt::format("'{}' ({})", n, path);
   }
   auto order = reinterpret_cast<PluginImplementation::OrderFn>(sym("collcheck_plugin_reduction_order"));
-  return std::make_shared<PluginImplementation>("plugin:" + path, h, fn, label, order);
+  const auto fiber_safe = reinterpret_cast<FiberSafeFn>(sym("collcheck_plugin_fiber_safe"));
+  return std::make_shared<PluginImplementation>("plugin:" + path, h, fn, label, order,
+                                                fiber_safe != nullptr && fiber_safe() == 1);
 }
 
 }  // namespace collcheck

@@ -272,7 +272,14 @@ inline uint16_t float_to_half(float f, bool ties_away = false) {
 
 }  // namespace mk
 
-// The boilerplate every mutant exports.
-#define MK_PLUGIN(label)                                                            \
+// The boilerplate every mutant exports. A kit plugin's ranks wait on each
+// other only through the links and keep no per-thread state, so it declares
+// that they may be fibers of one thread (collcheck_plugin_fiber_safe):
+// `collcheck verify` runs it in the simulated world unless --world says
+// otherwise. One that keeps per-thread state uses MK_PLUGIN_THREADS.
+#define MK_PLUGIN_THREADS(label)                                                    \
   extern "C" int collcheck_plugin_abi_version(void) { return COLLCHECK_PLUGIN_ABI_VERSION; } \
   extern "C" const char* collcheck_plugin_name(void) { return label; }
+#define MK_PLUGIN(label)  \
+  MK_PLUGIN_THREADS(label) \
+  extern "C" int collcheck_plugin_fiber_safe(void) { return 1; }

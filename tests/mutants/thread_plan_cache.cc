@@ -11,7 +11,10 @@
 // the buffer for p ranks, and the tail is never reduced. In a world whose
 // rank threads live for one size (collcheck's thread world before issue 31)
 // it is never caught; in a long-lived MPI rank, or NCCL proxy thread, it is.
-MK_PLUGIN("mutant: the chunk layout is cached per thread keyed on the count, not on the world size")
+// Its state is per thread: it does not declare that its ranks may be fibers
+// of one thread (the simulated world, named, still catches it: its fibers
+// share the one map).
+MK_PLUGIN_THREADS("mutant: the chunk layout is cached per thread keyed on the count, not on the world size")
 
 namespace {
 thread_local std::map<size_t, std::vector<mk::Chunk>> plans;  // count -> chunks

@@ -25,6 +25,7 @@
 #define FAULT_exits_in_call 10
 #define FAULT_order_over_capacity 11
 #define FAULT_order_bad_rank 12
+#define FAULT_fibers_but_sleeps 13
 #define CAT(a, b) a##b
 #define FAULT_ID(x) CAT(FAULT_, x)
 #define FAULT FAULT_ID(COLLCHECK_FAULT)
@@ -53,6 +54,12 @@ extern "C" int collcheck_plugin_reduction_order(int p, size_t count, size_t inde
 }
 #endif
 
+#if FAULT == FAULT_fibers_but_sleeps
+// Declares that its ranks may be fibers of one thread, and then sleeps on the
+// host's clock, forever: in the simulated world that blocks the one thread.
+extern "C" int collcheck_plugin_fiber_safe(void) { return 1; }
+#endif
+
 #if FAULT != FAULT_no_entry
 extern "C" int collcheck_all_reduce(const collcheck_call* c, const collcheck_links* l) {
 #if FAULT == FAULT_returns_error
@@ -66,7 +73,7 @@ extern "C" int collcheck_all_reduce(const collcheck_call* c, const collcheck_lin
   if (c->count > 2) std::exit(0);
 #elif FAULT == FAULT_all_crash
   if (c->count > 2) std::raise(SIGSEGV);  // every rank's thread at about the same time
-#elif FAULT == FAULT_never_returns
+#elif FAULT == FAULT_never_returns || FAULT == FAULT_fibers_but_sleeps
   if (c->count > 2 && l->rank == 0) {
     for (;;) std::this_thread::sleep_for(std::chrono::seconds(1));
   }

@@ -80,6 +80,16 @@ extern "C" int collcheck_plugin_abi_version(void) {
 
 extern "C" const char* collcheck_plugin_name(void) { return "clock_poll"; }
 
+// Its ranks may be fibers of one thread; the v1 build exports the function
+// but answers 0 (only 1 declares it), so it runs as threads unless named.
+extern "C" int collcheck_plugin_fiber_safe(void) {
+#ifdef CLOCK_POLL_V1
+  return 0;
+#else
+  return 1;
+#endif
+}
+
 extern "C" int collcheck_all_reduce(const collcheck_call* c, const collcheck_links* l) {
   Wrapped w{l};
 #ifndef CLOCK_POLL_V1

@@ -140,6 +140,19 @@ int collcheck_all_reduce(const collcheck_call* call, const collcheck_links* link
    (property matches-declared-order), which catches rounding bugs that the
    all-orders error bound cannot see. */
 int collcheck_plugin_reduction_order(int p, size_t count, size_t index, int* postfix, size_t capacity);
+/* Whether the plugin's ranks may run as fibers of one thread. Return 1 when
+   (a) its ranks wait on each other only through these links: no lock held
+   across a link call, no condition variable, barrier, sleep or spin on memory
+   that another rank writes; and (b) it keeps no per-thread state
+   (thread_local): the fibers of a world share one thread. collcheck then runs
+   it in the simulated world by default (`verify`, `replay`, `faults`,
+   scenarios, soak units): ranks as fibers in virtual time, one seed giving one
+   output however busy the host, and several times as fast as threads. Not
+   exported, or 0: threads by default. `--world` overrides either way.
+   Optional (ABI version 2 stays). A plugin that declares it wrongly blocks the
+   one thread: the case then ends at the isolated child's wall-clock limit
+   (verify) and says so. */
+int collcheck_plugin_fiber_safe(void);
 
 #ifdef __cplusplus
 }
