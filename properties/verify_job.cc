@@ -231,6 +231,10 @@ int run_verify_job(VerifyJob& job, const Session& session, Events& ev, const Ver
     if (threads) {
       kind = WorldKind::Threads;
       cfg.make_world = thread_worlds();
+      // Where it is the plugin that keeps the run on threads, say how to
+      // leave them: fibers run several times as fast, and the same each time.
+      if (cfg.impl->untrusted() && cfg.impl->threads_by_default())
+        o.world_desc = "ranks as threads (the plugin does not declare collcheck_plugin_fiber_safe)";
     }
   }
   o.against = job.against;

@@ -16,6 +16,7 @@
 #include "harness/world/world.h"
 #include "properties/executor.h"
 #include "properties/verify.h"
+#include "tests/verify_quietly.h"
 
 namespace mutant_suite {
 using namespace collcheck;
@@ -48,12 +49,7 @@ inline VerifyResult verify_plugin(const std::string& path, uint64_t seed, size_t
   // chunk_index_3_bits's shrink, about 2,400 runs, once ran out of the 120 s
   // default there.
   o.shrink_budget_s = 900;
-  std::FILE* devnull = std::fopen("/dev/null", "w");
-  collcheck::Events events;  // the run's text on devnull
-  events.add(collcheck::console_sink(devnull, stderr));
-  VerifyResult r = run_verify(o, exec, events);
-  std::fclose(devnull);
-  return r;
+  return testutil::run_verify_quietly(o, exec);
 }
 
 struct MinimalLimit {

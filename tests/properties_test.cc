@@ -14,6 +14,7 @@
 #include <pthread.h>
 
 #include "impl/kernels.h"
+#include "tests/verify_quietly.h"
 #include "properties/executor.h"
 #include "harness/peers/peer_registry.h"
 #include "harness/world/sim_world.h"
@@ -150,12 +151,7 @@ VerifyOptions small_float_run(RedOp op = RedOp::Sum) {
 
 VerifyResult verify_quietly(ImplPtr impl, const VerifyOptions& o, std::vector<ImplPtr> peers = {}) {
   InProcessExecutor exec(RunConfig{std::move(impl), std::move(peers), 5000ms, {}});
-  std::FILE* devnull = std::fopen("/dev/null", "w");
-  collcheck::Events events;  // the run's text on devnull
-  events.add(collcheck::console_sink(devnull, stderr));
-  VerifyResult r = run_verify(o, exec, events);
-  std::fclose(devnull);
-  return r;
+  return testutil::run_verify_quietly(o, exec);
 }
 
 std::string first_failing_property(ImplPtr impl, std::vector<ImplPtr> peers, RedOp op = RedOp::Sum) {
