@@ -325,4 +325,23 @@ std::string describe_case(const Case& c, size_t max_elements) {
   return s;
 }
 
+std::optional<Case> calls_cut_together(const Case& c, size_t count) {
+  const size_t bytes = c.count * dtype_size(c.dtype), to = count * dtype_size(c.dtype);
+  if (count >= c.count) return std::nullopt;
+  Case out = c;
+  bool cut = false;
+  for (Case& call : out.then) {
+    const size_t size = dtype_size(call.dtype);
+    if (call.count * size != bytes || call.count == 0) continue;
+    if (to % size != 0) return std::nullopt;
+    call.count = to / size;  // a prefix: seeded values stay seeded
+    for (auto& v : call.values) v.resize(std::min(v.size(), call.count));
+    cut = true;
+  }
+  if (!cut) return std::nullopt;
+  out.count = count;
+  for (auto& v : out.values) v.resize(std::min(v.size(), count));
+  return out;
+}
+
 }  // namespace collcheck

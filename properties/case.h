@@ -28,6 +28,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -102,5 +103,13 @@ std::string sequence_call_name(const Case& c, size_t k);
 // The summary plus every rank's values in hex and decimal, at most
 // `max_elements` per rank.
 std::string describe_case(const Case& c, size_t max_elements = 16);
+
+// Shrinking a sequence whose further calls have the first call's byte size
+// (the same bytes in another dtype): every such call cut together to a
+// prefix of `count` elements of the first call's size, so that the sizes
+// stay equal (cutting one alone makes them differ, and a bug keyed on the
+// byte size then passes). Nothing when no call has its size, or when
+// `count` is not below the first call's count or fits no call's dtype.
+std::optional<Case> calls_cut_together(const Case& c, size_t count);
 
 }  // namespace collcheck

@@ -240,6 +240,17 @@ class CaseShrinks {
             call.count = to;  // seeded: the same prefix
             return c;
           }
+          // Every call of the first call's byte size cut with it: to the
+          // fewest elements that fit every call's dtype (1 to 8), then to
+          // half, a quarter, ... (calls_cut_together).
+          for (; !b.then.empty() && i_ < 3 * b.then.size() + 64; ++i_) {
+            const size_t j = i_ - 3 * b.then.size(), to = j < 8 ? j + 1 : b.count >> (j - 7);
+            if (j >= 8 && to == 0) break;
+            if (auto c = calls_cut_together(b, to)) {
+              ++i_;
+              return *c;
+            }
+          }
           break;
         }
         case 5: {  // simpler values, element by element, call by call
