@@ -391,3 +391,48 @@ TEST(ReplayToken, ALongTokenIsWrittenNextToTheReportsOrInTmpdir) {
   const auto cwd_after = std::distance(std::filesystem::directory_iterator("."), std::filesystem::directory_iterator{});
   EXPECT_EQ(cwd_before, cwd_after) << "nothing is written into the working directory";
 }
+
+// A sequence's calls of the first call's byte size are cut together to a
+// prefix, so that their byte sizes stay equal; a call of another size is
+// left alone, and a count that fits no call's dtype, or is not smaller,
+// gives nothing.
+TEST(CaseShrink, CallsOfTheFirstCallsByteSizeAreCutTogether) {
+  Case c;
+  c.p = 2;
+  c.dtype = DType::Uint64;
+  c.count = 1025;
+  c.make_explicit();
+  Case same;  // 8200 bytes, as the first call
+  same.p = 2;
+  same.dtype = DType::Fp8E4M3;
+  same.count = 8200;
+  same.seed = 3;
+  Case other = same;  // 4 bytes: another size
+  other.count = 4;
+  c.then = {same, other};
+  const auto cut = calls_cut_together(c, 1);
+  ASSERT_TRUE(cut.has_value());
+  EXPECT_EQ(cut->count, 1u);
+  for (const auto& v : cut->values) EXPECT_EQ(v.size(), 1u);
+  for (size_t r = 0; r < 2; ++r) EXPECT_EQ(cut->values[r][0], c.values[r][0]);  // a prefix
+  EXPECT_EQ(cut->then[0].count, 8u);
+  EXPECT_EQ(cut->then[0].seed, 3u);  // seeded: the same prefix of the same stream
+  EXPECT_EQ(cut->then[1].count, 4u);
+  EXPECT_FALSE(calls_cut_together(c, 1025).has_value());  // not smaller
+  // The other way round: 8 bytes of int8 then one uint64; 1 int8 fits no uint64.
+  Case d;
+  d.p = 2;
+  d.dtype = DType::Int8;
+  d.count = 16;
+  Case wide = same;
+  wide.dtype = DType::Uint64;
+  wide.count = 2;
+  d.then = {wide};
+  EXPECT_FALSE(calls_cut_together(d, 1).has_value());
+  const auto eight = calls_cut_together(d, 8);
+  ASSERT_TRUE(eight.has_value());
+  EXPECT_EQ(eight->then[0].count, 1u);
+  Case none = d;  // no call of the first call's size
+  none.then[0].count = 3;
+  EXPECT_FALSE(calls_cut_together(none, 8).has_value());
+}
