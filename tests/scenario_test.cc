@@ -104,6 +104,25 @@ TEST(Scenario, PrescanReadsCommentsAndQuotesAsYamlDoes) {
   }
 }
 
+// A key that is not UTF-8 is refused with its file, line and field: its bytes
+// would be written back as they are and read again as U+FFFD, and the YAML
+// round trip would change the scenario (scenario_fuzz found it in CI; the
+// input is in tests/fuzz/corpus/scenario/).
+TEST(Scenario, AKeyThatIsNotUtf8IsRefused) {
+  const std::string yaml = "world: {ranks: 4}\nprogram:\n  - all_reduce: {tag: a, count: 4}\nfaults:\n"
+                           "  - slow_link: {from: 2, to: 3, latenc\xef" "bop: 30}\n";
+  try {
+    parse_scenario(yaml, "bytes.yaml");
+    ADD_FAILURE() << "a key with a truncated UTF-8 sequence was accepted";
+  } catch (const ScenarioError& e) {
+    EXPECT_NE(std::string(e.what()).find("bytes.yaml:5: faults[0].slow_link: a key is not valid UTF-8 text"),
+              std::string::npos)
+        << e.what();
+  }
+  EXPECT_NO_THROW(parse_scenario("name: r\xc3\xa9seau\nworld: {ranks: 2}\nprogram:\n  - all_reduce: {tag: \xc3\xa9, count: 4}\n",
+                                 "utf8.yaml"));
+}
+
 // Repeat blocks and one rank's edits of the default program (skip a call,
 // insert steps after or before one), so a report's 38 identical calls and its
 // one diverging rank take a few lines.

@@ -6,6 +6,7 @@
 #pragma once
 
 #include <fmt/format.h>
+#include "harness/model/utf8.h"
 #include <yaml-cpp/yaml.h>
 
 #include <filesystem>
@@ -33,6 +34,9 @@ class YamlFields {
   std::string key(const YAML::Node& k, const std::string& field, std::set<std::string>& seen) const {
     if (!k.IsScalar()) fail(k, field, "expected a plain key (a name); a complex key (a list or a mapping) is not one");
     const std::string name = k.Scalar();
+    // Bytes that are not UTF-8 are written back as they are and read again
+    // as U+FFFD, so such a key would not survive the YAML round trip.
+    if (!valid_utf8(name)) fail(k, field, "a key is not valid UTF-8 text");
     if (!seen.insert(name).second) fail(k, field, fmt::format("duplicate key '{}': say each key once", name));
     return name;
   }
