@@ -22,7 +22,8 @@ uint64_t hash_of(std::span<const uint64_t> values) {
 }
 }  // namespace
 
-ExpectationMemo::ExpectationMemo(const Reduction& red, size_t ranks, size_t count) : red_(red), ranks_(ranks) {
+ExpectationMemo::ExpectationMemo(const Reduction& red, size_t ranks, size_t count)
+    : red_(red), ranks_(ranks), small_(red, ranks) {
   active_ = count >= kMinCount && ranks > 0;
   if (!active_) return;
   slot_mask_ = kSlots - 1;
@@ -39,9 +40,13 @@ size_t ExpectationMemo::find(std::span<const uint64_t> values, uint64_t hash) co
   }
 }
 
+void ExpectationMemo::derive(std::span<const uint64_t> values) {
+  if (!small_.expect(values, derived_)) derived_ = expect_element(red_, values);
+}
+
 const Expectation& ExpectationMemo::expect(std::span<const uint64_t> values) {
   if (!active_) {
-    derived_ = expect_element(red_, values);
+    derive(values);
     return derived_;
   }
   if (++lookups_ == kTrial && hits_ < kTrial / 4) active_ = false;  // this call's inputs do not repeat
@@ -52,7 +57,7 @@ const Expectation& ExpectationMemo::expect(std::span<const uint64_t> values) {
     return expected_[s];
   }
   const size_t consulted = enumeration_budget_consults();
-  derived_ = expect_element(red_, values);
+  derive(values);
   if (used_ == kMaxUsed || enumeration_budget_consults() != consulted) return derived_;
   std::copy(values.begin(), values.end(), keys_.begin() + static_cast<std::ptrdiff_t>(s * ranks_));
   filled_[s] = 1;

@@ -12,6 +12,10 @@
 // expectation that consulted the budget is never remembered, so every
 // element's expectation, and the budget's use, are what they were without
 // the memo.
+//
+// Each expectation it derives comes from the SmallSumOracle where that
+// answers (float sums over 2 to 5 ranks: the same expectation, without the
+// full way's general enumeration), else from expect_element.
 #pragma once
 
 #include <cstddef>
@@ -20,6 +24,7 @@
 #include <vector>
 
 #include "harness/check/oracle.h"
+#include "harness/check/small_sum.h"
 
 namespace collcheck {
 
@@ -40,9 +45,13 @@ class ExpectationMemo {
 
  private:
   size_t find(std::span<const uint64_t> values, uint64_t hash) const;
+  // expect_element's answer into derived_: by the small sum's way where it
+  // answers (a float sum over 2 to 5 ranks), else the full way.
+  void derive(std::span<const uint64_t> values);
 
   const Reduction& red_;
   size_t ranks_;
+  SmallSumOracle small_;
   bool active_ = false;
   size_t lookups_ = 0, hits_ = 0, used_ = 0;
   size_t slot_mask_ = 0;
