@@ -164,7 +164,7 @@ class CaseGen {
     if (space_.perturb && c.p >= 2 && c.p <= 16 && next() % 10 == 0) c.perturb = next() | 1;
     // 0: the world's own nodes (threads: one node; MPI: its hosts).
     if (space_.nodes && c.p >= 2) c.ranks_per_node = static_cast<int>(next() % static_cast<uint64_t>(c.p + 1));
-    return rc::shrinkable::shrinkRecur(std::move(c), [](const Case& x) { return case_shrinks(x); });
+    return shrinkable_case(std::move(c));
   }
 
  private:

@@ -59,6 +59,9 @@ rc::Gen<Case> gen_case(const CaseSpace& space);
 // The shrink candidates of `c`, lazily, in the order described above
 // (shrink.cc).
 rc::Seq<Case> case_shrinks(const Case& c);
+// `c` with its shrinks, and theirs: a candidate that simplified one value
+// resumes the value stage where it was (shrink.cc, Resume).
+rc::Shrinkable<Case> shrinkable_case(Case c);
 // How complicated element bits are (0 for zero, 1 for one, then more
 // significant bits or a larger exponent, or a larger magnitude), and the
 // simpler values shrinking tries for them, simplest first.

@@ -55,12 +55,57 @@ std::vector<Case> sequence_shrinks(const Case& b) {
   return out;
 }
 
+// Where a candidate's own shrinks begin. A candidate of the value stage
+// (5) resumes that stage at the element it changed: the stages before it
+// were tried on a case of the same shape, and starting over from them after
+// every simpler value ran each of their candidates again (about 55 runs a
+// value at p = 9, most of a 5,000-run budget). The stages skipped, and the
+// value stage's elements before the resumed one, come after it, so that a
+// case none of whose candidates fails has had every stage's candidates tried
+// either way. Every kValueStepsPerRound values in a row, a candidate starts
+// over from the top instead: a cut of the buffer keeps a prefix of the values
+// (fewer elements, the calls cut together), and may need values that the
+// value stage would go on to make 0 (a plan cached by byte size fails at 1
+// and 2 elements only while the second call's second value is not 0).
+struct Resume {
+  bool values = false;  // resume the value stage at (call, elem)
+  size_t call = 0, elem = 0;
+  size_t value_steps = 0;  // values taken in a row since the last start from the top
+};
+constexpr size_t kValueStepsPerRound = 8;
+
+struct Candidate {
+  Case c;
+  Resume resume;
+};
+
+// The stages in the order tried: from the top, or resumed in the value stage.
+constexpr int kStagesFromTop[] = {-1, 0, 1, 2, 3, 4, 5, 6, 7, 8};
+constexpr int kStagesResumed[] = {5, -1, 0, 1, 2, 3, 4, 5, 6, 7, 8};
+
 // Lazily enumerates the shrinks of one case.
 class CaseShrinks {
  public:
-  explicit CaseShrinks(Case c) : base_(std::make_shared<const Case>(std::move(c))) {}
+  explicit CaseShrinks(Case c, Resume from = {}) : base_(std::make_shared<const Case>(std::move(c))) {
+    value_steps_ = from.value_steps;
+    if (from.values) {
+      order_ = kStagesResumed;
+      order_size_ = std::size(kStagesResumed);
+      call_ = from.call;
+      elem_ = from.elem;
+    }
+    stage_ = order_[0];
+  }
 
-  rc::Maybe<Case> operator()() {
+  rc::Maybe<Candidate> operator()() {
+    resume_ = Resume{};
+    rc::Maybe<Case> c = step();
+    if (!c) return rc::Nothing;
+    return Candidate{std::move(*c), resume_};
+  }
+
+ private:
+  rc::Maybe<Case> step() {
     for (;;) {
       switch (stage_) {
         case -1: {  // a shorter sequence: no further calls, then without call k; sync for async
@@ -267,6 +312,7 @@ class CaseShrinks {
                 Case& into = call_ == 0 ? c : c.then[call_ - 1];
                 into.make_explicit();
                 into.values[static_cast<size_t>(r)][i] = cand_[k_++];
+                if (value_steps_ + 1 < kValueStepsPerRound) resume_ = Resume{true, call_, elem_, value_steps_ + 1};
                 return c;
               }
               cand_.clear();
@@ -354,12 +400,13 @@ class CaseShrinks {
         }
         default: return rc::Nothing;
       }
-      ++stage_;
+      if (++pos_ == order_size_) return rc::Nothing;
+      stage_ = order_[pos_];
       i_ = 0;
+      if (stage_ == 5) call_ = elem_ = k_ = 0, cand_.clear();  // the value stage again, from its start
     }
   }
 
- private:
   Case explicit_base() const {
     Case c = *base_;
     c.make_explicit();
@@ -419,6 +466,10 @@ class CaseShrinks {
   }
 
   std::shared_ptr<const Case> base_;
+  Resume resume_;  // the last candidate's
+  size_t value_steps_ = 0;  // the base's Resume::value_steps
+  const int* order_ = kStagesFromTop;
+  size_t order_size_ = std::size(kStagesFromTop), pos_ = 0;
   int stage_ = -1;
   size_t i_ = 0;
   int subset_k_ = 2;             // stage 7: the size of the subsets given
@@ -438,6 +489,22 @@ class CaseShrinks {
 
 }  // namespace
 
-rc::Seq<Case> case_shrinks(const Case& c) { return rc::Seq<Case>(CaseShrinks(c)); }
+rc::Seq<Case> case_shrinks(const Case& c) {
+  return rc::seq::map(rc::Seq<Candidate>(CaseShrinks(c)), [](Candidate&& x) { return std::move(x.c); });
+}
+
+namespace {
+rc::Shrinkable<Case> shrinkable_from(Case c, Resume from) {
+  auto value = std::make_shared<const Case>(std::move(c));
+  return rc::shrinkable::lambda([value] { return *value; },
+                                [value, from] {
+                                  return rc::seq::map(rc::Seq<Candidate>(CaseShrinks(*value, from)), [](Candidate&& x) {
+                                    return shrinkable_from(std::move(x.c), x.resume);
+                                  });
+                                });
+}
+}  // namespace
+
+rc::Shrinkable<Case> shrinkable_case(Case c) { return shrinkable_from(std::move(c), Resume{}); }
 
 }  // namespace collcheck

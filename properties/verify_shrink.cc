@@ -155,7 +155,7 @@ std::optional<Step> likeliest_schedule(const VerifyOptions& o, CaseExecutor& exe
       r.schedule_failures = fails;
       r.shrink_schedule = k == 0 ? 0 : s.perturb;
       best.reset();
-      if (k > 0) best = Step{rc::shrinkable::shrinkRecur(s, [](const Case& x) { return case_shrinks(x); }), *f};
+      if (k > 0) best = Step{shrinkable_case(s), *f};
     }
   }
   return best;
