@@ -3,7 +3,8 @@
 // 8 values in a row: the same minimal case as starting over after every
 // value, in a fraction of the runs, and a case none of whose candidates
 // fails has still had every stage's candidates tried, the value stage's
-// earlier elements included.
+// earlier elements included. And the calls of one byte size are cut together
+// before the cuts of the first call alone.
 #include <gtest/gtest.h>
 
 #include <functional>
@@ -135,4 +136,34 @@ TEST(ShrinkResume, CutsAreTriedAgainBetweenRoundsOfValues) {
   EXPECT_EQ(s.minimal.count, 2u);
   EXPECT_EQ(s.minimal.input(0, 0), 0u);
   EXPECT_NE(s.minimal.input(1, 1), 0u);
+}
+
+// A bug that needs a further call of the first call's byte size (a plan
+// cached by bytes): every cut of the first call alone passes, so the calls
+// are cut together before any of those (fresh seed 14445939236973985573 of
+// plan_cache_keyed_on_bytes spent the whole 5,000-run budget on the cuts of a
+// 1,772-element first call, in 4 steps).
+TEST(ShrinkResume, CallsOfOneByteSizeAreCutTogetherBeforeTheFineCuts) {
+  Case c;
+  c.p = 2;
+  c.dtype = DType::Float64;
+  c.op = RedOp::Prod;
+  c.count = 1772;
+  c.data = DataClass::Exact;
+  c.seed = 7;
+  Case then = c;
+  then.dtype = DType::Uint8;
+  then.count = 1772 * 8;
+  then.seed = 8;
+  c.then.push_back(then);
+  const auto fails = [](const Case& x) {
+    return x.count > 0 && x.then.size() == 1 && x.count * dtype_size(x.dtype) == x.then[0].count * dtype_size(x.then[0].dtype);
+  };
+  ASSERT_TRUE(fails(c));
+  const Shrunk s = shrink(c, fails);
+  EXPECT_EQ(s.minimal.count, 1u);
+  ASSERT_EQ(s.minimal.then.size(), 1u);
+  EXPECT_EQ(s.minimal.then[0].count, 8u);
+  EXPECT_LT(s.runs, 300u);
+  std::printf("[ shrunk  ] %zu steps, %zu runs\n", s.steps, s.runs);
 }
