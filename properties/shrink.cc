@@ -4,11 +4,13 @@
 #include <cmath>
 #include <limits>
 #include <memory>
+#include <optional>
 
 #include "harness/check/oracle.h"
 #include "harness/model/data.h"
 #include "impl/float_formats.h"
 #include "properties/generators.h"
+#include "properties/shrink_ranks.h"
 
 namespace collcheck {
 
@@ -114,102 +116,9 @@ class CaseShrinks {
           seq_cands_.clear();
           break;
         }
-        case 0: {  // fewer ranks: 1, p/2, then without rank i
-          const Case& b = *base_;
-          if (b.p <= 1) break;
-          if (i_ == 0) {
-            ++i_;
-            return with_ranks(0, 1);
-          }
-          if (i_ == 1) {
-            ++i_;
-            if (b.p / 2 > 1) return with_ranks(0, b.p / 2);
-            continue;
-          }
-          // Then the first k ranks for every k from 2 up: a bug that needs a
-          // world size that is not a power of two (or at least 9) keeps the
-          // smallest such size, where removing one rank at a time could stop
-          // at a larger one (9 -> 8 passes, 9 -> 7 would still fail).
-          if (i_ < static_cast<size_t>(b.p)) {
-            const int k = static_cast<int>(i_);
-            ++i_;
-            if (k != b.p / 2) return with_ranks(0, k);
-            continue;
-          }
-          const size_t drop = i_ - static_cast<size_t>(b.p);
-          if (drop < static_cast<size_t>(b.p) && b.p > 2) {
-            ++i_;
-            return without_rank(static_cast<int>(drop));
-          }
-          // On two nodes whose second holds one rank, every rank fewer above
-          // leaves one node, and a bug that needs two would stop shrinking
-          // there. The same removals again, each keeping a one-rank second
-          // node: the first k ranks, then each rank left out.
-          size_t at = 2 * static_cast<size_t>(b.p);  // the candidates above, when p > 2
-          if (b.ranks_per_node > 0 && b.ranks_per_node == b.p - 1 && b.p > 2) {
-            const size_t two = i_ - at;
-            if (two < static_cast<size_t>(b.p - 2)) {  // k = 2 .. p-1
-              ++i_;
-              Case c = with_ranks(0, static_cast<int>(two) + 2);
-              c.ranks_per_node = c.p - 1;
-              return c;
-            }
-            if (two < static_cast<size_t>(2 * b.p - 2)) {
-              ++i_;
-              Case c = without_rank(static_cast<int>(two - static_cast<size_t>(b.p - 2)));
-              c.ranks_per_node = c.p - 1;
-              return c;
-            }
-            at += static_cast<size_t>(2 * b.p - 2);
-          }
-          // A partial last node kept whole while the full nodes before it
-          // shrink to one node of k ranks (partial < k < ranks per node): a
-          // bug in how the partial node counts (a node count of p / ranks per
-          // node) needs the partial node's ranks and values, and fewer ranks
-          // taken one at a time could stop above it (issue 31: p = 6 on nodes
-          // of 4 was kept where p = 5 on nodes of 3 fails too).
-          if (b.ranks_per_node > 2 && b.p > b.ranks_per_node && b.p % b.ranks_per_node != 0) {
-            const int rpn = b.ranks_per_node, partial = b.p % rpn;
-            const size_t options = static_cast<size_t>(std::max(0, rpn - 1 - partial));
-            const size_t j = i_ - at;
-            if (j < options) {
-              ++i_;
-              const int k = partial + 1 + static_cast<int>(j);
-              std::vector<int> keep;
-              for (int r = 0; r < k; ++r) keep.push_back(r);
-              for (int r = b.p - partial; r < b.p; ++r) keep.push_back(r);
-              Case c = ranks_kept(keep);
-              c.ranks_per_node = k;
-              return c;
-            }
-            at += options;
-          }
-          // On three nodes or more, a whole node left out: the other nodes,
-          // and how full the last one is, stay as they were (a bug in the
-          // partial last node, or in the leaders' ring, is still reached).
-          if (b.ranks_per_node > 0 && b.ranks_per_node < b.p && b.p > 2) {
-            const int rpn = b.ranks_per_node, nodes = (b.p + rpn - 1) / rpn;
-            const size_t j = i_ - at;
-            if (nodes >= 3 && j < static_cast<size_t>(nodes)) {
-              ++i_;
-              std::vector<int> keep;
-              for (int r = 0; r < b.p; ++r)
-                if (r / rpn != static_cast<int>(j)) keep.push_back(r);
-              return ranks_kept(keep);
-            }
-          }
-          // Smaller nodes: one rank per node, then one rank fewer per node.
-          // Where fewer ranks left a single node (and the bug with it), a
-          // smaller node lets the ranks go next time round.
-          if (b.ranks_per_node > 1 && nodes_tried_ < 2) {
-            const int to = nodes_tried_++ == 0 ? 1 : b.ranks_per_node - 1;
-            if (nodes_tried_ == 1 || to != 1) {
-              Case c = b;
-              c.ranks_per_node = to;
-              return c;
-            }
-            continue;
-          }
+        case 0: {  // fewer ranks (shrink_ranks.cc)
+          if (!ranks_) ranks_.emplace(*base_);
+          if (auto c = ranks_->next()) return c;
           break;
         }
         case 1: {  // fewer elements: 0, then remove blocks of size n/2, n/4, ..., 1
@@ -411,38 +320,8 @@ class CaseShrinks {
     c.make_explicit();
     return c;
   }
-  // Keeps ranks `keep` (in order) of one call: seeded inputs stay seeded,
-  // as a window on the original world.
-  static void keep_ranks(Case& x, const std::vector<int>& keep) {
-    if (x.explicit_values) {
-      std::vector<std::vector<uint64_t>> v;
-      for (int r : keep) v.push_back(x.values[static_cast<size_t>(r)]);
-      x.values = std::move(v);
-    } else {
-      std::vector<int> map;
-      for (int r : keep) map.push_back(x.seed_ranks.empty() ? r : x.seed_ranks[static_cast<size_t>(r)]);
-      if (!x.seed_p) x.seed_p = x.p;
-      x.seed_ranks = std::move(map);
-    }
-    x.p = static_cast<int>(keep.size());
-  }
-  Case ranks_kept(const std::vector<int>& keep) const {
-    Case c = *base_;
-    keep_ranks(c, keep);
-    for (auto& t : c.then) keep_ranks(t, keep);
-    return c;
-  }
-  Case with_ranks(int first, int n) const {
-    std::vector<int> keep;
-    for (int r = first; r < first + n; ++r) keep.push_back(r);
-    return ranks_kept(keep);
-  }
-  Case without_rank(int r) const {
-    std::vector<int> keep;
-    for (int k = 0; k < base_->p; ++k)
-      if (k != r) keep.push_back(k);
-    return ranks_kept(keep);
-  }
+  Case ranks_kept(const std::vector<int>& keep) const { return collcheck::ranks_kept(*base_, keep); }
+  Case with_ranks(int first, int n) const { return collcheck::with_ranks(*base_, first, n); }
   // Removes elements [start, start + n): a seeded prefix or suffix removal
   // stays seeded (a window), anything else turns explicit.
   Case without_elements(size_t start, size_t n) const {
@@ -474,7 +353,7 @@ class CaseShrinks {
   int subset_k_ = 2;             // stage 7: the size of the subsets given
   std::vector<int> subset_;      // stage 7: the last subset given
   size_t subsets_given_ = 0;
-  int nodes_tried_ = 0;  // the smaller-node candidates of stage 0 given so far
+  std::optional<RankShrinks> ranks_;  // stage 0
   size_t cut_ = 0;  // stage 1: the calls-cut-together candidates given
   size_t block_ = 0;
   bool blocks_started_ = false;

@@ -16,17 +16,13 @@
 #include "harness/check/oracle.h"
 #include "harness/model/data.h"
 #include "impl/element_ops.h"
+#include "tests/test_seed.h"
 
 using namespace collcheck;
 
 namespace {
 
-uint64_t test_seed() {
-  const char* env = std::getenv("COLLCHECK_SEED");
-  const uint64_t seed = env ? std::strtoull(env, nullptr, 10) : std::random_device{}();
-  std::printf("[ seed    ] seed %llu\n", static_cast<unsigned long long>(seed));
-  return seed;
-}
+using testutil::test_seed;
 
 // p ranks' inputs of `count` elements of one data class, as verify makes them.
 std::vector<std::vector<std::byte>> inputs(DType t, RedOp op, int p, size_t count, uint64_t seed, DataClass cls) {

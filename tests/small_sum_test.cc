@@ -17,17 +17,13 @@
 #include "harness/check/small_sum.h"
 #include "harness/model/data.h"
 #include "impl/element_ops.h"
+#include "tests/test_seed.h"
 
 using namespace collcheck;
 
 namespace {
 
-uint64_t test_seed() {
-  const char* env = std::getenv("COLLCHECK_SEED");
-  const uint64_t seed = env ? std::strtoull(env, nullptr, 10) : std::random_device{}();
-  std::printf("[ seed    ] seed %llu\n", static_cast<unsigned long long>(seed));
-  return seed;
-}
+using testutil::test_seed;
 
 bool same(const Expectation& a, const Expectation& b) {
   return a.kind == b.kind && a.bits == b.bits && a.exact == b.exact && a.bound == b.bound && a.lo == b.lo &&
