@@ -8,6 +8,7 @@
 #include <gtest/gtest.h>
 
 #include <functional>
+#include <vector>
 
 #include "properties/case.h"
 #include "properties/generators.h"
@@ -40,6 +41,17 @@ Shrunk shrink(const Case& start, const std::function<bool(const Case&)>& fails, 
   }
   out.minimal = at.value();
   return out;
+}
+
+// An int32 case of explicit inputs, one row a rank.
+Case explicit_case(std::vector<std::vector<uint64_t>> values) {
+  Case c;
+  c.p = static_cast<int>(values.size());
+  c.count = values[0].size();
+  c.dtype = DType::Int32;
+  c.explicit_values = true;
+  c.values = std::move(values);
+  return c;
 }
 
 // The case the mutant chunk_index_3_bits shrinks to, before its values do:
@@ -79,12 +91,7 @@ TEST(ShrinkResume, NineByNineValuesShrinkInUnder1500Runs) {
 // rank 1's element; the whole value stage runs again after it, so rank 0's
 // goes to 0 too (a resumed stage alone would stop at 5).
 TEST(ShrinkResume, EarlierElementsAreTriedAgainAfterALaterOneChanged) {
-  Case c;
-  c.p = 2;
-  c.count = 1;
-  c.dtype = DType::Int32;
-  c.explicit_values = true;
-  c.values = {{5}, {3}};
+  const Case c = explicit_case({{5}, {3}});
   const auto fails = [](const Case& x) {
     if (x.p != 2 || x.count != 1) return false;
     const uint64_t a = x.input(0, 0), b = x.input(1, 0);
@@ -99,12 +106,7 @@ TEST(ShrinkResume, EarlierElementsAreTriedAgainAfterALaterOneChanged) {
 // The structure stages still come after the values: a buffer that may lose
 // an element only once a value is simple loses it.
 TEST(ShrinkResume, StructureShrinksStillFollowASimplerValue) {
-  Case c;
-  c.p = 3;
-  c.count = 2;
-  c.dtype = DType::Int32;
-  c.explicit_values = true;
-  c.values = {{9, 4}, {6, 6}, {7, 7}};
+  const Case c = explicit_case({{9, 4}, {6, 6}, {7, 7}});
   // Fails with 3 ranks and 2 elements whatever the values; with 1 element
   // only where rank 0's value is 0.
   const auto fails = [](const Case& x) {
@@ -122,12 +124,7 @@ TEST(ShrinkResume, StructureShrinksStillFollowASimplerValue) {
 // before the value stage reaches rank 1 (going on with values alone ends at
 // 12 elements, all 0).
 TEST(ShrinkResume, CutsAreTriedAgainBetweenRoundsOfValues) {
-  Case c;
-  c.p = 2;
-  c.count = 12;
-  c.dtype = DType::Int32;
-  c.explicit_values = true;
-  c.values = {std::vector<uint64_t>(12, 7), std::vector<uint64_t>(12, 9)};
+  const Case c = explicit_case({std::vector<uint64_t>(12, 7), std::vector<uint64_t>(12, 9)});
   const auto fails = [](const Case& x) {
     if (x.p != 2) return false;
     return x.count == 12 || (x.count == 2 && x.input(0, 0) == 0 && x.input(1, 1) != 0);
