@@ -25,7 +25,8 @@ std::string outcome_to_json(const CaseOutcome& o) {
                       {"world_broken", o.world_broken},
                       {"deviant", o.deviant},
                       {"order_checked", o.order_checked},
-                      {"harness_error", o.harness_error}};
+                      {"harness_error", o.harness_error},
+                      {"also_failed", o.also_failed}};
   return j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
 }
 
@@ -46,6 +47,7 @@ CaseOutcome outcome_from_json(const std::string& line) {
   o.world_broken = j.at("world_broken").get<bool>();
   o.deviant = j.at("deviant").get<std::map<std::string, size_t>>();
   o.harness_error = j.value("harness_error", false);
+  o.also_failed = j.value("also_failed", std::vector<std::string>{});
   return o;
 }
 

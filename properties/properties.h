@@ -41,13 +41,6 @@ struct Failure {
   std::string detail;    // readable, multi-line: what differs, where, expected/got/bound
 };
 
-// Whether a shrink candidate failing `now` still shows the failure `was`:
-// the same property, or one that implies it. A result outside every order's
-// bound (agrees-with-oracle) is not the declared order's result either (the
-// oracle accepts every order's), so it keeps a matches-declared-order
-// failure: without this, a smaller case whose error grew past the bound
-// would be refused, and the shrink would stop at a larger one.
-bool shrink_keeps(const Failure& now, const Failure& was);
 
 
 struct CaseOutcome {
@@ -68,7 +61,21 @@ struct CaseOutcome {
   // The run's end (a soak's duration, SIGTERM) came while the case ran and
   // the executor cut it short: no verdict either way. Never a pass: ok is false.
   bool interrupted = false;
+  // The properties that failed besides `failure`'s, in the order of the rows
+  // (check_execution goes on past the first failure; what later rows found
+  // where an earlier one failed is what they could judge, never more).
+  std::vector<std::string> also_failed;
 };
+
+// Whether a shrink candidate that came out as `now` still shows the failure
+// `was`: it fails the same property, first or behind an earlier one
+// (also_failed: a smaller world may show the same bug through an earlier
+// property too), or one that implies it. A result outside every order's
+// bound (agrees-with-oracle) is not the declared order's result either (the
+// oracle accepts every order's), so it keeps a matches-declared-order
+// failure: without this, a smaller case whose error grew past the bound
+// would be refused, and the shrink would stop at a larger one.
+bool shrink_keeps(const CaseOutcome& now, const Failure& was);
 
 struct RunConfig {
   ImplPtr impl;
@@ -157,7 +164,9 @@ struct PeerJudgement {
 
 // The properties as a table: a new property is one check function and one
 // row. A row's check sees the finished execution (every call completed on
-// every rank) and returns the first failure it finds.
+// every rank) and returns the first failure it finds; a row that judges
+// several properties names the others that fail after it in `also`
+// (CaseOutcome::also_failed).
 struct CheckContext {
   const Case& c;
   const CaseExecution& st;
@@ -168,6 +177,7 @@ struct CheckContext {
   const Case* call = nullptr;  // the call a failure is about (a later one of a sequence); the first by default
   // [peer], filled by the oracle's pass over the first call; empty until then.
   std::vector<PeerJudgement> peers;
+  std::vector<std::string> also;
 };
 struct PropertyCheck {
   std::vector<std::string> properties;  // the names its failures carry (new ones join property_names())

@@ -2,6 +2,7 @@
 // order, and the first failure is the case's (properties.h: PropertyCheck).
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cstring>
 #include <map>
 #include <optional>
@@ -62,10 +63,25 @@ CaseOutcome check_execution(const Case& c, const CaseExecution& st, const RunCon
                                            indent(run.failures())));
   }
 
-  CheckContext ctx{c, st, cfg, out, st.inputs.at(0), c.reduction(), nullptr, {}};
-  for (const auto& row : property_checks()) {
+  CheckContext ctx{c, st, cfg, out, st.inputs.at(0), c.reduction(), nullptr, {}, {}};
+  const auto& rows = property_checks();
+  for (size_t k = 0; k < rows.size(); ++k) {
     ctx.call = &c;
-    if (auto f = row.check(ctx)) return fail_with(*f, *ctx.call);
+    auto f = rows[k].check(ctx);
+    if (!f) continue;
+    // The rows after the first failure, for the properties they find too
+    // (shrink_keeps). Their counters go to a scratch outcome: a failing
+    // case's counts are its first failure's, as before.
+    CaseOutcome scratch;
+    CheckContext rest{c, st, cfg, scratch, ctx.inputs, ctx.red, nullptr, ctx.peers, std::move(ctx.also)};
+    for (size_t j = k + 1; j < rows.size(); ++j) {
+      rest.call = &c;
+      if (auto g = rows[j].check(rest)) rest.also.push_back(g->property);
+    }
+    for (auto& p : rest.also)
+      if (p != f->property && std::find(out.also_failed.begin(), out.also_failed.end(), p) == out.also_failed.end())
+        out.also_failed.push_back(std::move(p));
+    return fail_with(*f, *ctx.call);
   }
   return out;
 }
@@ -74,12 +90,37 @@ namespace {
 
 std::string first_call_name(const Case& c) { return c.then.empty() ? std::string() : sequence_call_name(c, 0); }
 
+// A row's first failure, and the call it is about; the properties its later
+// checks fail go to x.also (shrink_keeps reads them).
+class FirstFailure {
+ public:
+  explicit FirstFailure(CheckContext& x) : x_(x) {}
+  void add(std::optional<Failure> f) {
+    if (!f) return;
+    if (first_) {
+      x_.also.push_back(std::move(f->property));
+      return;
+    }
+    first_ = std::move(f);
+    call_ = x_.call;
+  }
+  std::optional<Failure> take() {
+    if (first_) x_.call = call_;
+    return std::move(first_);
+  }
+
+ private:
+  CheckContext& x_;
+  std::optional<Failure> first_;
+  const Case* call_ = nullptr;
+};
+
 // The first call's buffers (and its repeat, other placement and async twin's).
 std::optional<Failure> check_first_buffers(CheckContext& x) {
   CallChecker first(x.c, x.c, x.inputs, x.cfg, x.out, first_call_name(x.c));
-  for (int k = 0; k < kNumCalls; ++k)
-    if (auto f = first.buffers(x.st, static_cast<size_t>(k), kCallNames[k])) return f;
-  return std::nullopt;
+  FirstFailure f(x);
+  for (int k = 0; k < kNumCalls; ++k) f.add(first.buffers(x.st, static_cast<size_t>(k), kCallNames[k]));
+  return f.take();
 }
 
 std::optional<Failure> check_first_result(CheckContext& x) {
@@ -130,34 +171,37 @@ std::optional<Failure> check_twins(CheckContext& x) {
     CallKind k;
     const char* property;
   } same[] = {{kRepeat, "deterministic"}, {kOtherPlacement, "inplace-equals-out-of-place"}, {kAsync, "async-wait-equals-sync"}};
+  FirstFailure first(x);
   for (const auto& s : same) {
     for (size_t r = 0; r < static_cast<size_t>(c.p); ++r) {
       const std::byte* other = x.st.bufs[r][s.k].recv_data();
       if (std::memcmp(other, result, bytes) != 0 && !(s.k == kOtherPlacement && placements_differ_as_documented(x, other))) {
         const auto& b = x.st.bufs[r][s.k];
-        return Failure{s.property, fmt::format("  rank {}: {} ({}) differs from the call ({})\n", r, kCallNames[s.k],
+        first.add(Failure{s.property, fmt::format("  rank {}: {} ({}) differs from the call ({})\n", r, kCallNames[s.k],
                                                b.inplace ? "in-place" : "out-of-place",
                                                c.inplace ? "in-place" : "out-of-place") +
-                                       first_diff_detail(c, x.red, x.inputs, result, other, "the call", kCallNames[s.k])};
+                                          first_diff_detail(c, x.red, x.inputs, result, other, "the call", kCallNames[s.k])});
+        break;  // the next property
       }
     }
   }
-  return std::nullopt;
+  return first.take();
 }
 
 // The rest of the sequence: each call on its own inputs, with the checks of
 // the first call's own buffers, result and ranks.
 std::optional<Failure> check_later_calls(CheckContext& x) {
+  FirstFailure first(x);
   for (size_t k = 0; k < x.c.then.size(); ++k) {
     const Case& n = x.c.then[k];
     CallChecker check(x.c, n, x.st.inputs.at(k + 1), x.cfg, x.out, sequence_call_name(x.c, k + 1));
     const size_t slot = kNumCalls + k;
     x.call = &n;
-    if (auto f = check.buffers(x.st, slot, "the call")) return f;
-    if (auto f = check.oracle(x.st.bufs[0][slot].recv_data())) return f;
-    if (auto f = check.identical(x.st, slot)) return f;
+    first.add(check.buffers(x.st, slot, "the call"));
+    first.add(check.oracle(x.st.bufs[0][slot].recv_data()));
+    first.add(check.identical(x.st, slot));
   }
-  return std::nullopt;
+  return first.take();
 }
 
 // Peers (on the first call): each must pass the oracle too (or its own
@@ -226,9 +270,11 @@ bool unregister_property_check(std::string_view property) {
          }) > 0;
 }
 
-bool shrink_keeps(const Failure& now, const Failure& was) {
-  return now.property == was.property ||
-         (was.property == "matches-declared-order" && now.property == "agrees-with-oracle");
+bool shrink_keeps(const CaseOutcome& now, const Failure& was) {
+  auto fails = [&](std::string_view p) {
+    return now.failure.property == p || std::find(now.also_failed.begin(), now.also_failed.end(), p) != now.also_failed.end();
+  };
+  return fails(was.property) || (was.property == "matches-declared-order" && fails("agrees-with-oracle"));
 }
 
 std::vector<std::string> property_names() {

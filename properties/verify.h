@@ -65,6 +65,9 @@ struct VerifyResult {
   Case original;            // the case as generated
   Case minimal;             // after shrinking
   Failure failure;          // of the minimal case
+  // The property the case as generated failed: every shrink step failed it
+  // too, first or behind the property its case failed first (failure).
+  std::string original_property;
   size_t shrink_steps = 0;  // accepted shrinks
   size_t shrink_runs = 0;   // cases run while shrinking
   // Runs per shrink step where the failure is flaky (0: one run, a steady failure).

@@ -41,6 +41,9 @@ void print_verify_failure(Events& ev, const VerifyOptions& o, const VerifyResult
   ev.print("\nFAIL: property {} does not hold\n", r.failure.property);
   ev.print("  minimal case: {}", describe_case(r.minimal, 16).insert(0, ""));
   ev.print("{}", r.failure.detail);
+  if (!r.original_property.empty() && r.original_property != r.failure.property)
+    ev.print("  note: case {} failed {}; every shrink step failed it too, and this smaller case fails {} first\n",
+             r.failing_case, r.original_property, r.failure.property);
   if (r.stepped_back > 0)
     ev.print("  note: the {} smaller case(s) at the end of the shrink path did not fail again in {} replays; "
                     "this is the smallest that did\n",

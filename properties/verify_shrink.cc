@@ -58,11 +58,13 @@ struct Step {
   Failure f;
 };
 
-// Shrinks from path.back(): takes the first shrink that still fails the same
-// property (or one that implies it: shrink_keeps), repeats. Each shrink is run
+// Shrinks from path.back(): takes the first shrink that still fails `kept`'s
+// property, the one the case failed (first or behind an earlier one, or one
+// that implies it: shrink_keeps), repeats. Each step keeps what its case
+// failed first (what a replay of it shows). Each shrink is run
 // up to `tries` times and kept if one run fails.
-void shrink_pass(const VerifyOptions& o, CaseExecutor& exec, VerifyResult& r, std::vector<Step>& path, size_t tries,
-                 Clock::time_point s0, const std::function<void()>& shrinking) {
+void shrink_pass(const VerifyOptions& o, CaseExecutor& exec, VerifyResult& r, std::vector<Step>& path,
+                 const Failure& kept, size_t tries, Clock::time_point s0, const std::function<void()>& shrinking) {
   for (bool progressed = true; progressed && !r.shrink_budget_reached;) {
     progressed = false;
     auto seq = path.back().c.shrinks();
@@ -80,7 +82,7 @@ void shrink_pass(const VerifyOptions& o, CaseExecutor& exec, VerifyResult& r, st
         }
         ++r.shrink_runs;
         shrinking();
-        if (!so.harness_error && !so.ok && shrink_keeps(so.failure, path.back().f)) {
+        if (!so.harness_error && !so.ok && shrink_keeps(so, kept)) {
           path.push_back({*m, so.failure});
           ++r.shrink_steps;
           progressed = true;
@@ -146,7 +148,7 @@ std::optional<Step> likeliest_schedule(const VerifyOptions& o, CaseExecutor& exe
       const CaseOutcome so = run_retrying(o, exec, s);
       if (cut(so, r)) return std::nullopt;
       ++r.schedule_runs;
-      if (so.harness_error || so.ok || !shrink_keeps(so.failure, failed.f)) continue;
+      if (so.harness_error || so.ok || !shrink_keeps(so, failed.f)) continue;
       ++fails;
       if (!f) f = so.failure;
     }
@@ -166,6 +168,7 @@ std::optional<Step> likeliest_schedule(const VerifyOptions& o, CaseExecutor& exe
 void shrink_failure(const VerifyOptions& o, CaseExecutor& exec, VerifyResult& r, const rc::Shrinkable<Case>& sh,
                     const Failure& f, Events& ev) {
   const auto s0 = Clock::now();
+  r.original_property = f.property;
   // No more cases: the time left is the shrinking's.
   ev.progress({.count = std::pair{r.cases_run, size_t{0}}, .limit_from_now_s = o.shrink_budget_s});
   const auto shrinking = [&] {
@@ -191,14 +194,14 @@ void shrink_failure(const VerifyOptions& o, CaseExecutor& exec, VerifyResult& r,
     // shrinking would spend its whole budget finding nothing.
     shrink = r.schedule_runs == 0 || r.schedule_failures > 0;
   }
-  if (shrink) shrink_pass(o, exec, r, path, std::max<size_t>(r.shrink_tries, 1), s0, shrinking);
+  if (shrink) shrink_pass(o, exec, r, path, f, std::max<size_t>(r.shrink_tries, 1), s0, shrinking);
   const size_t n = minimal_replays(o);
   const size_t undone = settle(o, exec, r, path, n, r.failing_case, ev);
   if (r.shrink_tries == 0 && r.flaky() && !r.interrupted && !r.shrink_budget_reached) {
     r.shrink_tries = kFlakyTries;
     path.erase(path.end() - static_cast<std::ptrdiff_t>(undone), path.end());
     const size_t steps = r.shrink_steps;
-    shrink_pass(o, exec, r, path, kFlakyTries, s0, shrinking);
+    shrink_pass(o, exec, r, path, f, kFlakyTries, s0, shrinking);
     if (r.shrink_steps > steps) {
       r.replays = r.replay_failures = 0;
       (void)settle(o, exec, r, path, n, r.failing_case, ev);

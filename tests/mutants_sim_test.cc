@@ -8,10 +8,12 @@
 // world's suite is tests/mutants_test.cc.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <string>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include "harness/world/sim_world.h"
 #include "tests/mutant_suite.h"
@@ -134,4 +136,46 @@ TEST(PluginWorld, FibersByDefaultOnlyWhereThePluginDeclaresIt) {
       std::string(COLLCHECK_BIN) + line.substr(std::string("collcheck").size()) + " --repeat 20 2>&1", 120);
   EXPECT_EQ(again.code, 1) << line << "\n" << again.out;
   EXPECT_NE(again.out.find("20 runs of the case: 20 failed"), std::string::npos) << line << "\n" << again.out;
+}
+
+// A case keeps shrinking while it fails the property it first failed, even
+// where a smaller world fails an earlier property first (CaseOutcome::
+// also_failed). Fresh seed 5866380635165282537 found plan_cache_keyed_on_bytes
+// failing ranks-identical at p = 15: at p <= 6 its fp8 call fails
+// agrees-with-oracle first (the bound is tighter there), ranks-identical
+// behind it, and the shrink that refused those stopped at p = 7, past the
+// suite's limit of 4.
+TEST(MutantSimShrink, KeepsShrinkingWhereASmallerWorldFailsAnEarlierPropertyFirst) {
+  if (kNoFibers != nullptr) GTEST_SKIP() << kNoFibers;
+  const std::string m = "plan_cache_keyed_on_bytes";
+  // p = 6: the oracle's row fails first, and the later rows still run.
+  const Case six = decode_case(
+      "v1:p6:uint32:sum:s1:n1:oop:x:0/0/0/0/0/0,fp8_e5m2:sum:s1:n4:ip:sync:x:0*4/0*4/0*4/0*4/0.2.2.3c/0.3c.3c.1");
+  ImplPtr impl = load_plugin(mutant_path(m));
+  for (bool isolate : {false, true}) {  // in process, and through the forked executor's JSON
+    RunConfig cfg{impl, default_peers(*impl), std::chrono::milliseconds(10000), {}};
+    if (!isolate) cfg.make_world = sim_worlds(SimOptions{});
+    const CaseOutcome o = make_executor(std::move(cfg), isolate)->run(six);
+    ASSERT_FALSE(o.ok) << "isolate " << isolate;
+    EXPECT_EQ(o.failure.property, "agrees-with-oracle") << "isolate " << isolate;
+    auto also = [&](const std::string& p) {
+      return std::find(o.also_failed.begin(), o.also_failed.end(), p) != o.also_failed.end();
+    };
+    EXPECT_TRUE(also("ranks-identical")) << "isolate " << isolate << ", also failed: " << fmt::format("{}", fmt::join(o.also_failed, ", "));
+    EXPECT_FALSE(also(o.failure.property));
+    EXPECT_TRUE(shrink_keeps(o, Failure{"ranks-identical", ""}));
+    EXPECT_FALSE(shrink_keeps(o, Failure{"deterministic", ""}));
+  }
+  const VerifyResult r = verify_plugin(mutant_path(m), 5866380635165282537ull, VerifyOptions{}.cases, false,
+                                       sim_worlds(SimOptions{}));
+  ASSERT_TRUE(r.failed);
+  EXPECT_EQ(r.original_property, "ranks-identical");
+  EXPECT_EQ(r.failure.property, "agrees-with-oracle") << case_summary(r.minimal);
+  const MinimalLimit lim = minimal_limit(m, r.minimal.dtype);
+  EXPECT_LE(r.minimal.p, lim.p) << case_summary(r.minimal);
+  EXPECT_LE(r.minimal.count, lim.count) << case_summary(r.minimal);
+  EXPECT_EQ(r.replay_failures, r.replays);
+  std::printf("[ mutant  ] %s seed 5866380635165282537: first failed %s, shrunk in %zu runs to %s, failing %s\n",
+              m.c_str(), r.original_property.c_str(), r.shrink_runs, case_summary(r.minimal).c_str(),
+              r.failure.property.c_str());
 }
