@@ -1,5 +1,6 @@
 #include "properties/case_stream.h"
 
+#include <algorithm>
 #include <utility>
 
 #include "properties/generators.h"
@@ -13,7 +14,14 @@ namespace {
 // those run ahead (they cost only the time they took, and the run waits only
 // for the cases running then). An outcome kept ahead is a few hundred bytes.
 constexpr size_t kAheadPerWorker = 4096;
+
 }  // namespace
+
+size_t case_weight(const Case& c) {
+  size_t w = c.count * dtype_size(c.dtype);
+  for (const Case& n : c.then) w += n.count * dtype_size(n.dtype);
+  return w * static_cast<size_t>(c.p);
+}
 
 CaseStream::CaseStream(const VerifyOptions& o, RecordingExecutor& exec)
     : o_(o), exec_(exec), base_(o.seed), gen_(gen_case(o.space)) {}
@@ -25,22 +33,43 @@ rc::Shrinkable<Case> CaseStream::draw(size_t i) {
   return gen_(ri, static_cast<int>((o_.first_size + i) % (rc::kNominalSize + 1)));
 }
 
+void CaseStream::draw_to(size_t end) {
+  for (; drawn_ < end; ++drawn_) {
+    auto sh = draw(drawn_);
+    const size_t w = case_weight(sh.value());
+    ahead_.emplace(drawn_, Slot{std::move(sh), w, false, std::nullopt, nullptr});
+  }
+}
+
+std::optional<size_t> CaseStream::pick() {
+  const size_t limit = std::min(o_.cases, taken_ + kAheadPerWorker * exec_.parallel());
+  first_free_ = std::max(first_free_, taken_);  // a taken case has left ahead_
+  while (first_free_ < limit && first_free_ < drawn_ && ahead_.at(first_free_).started) ++first_free_;
+  if (first_free_ >= limit) return std::nullopt;
+  if (o_.cases - first_free_ > kTail) {
+    draw_to(first_free_ + 1);
+    return first_free_;
+  }
+  draw_to(limit);
+  size_t best = first_free_;
+  for (size_t k = first_free_ + 1; k < limit; ++k) {
+    const Slot& s = ahead_.at(k);
+    if (!s.started && s.weight > ahead_.at(best).weight) best = k;
+  }
+  return best;
+}
+
 void CaseStream::work(size_t worker) {
-  const size_t window = kAheadPerWorker * exec_.parallel();
   std::unique_lock lock(m_);
   for (;;) {
-    cv_.wait(lock, [&] { return stop_ || (started_ < o_.cases && started_ < taken_ + window); });
+    std::optional<size_t> k;
+    cv_.wait(lock, [&] { return stop_ || (k = pick()).has_value(); });
     if (stop_) return;
-    // Drawn (unless a drop kept it drawn) and recorded under the lock: in
-    // index order, as one at a time would.
-    const size_t k = started_++;
-    if (k == drawn_) {
-      ahead_.emplace(k, Slot{draw(k), std::nullopt, nullptr});
-      ++drawn_;
-    }
-    Slot& slot = ahead_.at(k);
+    // Drawn (unless a drop kept it drawn) in index order under the lock, as
+    // one at a time would draw them.
+    Slot& slot = ahead_.at(*k);
+    slot.started = true;
     const Case c = slot.case_.value();
-    exec_.record(c);
     lock.unlock();
     std::optional<CaseOutcome> out;
     std::exception_ptr error;
@@ -83,6 +112,9 @@ CaseStream::Next CaseStream::next(size_t i) {
   lock.unlock();
   cv_.notify_all();
   Slot& slot = node.mapped();
+  // The history (the cases run before a failure) in index order, as one at
+  // a time would record it; the cases run ahead of a failure never join it.
+  exec_.record(slot.case_.value());
   if (slot.error) {
     stop_workers();
     std::rethrow_exception(slot.error);
@@ -93,14 +125,14 @@ CaseStream::Next CaseStream::next(size_t i) {
 
 void CaseStream::drop_ahead() {
   stop_workers();
-  exec_.forget_last(started_ - taken_);
   // The cases stay drawn, not run: a later next() runs them again in turn, so
   // that the stream goes on as one at a time would.
   for (auto& [k, slot] : ahead_) {
+    slot.started = false;
     slot.outcome.reset();
     slot.error = nullptr;
   }
-  started_ = taken_;
+  first_free_ = taken_;
 }
 
 }  // namespace collcheck

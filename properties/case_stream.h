@@ -5,7 +5,10 @@
 // case as soon as it is free (no batch waits for its slowest case). The
 // outcomes are still taken in the order one at a time would take them, and
 // the cases run ahead of a failure are dropped as if never run, so that the
-// run's output is the same for any --jobs.
+// run's output is the same for any --jobs. In the last kTail cases the
+// workers take the heaviest case left first (the bytes it moves), and each
+// case joins the executor's history (RecordingExecutor) when it is taken, in
+// index order, whatever order the workers ran them in.
 #pragma once
 
 #include <rapidcheck.h>
@@ -23,6 +26,13 @@
 #include "properties/verify.h"
 
 namespace collcheck {
+
+// The last cases of a run, where the workers take the heaviest first: a
+// large case (1 in 100, up to 1 MiB a rank) drawn near the end would
+// otherwise run on while the other workers have nothing left.
+inline constexpr size_t kTail = 512;
+// What a case costs, roughly: the bytes its calls move, times its ranks.
+size_t case_weight(const Case& c);
 
 class CaseStream {
  public:
@@ -46,10 +56,17 @@ class CaseStream {
  private:
   struct Slot {
     rc::Shrinkable<Case> case_;
+    size_t weight = 0;     // case_weight: the tail runs the heaviest first
+    bool started = false;  // a worker took it (or has its outcome)
     std::optional<CaseOutcome> outcome;
     std::exception_ptr error;  // what the executor threw instead
   };
   rc::Shrinkable<Case> draw(size_t i);
+  void draw_to(size_t end);  // draws every case below `end` not drawn yet, in order
+  // The case a free worker runs next, if one may run now: the first not
+  // started, or in the last kTail cases the heaviest not started, so that a
+  // run does not end on one worker's large case while the other idles.
+  std::optional<size_t> pick();
   void work(size_t worker);
   void stop_workers();
   const VerifyOptions& o_;
@@ -61,7 +78,7 @@ class CaseStream {
   std::condition_variable cv_;
   std::map<size_t, Slot> ahead_;  // drawn and not taken yet, by case index
   size_t drawn_ = 0;              // cases drawn: the index of the next one to draw
-  size_t started_ = 0;            // the index of the next case to run (<= drawn_)
+  size_t first_free_ = 0;         // every case below it has started (taken_ <= first_free_ <= drawn_)
   size_t taken_ = 0;              // cases taken by next()
   bool stop_ = false;
   std::vector<std::thread> workers_;

@@ -26,16 +26,14 @@ class RecordingExecutor final : public CaseExecutor {
     return inner_.run(c);
   }
   size_t parallel() const override { return inner_.parallel(); }
-  // Not recorded: a case run ahead side by side is recorded (record) when it
-  // is drawn, so that the history keeps the order cases are drawn in.
+  // Not recorded: a case run ahead side by side is recorded (record) when
+  // verify takes its outcome (CaseStream::next), so that the history keeps
+  // the order cases are drawn in, whatever order the workers ran them in.
   CaseOutcome run_on(size_t worker, const Case& c) override { return inner_.run_on(worker, c); }
   void record(const Case& c) {
     history_.push_back(c);
     if (history_.size() > keep_) history_.pop_front();
   }
-  // The last n cases recorded did not run as far as the run is concerned (the
-  // cases run ahead of a failure).
-  void forget_last(size_t n) { history_.erase(history_.end() - static_cast<long>(std::min(n, history_.size())), history_.end()); }
   std::optional<CaseOutcome> run_fresh(const Case& c, std::span<const Case> before = {}) override {
     return inner_.run_fresh(c, before);
   }
