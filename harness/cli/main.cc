@@ -20,6 +20,7 @@
 #include "harness/peers/peer_registry.h"
 #include "harness/world/crash_handler.h"
 #include "harness/world/mpi_world.h"
+#include "harness/world/sim_watch.h"
 
 using namespace collcheck::cli;
 using collcheck::UsageError;
@@ -193,6 +194,11 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "collcheck: error: %s (see --help)\n", ex.what());
     return 2;
   }
+
+  // A bad COLLCHECK_SIM_STALL_S is a usage error here, before any world runs
+  // (later it would end a supervised child, which the parent reports as no
+  // verdict).
+  (void)collcheck::sim_stall_limit_s();
 
   // verify's workers make and free large buffers on threads of their own:
   // 1.25 times the cases a second with huge pages there. A replay runs on the

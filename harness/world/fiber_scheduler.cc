@@ -304,6 +304,7 @@ FiberScheduler::Fiber* FiberScheduler::pick() {
 
 void FiberScheduler::resume(Fiber* f) {
   ++steps_;
+  switches_.store(switches_.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);  // one writer
   if (opts_.policy == SchedulePolicy::Pct && !change_points_.empty() && steps_ >= change_points_.front()) {
     // A change point: this fiber drops below every other (priorities d-1 .. 1).
     f->priority = static_cast<uint64_t>(change_points_.size());

@@ -13,6 +13,7 @@
 //     with probability at least 1/(n k^(d-1)) per run.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -62,6 +63,9 @@ class FiberScheduler final : public FiberHost {
   // Entries in the timer heap, stale ones included (for tests: bounded by
   // twice the live timers plus 256, and 0 once every fiber has returned).
   size_t timer_entries() const { return timers_.size(); }
+  // Fibers resumed so far: read by another thread (SimWatch, on the wall
+  // clock) to see that the world's one thread still switches between them.
+  const std::atomic<uint64_t>& switches() const { return switches_; }
 
   struct Fiber;
 
@@ -118,6 +122,7 @@ class FiberScheduler final : public FiberHost {
   void drop_stale_tops();
   void compact_timers(const Fiber* gone);
   Fiber* current_ = nullptr;
+  std::atomic<uint64_t> switches_{0};
 };
 
 }  // namespace collcheck

@@ -5,6 +5,7 @@
 #include <stdexcept>
 
 #include "harness/world/inproc_ranks.h"
+#include "harness/world/sim_watch.h"
 
 namespace collcheck {
 
@@ -46,6 +47,7 @@ WorldRun SimWorld::run(const RankFn& fn, std::chrono::milliseconds limit, int ra
   for (int r = 0; r < active; ++r)
     (void)s.sched.spawn([&s, &fn, &outcomes, r] { outcomes[static_cast<size_t>(r)] = s.ranks.run_rank(fn, r); });
   WorldRun result;
+  const SimWatch watch(s.sched.switches(), active);  // a fiber that blocks the thread ends the process (exit 3)
   auto stop = s.sched.run(s.sched.now() + limit);
   if (stop != FiberScheduler::Stop::AllDone) {
     result.hung = true;

@@ -1,0 +1,62 @@
+// The simulated world's watchdog (harness/world/sim_watch.h): a fiber that
+// blocks the world's one thread ends the run with exit 3, not a hang.
+#include <fmt/format.h>
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <cstdio>
+#include <string>
+
+#include "harness/world/sim_world.h"
+#include "tests/run_command.h"
+
+using namespace collcheck;
+
+// A plugin that declares its ranks may be fibers and blocks the world's one
+// thread in the OS (tests/plugins/blocks_its_thread.cc: a barrier of its own)
+// stops virtual time for good. `faults` runs it in process and hung there
+// for good; now the watchdog ends it with exit 3 and says why and what to
+// do. verify runs it in an isolated child, whose case then fails
+// call-completes with the same words, sooner than the parent's backstop. As
+// threads the plugin passes. A bad stall limit is a usage error.
+TEST(SimCli, AFiberThatBlocksTheThreadEndsTheRunNotAHang) {
+  if (kNoFibers != nullptr) GTEST_SKIP() << kNoFibers;
+  const std::string so = std::string(PLUGIN_DIR) + "/blocks_its_thread.so";
+  const std::string says = "without a switch (COLLCHECK_SIM_STALL_S=2)";
+  auto timed = [](const std::string& cmd, int limit_s) {
+    const auto t0 = std::chrono::steady_clock::now();
+    const auto r = testutil::run_command(cmd, limit_s);
+    const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    std::printf("[ stall ] exit %d after %.1f s: %s\n", r.code, wall, cmd.c_str());
+    EXPECT_LT(wall, 50.0) << "the plugin's own barrier gives up after 120 s: the watchdog must come first";
+    return r;
+  };
+  const auto faults = timed(
+      fmt::format("env COLLCHECK_SIM_STALL_S=2 {} faults --impl plugin:{} 2>&1", COLLCHECK_BIN, so), 100);
+  EXPECT_EQ(faults.code, 3) << faults.out;
+  for (const std::string& s : {says, std::string("collcheck_plugin_fiber_safe"), std::string("--world threads"),
+                               std::string("No verdict (exit 3)")})
+    EXPECT_NE(faults.out.find(s), std::string::npos) << s << "\n" << faults.out;
+
+  const auto verify = timed(fmt::format("env COLLCHECK_SIM_STALL_S=2 {} verify --impl plugin:{} --progress off "
+                                        "--replay v1:p2:float32:sum:s1:n3:oop:d:exact:1 2>&1",
+                                        COLLCHECK_BIN, so),
+                            100);
+  EXPECT_EQ(verify.code, 1) << verify.out;
+  EXPECT_NE(verify.out.find("FAIL: property call-completes"), std::string::npos) << verify.out;
+  EXPECT_NE(verify.out.find(says), std::string::npos) << verify.out;
+  EXPECT_EQ(verify.out.find("no answer within"), std::string::npos) << "the backstop came first\n" << verify.out;
+
+  const auto threads = testutil::run_command(
+      fmt::format("{} verify --impl plugin:{} --world threads --cases 20 --seed 1 --progress off 2>&1", COLLCHECK_BIN, so),
+      300);
+  EXPECT_EQ(threads.code, 0) << threads.out;
+
+  for (const char* bad : {"0", "soon", "-1", "1e9"}) {
+    const auto u = testutil::run_command(
+        fmt::format("env COLLCHECK_SIM_STALL_S={} {} verify --cases 2 --progress off 2>&1", bad, COLLCHECK_BIN), 60);
+    EXPECT_EQ(u.code, 2) << bad << "\n" << u.out;
+    EXPECT_NE(u.out.find("COLLCHECK_SIM_STALL_S"), std::string::npos) << u.out;
+    EXPECT_NE(u.out.find("from 0.1 to 86400"), std::string::npos) << u.out;
+  }
+}
