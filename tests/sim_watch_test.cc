@@ -60,3 +60,22 @@ TEST(SimCli, AFiberThatBlocksTheThreadEndsTheRunNotAHang) {
     EXPECT_NE(u.out.find("from 0.1 to 86400"), std::string::npos) << u.out;
   }
 }
+
+// The fault table of a plugin that declares fibers (the kit's control ring,
+// a correct ring written against the plugin ABI) is the reference ring's, row
+// for row: every nemesis detected and named in the same virtual time, in a
+// world that runs the plugin's ranks as fibers; and the same on a second run.
+TEST(SimCli, AFiberDeclaredPluginGetsTheRingsFaultTable) {
+  if (kNoFibers != nullptr) GTEST_SKIP() << kNoFibers;
+  const std::string so = std::string(MUTANT_DIR) + "/control_ring.so";
+  auto table = [](const std::string& args) {
+    const auto r = testutil::run_command(fmt::format("{} faults {} 2>&1", COLLCHECK_BIN, args), 300);
+    EXPECT_EQ(r.code, 0) << args << "\n" << r.out;
+    EXPECT_NE(r.out.find("ranks as fibers in virtual time"), std::string::npos) << r.out;
+    EXPECT_NE(r.out.find("every fault detected and named"), std::string::npos) << args << "\n" << r.out;
+    return r.out.substr(r.out.find('\n') + 1);  // all but the header, which names the implementation
+  };
+  const std::string ring = table(""), plugin = table("--impl plugin:" + so);
+  EXPECT_EQ(plugin, ring);
+  EXPECT_EQ(table("--impl plugin:" + so), plugin);
+}
