@@ -3,12 +3,13 @@
 #include <fmt/format.h>
 
 #include <chrono>
-#include <condition_variable>
 #include <cstdio>
 #include <cstdlib>
 #include <mutex>
 #include <string>
 #include <thread>
+
+#include <pthread.h>
 
 namespace collcheck {
 
@@ -31,9 +32,26 @@ struct Watchdog {
 
 std::atomic<SimStallHandler> stall_handler{nullptr};
 
+Watchdog* the_watchdog = nullptr;
+
+// A forked child (verify's isolated child, soak's) has no watchdog thread and
+// none of its parent's worlds: it starts its own when it runs one. The lock
+// is held across the fork, so that the child never inherits it held.
+void before_fork() { the_watchdog->mu.lock(); }
+void after_fork_parent() { the_watchdog->mu.unlock(); }
+void after_fork_child() {
+  the_watchdog->mu.unlock();
+  the_watchdog->runs.clear();
+  the_watchdog->started = false;
+}
+
 // Leaked: its thread runs until the process ends.
 Watchdog& watchdog() {
-  static Watchdog* d = new Watchdog;
+  static Watchdog* d = [] {
+    the_watchdog = new Watchdog;
+    pthread_atfork(before_fork, after_fork_parent, after_fork_child);
+    return the_watchdog;
+  }();
   return *d;
 }
 

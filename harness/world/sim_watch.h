@@ -18,7 +18,7 @@ namespace collcheck {
 
 // COLLCHECK_SIM_STALL_S: seconds of wall time a simulated world's thread may
 // spend in one fiber without a switch (default 60: one step of the largest
-// case takes milliseconds, under a sanitizer well under a second). A value
+// case takes milliseconds; the sanitizer builds run no fibers). A value
 // that is not a number from 0.1 to 86400 ends the process with exit 2,
 // naming the variable and the allowed values.
 double sim_stall_limit_s();
