@@ -12,15 +12,17 @@ namespace {
 // A slow case (a large count, seconds) leaves the other workers idle only
 // once they run this far past it; a failure, a stop or a time budget drops
 // those run ahead (they cost only the time they took, and the run waits only
-// for the cases running then). An outcome kept ahead is a few hundred bytes.
+// for the cases running then: a failure may wait for a heavy case started
+// early, and only the reference algorithms, which fail only where collcheck
+// has a bug, run side by side). An outcome kept ahead is a few hundred bytes.
 constexpr size_t kAheadPerWorker = 4096;
 
 }  // namespace
 
 size_t case_weight(const Case& c) {
-  size_t w = c.count * dtype_size(c.dtype);
-  for (const Case& n : c.then) w += n.count * dtype_size(n.dtype);
-  return w * static_cast<size_t>(c.p);
+  size_t n = c.count;
+  for (const Case& t : c.then) n += t.count;
+  return kFixedWeight + n * static_cast<size_t>(c.p);
 }
 
 CaseStream::CaseStream(const VerifyOptions& o, RecordingExecutor& exec)
@@ -38,6 +40,25 @@ void CaseStream::draw_to(size_t end) {
     auto sh = draw(drawn_);
     const size_t w = case_weight(sh.value());
     ahead_.emplace(drawn_, Slot{std::move(sh), w, false, std::nullopt, nullptr});
+    waiting_.emplace(w, ~drawn_);
+    waiting_weight_ += w;
+  }
+}
+
+void CaseStream::started(size_t k) {
+  Slot& slot = ahead_.at(k);
+  slot.started = true;
+  waiting_.erase({slot.weight, ~k});
+  waiting_weight_ -= slot.weight;
+}
+
+void CaseStream::unstart_all() {
+  waiting_.clear();
+  waiting_weight_ = 0;
+  for (auto& [k, slot] : ahead_) {
+    slot.started = false;
+    waiting_.emplace(slot.weight, ~k);
+    waiting_weight_ += slot.weight;
   }
 }
 
@@ -46,17 +67,13 @@ std::optional<size_t> CaseStream::pick() {
   first_free_ = std::max(first_free_, taken_);  // a taken case has left ahead_
   while (first_free_ < limit && first_free_ < drawn_ && ahead_.at(first_free_).started) ++first_free_;
   if (first_free_ >= limit) return std::nullopt;
-  if (o_.cases - first_free_ > kTail) {
-    draw_to(first_free_ + 1);
-    return first_free_;
-  }
+  // Every case the workers may run is drawn, so that a heavy one later in
+  // the window is seen (drawing is cheap: a case's fields, not its data).
   draw_to(limit);
-  size_t best = first_free_;
-  for (size_t k = first_free_ + 1; k < limit; ++k) {
-    const Slot& s = ahead_.at(k);
-    if (!s.started && s.weight > ahead_.at(best).weight) best = k;
-  }
-  return best;
+  const auto [heaviest, not_index] = *waiting_.begin();  // first_free_ waits: never empty
+  const size_t others = waiting_weight_ - heaviest;
+  if (o_.cases - first_free_ <= kTail || others <= heaviest * exec_.parallel()) return ~not_index;
+  return first_free_;
 }
 
 void CaseStream::work(size_t worker) {
@@ -67,8 +84,8 @@ void CaseStream::work(size_t worker) {
     if (stop_) return;
     // Drawn (unless a drop kept it drawn) in index order under the lock, as
     // one at a time would draw them.
+    started(*k);
     Slot& slot = ahead_.at(*k);
-    slot.started = true;
     const Case c = slot.case_.value();
     lock.unlock();
     std::optional<CaseOutcome> out;
@@ -128,10 +145,10 @@ void CaseStream::drop_ahead() {
   // The cases stay drawn, not run: a later next() runs them again in turn, so
   // that the stream goes on as one at a time would.
   for (auto& [k, slot] : ahead_) {
-    slot.started = false;
     slot.outcome.reset();
     slot.error = nullptr;
   }
+  unstart_all();
   first_free_ = taken_;
 }
 
