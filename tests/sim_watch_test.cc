@@ -79,3 +79,45 @@ TEST(SimCli, AFiberDeclaredPluginGetsTheRingsFaultTable) {
   EXPECT_EQ(plugin, ring);
   EXPECT_EQ(table("--impl plugin:" + so), plugin);
 }
+
+// A soak's process runs the reference units' simulated worlds itself, so its
+// watchdog thread is running when it forks a plugin's isolated child for a
+// verify unit. The child inherits none of that thread, and must start its
+// own (pthread_atfork in harness/world/sim_watch.cc): a child that believed
+// its parent's thread was watching hung until the parent's backstop (75 s,
+// "no answer ... killed") instead of failing call-completes after the stall
+// limit, saying why.
+TEST(SimCli, ASoaksPluginChildWatchesItsOwnWorldAfterTheParentRanOne) {
+  if (kNoFibers != nullptr) GTEST_SKIP() << kNoFibers;
+  const std::string dir = testing::TempDir() + "/sim-watch-soak";
+  testutil::run_command(fmt::format("rm -rf {0} && mkdir -p {0}", dir), 30);
+  {
+    std::FILE* f = std::fopen((dir + "/plan.yaml").c_str(), "w");
+    ASSERT_NE(f, nullptr);
+    std::fprintf(f, "implementations: [ring, \"plugin:%s/blocks_its_thread.so\"]\nranks: {min: 2, max: 4}\n"
+                    "workloads:\n  verify: {weight: 1, cases: 3}\n", PLUGIN_DIR);
+    std::fclose(f);
+  }
+  // Seed 5: unit 1 is the ring's verify unit, unit 6 the plugin's.
+  const auto t0 = std::chrono::steady_clock::now();
+  const auto r = testutil::run_command(
+      fmt::format("env COLLCHECK_SIM_STALL_S=2 {1} soak --plan {0}/plan.yaml --world sim --duration 8 --seed 5 "
+                  "--results {0}/r.jsonl --progress off 2>&1",
+                  dir, COLLCHECK_BIN),
+      200);
+  const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  std::printf("[ stall ] soak exit %d after %.1f s\n", r.code, wall);
+  EXPECT_EQ(r.code, 1) << r.out;
+  const auto units = testutil::run_command(fmt::format("cat {}/r.jsonl", dir), 30).out;
+  const size_t plugin = units.find("\"impl\":\"plugin:");
+  ASSERT_NE(plugin, std::string::npos) << "seed 5 no longer draws a plugin unit\n" << units;
+  const size_t ring = units.find("\"impl\":\"ring\"");
+  ASSERT_LT(ring, plugin) << "seed 5 no longer runs a ring unit (a simulated world in the soak's process) first\n"
+                          << units;
+  const size_t line = units.rfind('\n', plugin) + 1;  // npos + 1 is 0: the first line
+  const std::string unit = units.substr(line, units.find('\n', plugin) - line);
+  EXPECT_NE(unit.find("\"property\":\"call-completes\""), std::string::npos) << unit;
+  EXPECT_NE(unit.find("without a switch (COLLCHECK_SIM_STALL_S=2)"), std::string::npos) << unit;
+  EXPECT_EQ(unit.find("no answer within"), std::string::npos) << "the parent's backstop came first\n" << unit;
+  EXPECT_LT(wall, 60.0);
+}
