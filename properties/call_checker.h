@@ -13,6 +13,7 @@
 #include <optional>
 #include <span>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "harness/check/expectation_memo.h"
@@ -241,60 +242,109 @@ class CallChecker {
   size_t bytes() const { return bytes_; }
 
  private:
-  // The declared reduction order, replayed element by element in T (the
-  // dtype's type: one dispatch per call, not one per step).
+  // The declared reduction order, replayed in T (the dtype's type: one
+  // dispatch per call, not one per step). The elements that share an order
+  // (a chunk's, in a ring) are replayed together, up to kOrderBlock at a
+  // time: each step of the order once over the block's elements, in a loop
+  // the compiler can vectorize, and the order itself checked once. The
+  // elements are still judged in index order: the first that fails is the
+  // one element by element would name, with the same words.
+  static constexpr size_t kOrderBlock = 256;
   template <typename T>
   std::optional<Failure> replay_declared_order(const std::byte* result) {
+    using Ops = ElementOps<T>;
+    using Bits = std::conditional_t<sizeof(T) == 1, uint8_t,
+                                    std::conditional_t<sizeof(T) == 2, uint16_t,
+                                                       std::conditional_t<sizeof(T) == 4, uint32_t, uint64_t>>>;
     const size_t P = inputs_.size();
+    const auto bits_at = [](const std::byte* base, size_t i) {
+      Bits b;
+      std::memcpy(&b, base + sizeof(Bits) * i, sizeof(Bits));
+      return static_cast<uint64_t>(b);
+    };
     const auto premul = [&](uint64_t x) {
       if constexpr (sizeof(T) == 1) return premul_bits_fast(red_, x);  // a table
       else return premul_bits_as<T>(red_, x);
     };
-    std::vector<int> prog;
-    std::vector<uint64_t> stack;
-    std::vector<bool> used(P);  // reused: this loop runs once per element
-    for (size_t i = 0; i < c_.count; ++i) {
-      prog.clear();
-      try {
-        if (!cfg_.impl->reduction_order(c_.p, c_.count, i, nodes_, prog)) break;
-      } catch (const std::exception& e) {  // an order that breaks the ABI is a failure, never "none declared"
-        return failure("matches-declared-order", fmt::format("  {}\n", e.what()));
-      }
-      stack.clear();
+    std::vector<int> prog, block_prog;
+    std::vector<T> cols;  // the replay's stack, one column of kOrderBlock values per depth
+    std::vector<bool> used(P);
+    size_t first = 0, n = 0;  // the block: elements [first, first + n), all of order block_prog
+    // Replays and judges the block; a failure for its first wrong element.
+    const auto flush = [&]() -> std::optional<Failure> {
+      if (n == 0) return std::nullopt;
+      size_t depth = 0, most = 0;
       std::fill(used.begin(), used.end(), false);
       bool valid = true;
-      for (int op : prog) {
+      for (int op : block_prog) {
         if (op >= 0 && static_cast<size_t>(op) < P && !used[static_cast<size_t>(op)]) {
           used[static_cast<size_t>(op)] = true;
-          stack.push_back(premul(load_element(c_.dtype, inputs_[static_cast<size_t>(op)].data(), i)));
-        } else if (op == -1 && stack.size() >= 2) {
-          const uint64_t b = stack.back();
-          stack.pop_back();
-          stack.back() = combine_bits_as<T>(red_.combine, stack.back(), b);
+          most = std::max(most, ++depth);
+        } else if (op == -1 && depth >= 2) {
+          --depth;
         } else {
           valid = false;
           break;
         }
       }
-      valid = valid && stack.size() == 1 && std::count(used.begin(), used.end(), true) == static_cast<long>(P);
+      valid = valid && depth == 1 && std::count(used.begin(), used.end(), true) == static_cast<long>(P);
       if (!valid)
         return failure("matches-declared-order",
                        fmt::format("  {} declares an order for element [{}] that is not a reduction tree over ranks "
                                    "0..{}: {}\n",
-                                   cfg_.impl->name(), i, P - 1, fmt::join(prog, " ")));
-      ++out_.order_checked;
-      const uint64_t want = stack[0], got = load_element(c_.dtype, result, i);
-      const bool same = want == got || (std::isnan(element_to_double(c_.dtype, want)) &&
-                                        std::isnan(element_to_double(c_.dtype, got)));
-      if (!same)
-        return failure("matches-declared-order",
-                       fmt::format("  element [{}] on rank 0: the declared order (postfix: {}) gives {} with NCCL's "
-                                   "rounding, the implementation returned {}\n",
-                                   i, fmt::join(prog, " "), format_element(c_.dtype, want),
-                                   format_element(c_.dtype, got)) +
-                           oracle_detail(c_, red_, inputs_, result, i, "rank 0"));
+                                   cfg_.impl->name(), first, P - 1, fmt::join(block_prog, " ")));
+      if (cols.size() < most * kOrderBlock) cols.resize(most * kOrderBlock);
+      depth = 0;
+      for (int op : block_prog) {
+        if (op >= 0) {
+          T* col = &cols[depth++ * kOrderBlock];
+          const std::byte* in = inputs_[static_cast<size_t>(op)].data();
+          for (size_t k = 0; k < n; ++k) col[k] = Ops::from_bits(premul(bits_at(in, first + k)));
+        } else {
+          T* a = &cols[(depth - 2) * kOrderBlock];
+          const T* b = &cols[--depth * kOrderBlock];
+          if (red_.combine == Combine::Sum)
+            for (size_t k = 0; k < n; ++k) a[k] = Ops::sum(a[k], b[k]);
+          else
+            for (size_t k = 0; k < n; ++k) a[k] = Ops::prod(a[k], b[k]);
+        }
+      }
+      for (size_t k = 0; k < n; ++k) {
+        const size_t i = first + k;
+        ++out_.order_checked;
+        const uint64_t want = Ops::to_bits(cols[k]), got = bits_at(result, i);
+        const bool same = want == got || (std::isnan(element_to_double(c_.dtype, want)) &&
+                                          std::isnan(element_to_double(c_.dtype, got)));
+        if (!same)
+          return failure("matches-declared-order",
+                         fmt::format("  element [{}] on rank 0: the declared order (postfix: {}) gives {} with NCCL's "
+                                     "rounding, the implementation returned {}\n",
+                                     i, fmt::join(block_prog, " "), format_element(c_.dtype, want),
+                                     format_element(c_.dtype, got)) +
+                             oracle_detail(c_, red_, inputs_, result, i, "rank 0"));
+      }
+      n = 0;
+      return std::nullopt;
+    };
+    for (size_t i = 0; i < c_.count; ++i) {
+      prog.clear();
+      bool declared;
+      try {
+        declared = cfg_.impl->reduction_order(c_.p, c_.count, i, nodes_, prog);
+      } catch (const std::exception& e) {  // an order that breaks the ABI is a failure, never "none declared"
+        if (auto f = flush()) return f;     // the elements before it first, as one at a time
+        return failure("matches-declared-order", fmt::format("  {}\n", e.what()));
+      }
+      if (!declared) break;
+      if (n > 0 && (n == kOrderBlock || prog != block_prog))
+        if (auto f = flush()) return f;
+      if (n == 0) {
+        first = i;
+        block_prog.swap(prog);
+      }
+      ++n;
     }
-    return std::nullopt;
+    return flush();
   }
 
   Failure failure(std::string_view property, std::string detail) const {
