@@ -22,6 +22,11 @@ uint64_t fresh_seed() { return (uint64_t{std::random_device{}()} << 32) ^ std::r
 }  // namespace
 
 namespace {
+// How far apart in the noted order two starts may be from the order the
+// workers took them in: each notes its start after it leaves the stream's
+// lock, and a worker the host holds back for a few cases' time notes late.
+constexpr size_t kJitter = 8;
+
 // Two workers that note the order they start cases in (by the case's
 // token), each case taking 1 ms.
 class StartOrder final : public CaseExecutor {
@@ -96,7 +101,7 @@ TEST(VerifyJobs, TheLastCasesRunHeaviestFirstAndAreTakenInOrder) {
     EXPECT_GE(after, kTail / 2) << "case " << heaviest;
     // Before the tail, a case starts ahead of cases drawn before it only
     // where it weighs at least the cases not started then, per worker: the
-    // cases that start after it (less the next two starts, which the
+    // cases that start after it (less the next kJitter starts, which the
     // workers may note in either order).
     std::vector<size_t> order(o.cases);  // case index by start position
     for (size_t i = 0; i < o.cases; ++i) order[at.at(drawn[i])] = i;
@@ -107,9 +112,9 @@ TEST(VerifyJobs, TheLastCasesRunHeaviestFirstAndAreTakenInOrder) {
     for (size_t k = 0; k < o.cases; ++k) {
       const size_t j = order[k];
       done[j] = true;
-      if (j > lowest + 2 && o.cases - lowest > kTail) {
+      if (j > lowest + kJitter && o.cases - lowest > kTail) {
         ++early;
-        const size_t others = k + 3 <= o.cases ? later[std::min(k + 3, o.cases)] : 0;
+        const size_t others = later[std::min(k + 1 + kJitter, o.cases)];
         EXPECT_LE(others, 2 * weight[j]) << "case " << j << " started at " << k << " ahead of case " << lowest;
       }
       while (lowest < o.cases && done[lowest]) ++lowest;
@@ -126,7 +131,7 @@ TEST(VerifyJobs, TheLastCasesRunHeaviestFirstAndAreTakenInOrder) {
       while (due < pos && later[due] - w > 2 * w) ++due;
       std::printf("[ heavy   ] case %zu (weight %zu) started %zu-th, due by the %zu-th\n", heavy, w, pos + 1, due + 1);
       ASSERT_GT(heavy, 1000u) << "seed 202 no longer draws the case this test needs";
-      EXPECT_LE(pos, due + 3);
+      EXPECT_LE(pos, due + kJitter);
       EXPECT_LT(pos, 1000u);
     }
   }
