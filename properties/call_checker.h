@@ -13,7 +13,6 @@
 #include <optional>
 #include <span>
 #include <string>
-#include <type_traits>
 #include <vector>
 
 #include "harness/check/expectation_memo.h"
@@ -253,15 +252,7 @@ class CallChecker {
   template <typename T>
   std::optional<Failure> replay_declared_order(const std::byte* result) {
     using Ops = ElementOps<T>;
-    using Bits = std::conditional_t<sizeof(T) == 1, uint8_t,
-                                    std::conditional_t<sizeof(T) == 2, uint16_t,
-                                                       std::conditional_t<sizeof(T) == 4, uint32_t, uint64_t>>>;
     const size_t P = inputs_.size();
-    const auto bits_at = [](const std::byte* base, size_t i) {
-      Bits b;
-      std::memcpy(&b, base + sizeof(Bits) * i, sizeof(Bits));
-      return static_cast<uint64_t>(b);
-    };
     const auto premul = [&](uint64_t x) {
       if constexpr (sizeof(T) == 1) return premul_bits_fast(red_, x);  // a table
       else return premul_bits_as<T>(red_, x);
@@ -299,7 +290,7 @@ class CallChecker {
         if (op >= 0) {
           T* col = &cols[depth++ * kOrderBlock];
           const std::byte* in = inputs_[static_cast<size_t>(op)].data();
-          for (size_t k = 0; k < n; ++k) col[k] = Ops::from_bits(premul(bits_at(in, first + k)));
+          for (size_t k = 0; k < n; ++k) col[k] = Ops::from_bits(premul(load_element(c_.dtype, in, first + k)));
         } else {
           T* a = &cols[(depth - 2) * kOrderBlock];
           const T* b = &cols[--depth * kOrderBlock];
@@ -312,7 +303,7 @@ class CallChecker {
       for (size_t k = 0; k < n; ++k) {
         const size_t i = first + k;
         ++out_.order_checked;
-        const uint64_t want = Ops::to_bits(cols[k]), got = bits_at(result, i);
+        const uint64_t want = Ops::to_bits(cols[k]), got = load_element(c_.dtype, result, i);
         const bool same = want == got || (std::isnan(element_to_double(c_.dtype, want)) &&
                                           std::isnan(element_to_double(c_.dtype, got)));
         if (!same)

@@ -57,7 +57,7 @@ class StartOrder final : public CaseExecutor {
 // nothing left), and before them a case that weighs at least the others not
 // started, per worker; verify still takes every outcome, and records the
 // history, in index order.
-TEST(VerifyJobs, TheLastCasesRunHeaviestFirstAndAreTakenInOrder) {
+TEST(VerifyJobs, AHeavyCaseStartsEarlyTheLastRunHeaviestFirstAndAllAreTakenInOrder) {
   // Seed 8's heaviest tail case is drawn 13th from the end: in index order
   // it would start after 498 of the others. Seed 202 draws a case that
   // weighs more than half the others together.
@@ -115,7 +115,7 @@ TEST(VerifyJobs, TheLastCasesRunHeaviestFirstAndAreTakenInOrder) {
       if (j > lowest + kJitter && o.cases - lowest > kTail) {
         ++early;
         const size_t others = later[std::min(k + 1 + kJitter, o.cases)];
-        EXPECT_LE(others, 2 * weight[j]) << "case " << j << " started at " << k << " ahead of case " << lowest;
+        EXPECT_LE(others, two.parallel() * weight[j]) << "case " << j << " started at " << k << " ahead of case " << lowest;
       }
       while (lowest < o.cases && done[lowest]) ++lowest;
     }
@@ -128,7 +128,7 @@ TEST(VerifyJobs, TheLastCasesRunHeaviestFirstAndAreTakenInOrder) {
       const size_t heavy = static_cast<size_t>(std::max_element(weight.begin(), weight.end()) - weight.begin());
       const size_t w = weight[heavy], pos = at.at(drawn[heavy]);
       size_t due = 0;  // the first start at which it weighs at least the others left, per worker
-      while (due < pos && later[due] - w > 2 * w) ++due;
+      while (due < pos && later[due] - w > two.parallel() * w) ++due;
       std::printf("[ heavy   ] case %zu (weight %zu) started %zu-th, due by the %zu-th\n", heavy, w, pos + 1, due + 1);
       ASSERT_GT(heavy, 1000u) << "seed 202 no longer draws the case this test needs";
       EXPECT_LE(pos, due + kJitter);
