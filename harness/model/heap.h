@@ -45,7 +45,8 @@ using Bytes = std::vector<std::byte, NoZero<std::byte>>;
 // page and unmapped again: a third of a verify run's time, and a quarter of a
 // 128-rank replay's. Keeps them in the heap instead (up to 32 MiB a block,
 // glibc's largest threshold), and returns heap memory to the system only
-// above 256 MiB free at its top. The heap grown after this call is backed by
+// above 256 MiB free at its top; the heaps of other threads' arenas are kept
+// whole once grown (a worker's next large case reuses their pages). The heap grown after this call is backed by
 // transparent huge pages where the kernel offers them on request
 // (MADV_HUGEPAGE; the default "madvise" mode): a 128-rank replay faulted in
 // 833 MB 4 KiB at a time, 205,000 faults, a sixth of its time, and the TLB
