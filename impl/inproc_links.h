@@ -39,6 +39,10 @@ class InProcFabric {
   // A simulated world's cost of a message (impl/sched.h): a matched transfer
   // completes α + β·bytes of virtual time after it matched. Set between runs.
   void set_link_model(std::optional<LinkModel> m);
+  // Every user of this fabric runs on the calling OS thread (a simulated
+  // world's fibers, which switch only where they park): its mailboxes are
+  // then not locked. Set before any rank's links are used.
+  void set_one_thread();
   // True once any abort happened (scoped or not).
   bool aborted() const;
   std::string abort_reason() const;

@@ -69,16 +69,23 @@ bool in_fiber();
 
 // Blocks until pred() holds (true) or `deadline` passes (then pred() once
 // more). `lk` holds cv's mutex on entry and on return. A fiber parks with the
-// lock released; a notify_all on the same cv (through sched) wakes it.
+// lock released; a notify_all on the same cv (through sched) wakes it. A
+// fiber may come without the lock where nothing but its own thread's fibers
+// touch what it guards (InProcFabric::set_one_thread): it parks and returns
+// without it.
 template <class Pred>
 bool wait_until(std::condition_variable& cv, std::unique_lock<std::mutex>& lk, Deadline deadline, Pred pred) {
   FiberHost* h = host();
-  if (h == nullptr || !h->in_fiber()) return cv.wait_until(lk, deadline, pred);
+  if (h == nullptr || !h->in_fiber()) {
+    if (!lk.owns_lock()) lk.lock();
+    return cv.wait_until(lk, deadline, pred);
+  }
+  const bool held = lk.owns_lock();
   while (!pred()) {
     if (h->now() >= deadline) return pred();
-    lk.unlock();
+    if (held) lk.unlock();
     h->park(&cv, deadline);
-    lk.lock();
+    if (held) lk.lock();
   }
   return true;
 }

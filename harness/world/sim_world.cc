@@ -18,6 +18,7 @@ constexpr auto kGrace = std::chrono::seconds(2);
 struct SimWorld::State {
   State(int n, SimOptions o) : ranks(n), opts(std::move(o)), sched(opts.schedule, kOrigin) {
     ranks.fabric.set_link_model(opts.model);
+    ranks.fabric.set_one_thread();  // the ranks are fibers of the thread that runs the world
   }
   InProcRanks ranks;
   SimOptions opts;
