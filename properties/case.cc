@@ -31,13 +31,20 @@ void Case::make_explicit() {
 
 std::vector<std::vector<std::byte>> Case::input_buffers() const {
   std::vector<std::vector<std::byte>> out(static_cast<size_t>(p));
+  std::vector<void*> data_of(static_cast<size_t>(p));
   for (int r = 0; r < p; ++r) {
     auto& b = out[static_cast<size_t>(r)];
     b.resize(count * dtype_size(dtype));
+    data_of[static_cast<size_t>(r)] = b.data();
+  }
+  if (!explicit_values && seed_p == 0 && seed_ranks.empty() && seed_offset == 0) {
+    fill_inputs(data_of, count, dtype, op, p, seed, data);
+    return out;
+  }
+  for (int r = 0; r < p; ++r) {
+    auto& b = out[static_cast<size_t>(r)];
     if (explicit_values) {
       for (size_t i = 0; i < count; ++i) store_element(dtype, b.data(), i, values[static_cast<size_t>(r)][i]);
-    } else if (seed_p == 0 && seed_ranks.empty() && seed_offset == 0) {
-      fill_input(b.data(), count, dtype, op, p, r, seed, data);
     } else {
       for (size_t i = 0; i < count; ++i) store_element(dtype, b.data(), i, input(r, i));
     }

@@ -97,6 +97,36 @@ TEST(FillInput, EveryElementIsInputElementsForEveryDtypeOpAndClass) {
   std::printf("[ checked ] %zu elements\n", checked);
 }
 
+// fill_inputs fills every rank's buffer at once (an element's index hashed
+// once for all): each must be fill_input's for its rank, across block edges
+// and at world sizes that do not divide the block, with nothing past the
+// count written.
+TEST(FillInputs, EveryRanksBufferIsWhatFillInputMakesForThatRank) {
+  const uint64_t fresh = fresh_seed();
+  std::printf("[ seed    ] %#llx\n", static_cast<unsigned long long>(fresh));
+  size_t checked = 0;
+  for (DType t : kAllDTypes)
+    for (RedOp op : kAllOps)
+      for (DataClass cls : kAllDataClasses)
+        for (int p : {1, 3, 49})
+          for (size_t n : {size_t{0}, size_t{1}, size_t{255}, size_t{257}, size_t{1000}}) {
+            const size_t es = dtype_size(t);
+            std::vector<std::vector<std::byte>> all(static_cast<size_t>(p), std::vector<std::byte>((n + 1) * es, std::byte{0xa5}));
+            std::vector<void*> outs;
+            for (auto& b : all) outs.push_back(b.data());
+            fill_inputs(outs, n, t, op, p, fresh, cls);
+            for (int r = 0; r < p; ++r) {
+              std::vector<std::byte> one((n + 1) * es, std::byte{0xa5});
+              fill_input(one.data(), n, t, op, p, r, fresh, cls);
+              ASSERT_EQ(all[static_cast<size_t>(r)], one) << dtype_name(t) << " " << op_name(op) << " "
+                                                          << data_class_name(cls) << " p=" << p << " rank " << r
+                                                          << " n=" << n;
+              checked += n;
+            }
+          }
+  std::printf("[ checked ] %zu elements\n", checked);
+}
+
 // The fill's remainder by a per-buffer divisor (harness/model/fast_mod.h)
 // is x % d for every x: the edges (0, d - 1, d, 2^64 - 1, multiples of d
 // and their neighbours) and random values, over every divisor up to 70,000

@@ -66,29 +66,46 @@ struct ProdModel {
   bool overflow = false;  // (p4): some node's input can exceed M
 };
 
-// `a`: the magnitudes, doubles (every dtype's values are), sorted here as
-// doubles: the same order as long doubles, at a fraction of the x87 compares'
-// cost (the sort was a third of a large-p product case's check).
-ProdModel prod_model(DType t, std::vector<double>& a) {  // sorts a
+// `a`: the magnitudes (doubles: every dtype's values are), in rank order.
+// The products are taken in that order: each errs by at most n ulps of long
+// double in any order (the widening below). Only the two smallest and the two
+// largest are needed by name, so nothing is sorted (a sort of the p magnitudes
+// was a sixth of a p = 62 fp8 product case's time).
+ProdModel prod_model(DType t, std::span<const double> a) {
   const FloatInfo lim = float_info(t);
   const size_t n = a.size();
   const int k = static_cast<int>(n) - 1;
-  std::sort(a.begin(), a.end());
   ProdModel m;
-  Scaled amin = Scaled::of(1), bmax = Scaled::of(1);
+  Scaled amin, bmax;
   size_t below = 0, above = 0;
+  constexpr double kInf = std::numeric_limits<double>::infinity();
+  double lo1 = kInf, lo2 = kInf, hi1 = -kInf, hi2 = -kInf;  // lo1 <= lo2 the smallest, hi1 >= hi2 the largest
   for (const double v : a) {
-    const Scaled sv = Scaled::of(v);
-    m.x = m.x * sv;
-    if (v < 1) ++below, amin = amin * sv;
-    if (v > 1) ++above, bmax = bmax * sv;
+    lo2 = std::min(lo2, std::max(lo1, v));
+    lo1 = std::min(lo1, v);
+    hi2 = std::max(hi2, std::min(hi1, v));
+    hi1 = std::max(hi1, v);
   }
+  ScaledProduct x, lo, hi;  // three chains side by side
+  for (const double v : a) {
+    double f;
+    int64_t e;
+    ScaledProduct::split(v, f, e);
+    x.times(f, e, true);
+    lo.times(f, e, v < 1);
+    hi.times(f, e, v > 1);
+    below += v < 1;
+    above += v > 1;
+  }
+  m.x = x.value();
+  amin = lo.value();
+  bmax = hi.value();
   // Each product of n factors errs by at most n ulps of long double.
   const Scaled down = Scaled::of(1 - 2 * static_cast<LD>(n) * kLdEps), up = Scaled::of(1 + 2 * static_cast<LD>(n) * kLdEps);
   m.amin = amin * down;
   m.bmax = bmax * up;
-  const Scaled smin = below >= 2 ? m.amin : Scaled::of(a[0]) * Scaled::of(a[1]) * down;
-  const Scaled smax = above >= 2 ? m.bmax : Scaled::of(a[n - 1]) * Scaled::of(a[n - 2]) * up;
+  const Scaled smin = below >= 2 ? m.amin : Scaled::of(lo1) * Scaled::of(lo2) * down;
+  const Scaled smax = above >= 2 ? m.bmax : Scaled::of(hi1) * Scaled::of(hi2) * up;
   const LD u = lim.unit_roundoff * (1 + kWiden), h = subnormal_step_error(t) * (1 + kWiden);
   const Scaled mn = Scaled::of(lim.min_normal), M = Scaled::of(lim.max_finite);
   LD delta = u;

@@ -229,10 +229,13 @@ uint64_t wrap_int(DType t, uint64_t r) {
 
 namespace {
 
-// The element's 64 random bits: the same three hashes for every dtype and class.
+// The element's 64 random bits: the same three hashes for every dtype and
+// class, the last of them (the index's) shared by every rank.
+inline uint64_t rank_bits(int rank, uint64_t index_hash, uint64_t seed) {
+  return splitmix64(seed ^ splitmix64(static_cast<uint64_t>(rank) * 0x100000001b3ull ^ index_hash));
+}
 inline uint64_t element_bits(int rank, size_t index, uint64_t seed) {
-  return splitmix64(seed ^ splitmix64(static_cast<uint64_t>(rank) * 0x100000001b3ull ^
-                                      splitmix64(static_cast<uint64_t>(index))));
+  return rank_bits(rank, splitmix64(static_cast<uint64_t>(index)), seed);
 }
 
 // What a buffer's elements share: computed once per fill (or kept by
@@ -298,28 +301,46 @@ uint64_t input_element(DType t, RedOp op, int nranks, int rank, size_t index, ui
   });
 }
 
-void fill_input(void* out, size_t count, DType t, RedOp op, int nranks, int rank, uint64_t seed, DataClass cls) {
+namespace {
+// Ranks first_rank, first_rank + 1, ... into outs[0], outs[1], ...: a
+// block's index hashes once for all of them, then each rank's hashes, in a
+// loop of independent iterations that the CPU overlaps (one element's three
+// hashes are a chain of dependent multiplies), then its values, in a loop
+// compiled for the one dtype: the same elements as input_element.
+void fill_ranks(std::span<void* const> outs, size_t count, DType t, RedOp op, int nranks, int first_rank, uint64_t seed,
+                DataClass cls) {
   GenShape shape = shape_for(t, op, nranks, cls);
-  // A block's hashes first, in a loop of independent iterations that the CPU
-  // overlaps (one element's three hashes are a chain of dependent multiplies),
-  // then the block's values, in a loop compiled for the one dtype: the same
-  // elements as input_element.
   visit_dtype(t, [&](auto tag) {
     constexpr DType T = dtype_of<decltype(tag)>;
     if constexpr (dtype_is_float(T)) tabulate_exact<T>(shape.sum, count);
     constexpr size_t kBlock = 256;
-    uint64_t bits[kBlock];
+    uint64_t index_hash[kBlock], bits[kBlock];
     const auto ranks = static_cast<size_t>(nranks);
-    size_t at = 0;  // (i0 + j) % nranks
     for (size_t i0 = 0; i0 < count; i0 += kBlock) {
       const size_t m = std::min(kBlock, count - i0);
-      for (size_t j = 0; j < m; ++j) bits[j] = element_bits(rank, i0 + j, seed);
-      for (size_t j = 0; j < m; ++j) {
-        store_element(T, out, i0 + j, element_value<T>(op, nranks, rank, i0 + j, at, bits[j], cls, shape));
-        if (++at == ranks) at = 0;
+      for (size_t j = 0; j < m; ++j) index_hash[j] = splitmix64(static_cast<uint64_t>(i0 + j));
+      const size_t at0 = ranks > 0 ? i0 % ranks : 0;
+      for (size_t k = 0; k < outs.size(); ++k) {
+        const int rank = first_rank + static_cast<int>(k);
+        for (size_t j = 0; j < m; ++j) bits[j] = rank_bits(rank, index_hash[j], seed);
+        size_t at = at0;  // (i0 + j) % nranks
+        for (size_t j = 0; j < m; ++j) {
+          store_element(T, outs[k], i0 + j, element_value<T>(op, nranks, rank, i0 + j, at, bits[j], cls, shape));
+          if (++at == ranks) at = 0;
+        }
       }
     }
   });
+}
+}  // namespace
+
+void fill_input(void* out, size_t count, DType t, RedOp op, int nranks, int rank, uint64_t seed, DataClass cls) {
+  fill_ranks(std::span<void* const>(&out, 1), count, t, op, nranks, rank, seed, cls);
+}
+
+void fill_inputs(std::span<void* const> outs, size_t count, DType t, RedOp op, int nranks, uint64_t seed,
+                 DataClass cls) {
+  fill_ranks(outs, count, t, op, nranks, 0, seed, cls);
 }
 
 }  // namespace collcheck
