@@ -319,6 +319,16 @@ class InProcLinks final : public Links {
     return op;
   }
   RequestPtr post(Mailbox& box, Op op) {
+    if (fabric_->one_thread && !sched::in_fiber()) {
+      // Not a rank's fiber: a thread of the implementation's own, which the
+      // unlocked mailboxes cannot serve (and whose waits would not be in
+      // virtual time). Refused rather than raced.
+      throw LinkError(fmt::format("rank {}: {} rank {} on {} came from outside the simulated world's fibers (a thread "
+                                  "of the implementation's own?); its ranks must call the links themselves, or run "
+                                  "it as threads (--world threads)",
+                                  op.rank, dir_name(op.dir), op.peer, describe_tag(op.tag)),
+                      op.rank, op.peer, op.tag, op.dir);
+    }
     auto req = std::make_unique<InProcRequest>(fabric_, &box, std::move(op));
     {
       const auto lk = fabric_->lock(box);

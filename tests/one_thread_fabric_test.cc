@@ -12,6 +12,7 @@
 #include <mutex>
 #include <random>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "harness/world/fiber_scheduler.h"
@@ -186,3 +187,29 @@ TEST(OneThreadFabric, AWaitWithoutTheLockParksWithoutItAndAThreadsWaitTakesIt) {
 }
 
 }  // namespace
+
+// A thread that is not one of the world's fibers (a plugin's own) cannot use
+// the unlocked mailboxes: its transfers are refused, with what to do, rather
+// than raced. A locked fabric still serves it.
+TEST(OneThreadFabric, ATransferFromAThreadOutsideTheFibersIsRefused) {
+  for (bool one_thread : {false, true}) {
+    InProcFabric fabric(2);
+    if (one_thread) fabric.set_one_thread();
+    auto l0 = fabric.links(0);
+    std::string error;
+    std::vector<std::byte> buf(8);
+    std::thread([&] {
+      try {
+        (void)l0->isend(1, call_tag(1), std::span<const std::byte>(buf));
+      } catch (const LinkError& e) {
+        error = e.what();
+      }
+    }).join();
+    if (one_thread) {
+      EXPECT_NE(error.find("came from outside the simulated world's fibers"), std::string::npos) << error;
+      EXPECT_NE(error.find("--world threads"), std::string::npos) << error;
+    } else {
+      EXPECT_EQ(error, "");
+    }
+  }
+}

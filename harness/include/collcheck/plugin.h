@@ -143,7 +143,8 @@ int collcheck_plugin_reduction_order(int p, size_t count, size_t index, int* pos
 /* Whether the plugin's ranks may run as fibers of one thread. Return 1 when
    (a) its ranks wait on each other only through these links: no lock held
    across a link call, no condition variable, barrier, sleep or spin on memory
-   that another rank writes; and (b) it keeps no per-thread state
+   that another rank writes, and no thread of its own that calls them (refused
+   there); and (b) it keeps no per-thread state
    (thread_local): the fibers of a world share one thread. collcheck then runs
    it in the simulated world by default (`verify`, `replay`, `faults`,
    scenarios, soak units): ranks as fibers in virtual time, one seed giving one
