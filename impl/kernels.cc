@@ -72,6 +72,12 @@ void fp8_by_table(const uint8_t* table, uint8_t* d, const uint8_t* a, const uint
 
 }  // namespace
 
+const uint8_t* fp8_step_table(DType dtype, Combine op) {
+  if (dtype == DType::Fp8E4M3) return fp8_results<e4m3_t>(op);
+  if (dtype == DType::Fp8E5M2) return fp8_results<e5m2_t>(op);
+  return nullptr;
+}
+
 void combine_scalar(void* dst, const void* a, const void* b, size_t count, DType dtype, Combine op) {
   if (count == 0) return;
   visit_dtype(dtype, [&](auto tag) { combine_typed<decltype(tag)>(dst, a, b, count, op); });
@@ -88,8 +94,7 @@ void combine_uncharged(void* dst, const void* a, const void* b, size_t count, DT
   auto* d = static_cast<std::byte*>(dst) + off;
   const auto* x = static_cast<const std::byte*>(a) + off;
   const auto* y = static_cast<const std::byte*>(b) + off;
-  if (dtype == DType::Fp8E4M3 || dtype == DType::Fp8E5M2) {
-    const uint8_t* table = dtype == DType::Fp8E4M3 ? fp8_results<e4m3_t>(op) : fp8_results<e5m2_t>(op);
+  if (const uint8_t* table = fp8_step_table(dtype, op)) {
     fp8_by_table(table, reinterpret_cast<uint8_t*>(d), reinterpret_cast<const uint8_t*>(x),
                  reinterpret_cast<const uint8_t*>(y), count - done);
     return;

@@ -9,6 +9,7 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 
 #include "impl/dtype.h"
 #include "impl/semantics.h"
@@ -23,6 +24,11 @@ void reduce(void* dst, const void* src, size_t count, DType dtype, Combine op);
 void combine(void* dst, const void* a, const void* b, size_t count, DType dtype, Combine op);
 // The scalar loops alone: the reference the vector loops are held to.
 void combine_scalar(void* dst, const void* a, const void* b, size_t count, DType dtype, Combine op);
+
+// fp8 (e4m3, e5m2): every pair's step as a 64 KiB table, built from the
+// element steps (impl/element_ops.h) on first use: table[a << 8 | b] is the
+// bits of a (op) b, NaNs as the step makes them. nullptr for other dtypes.
+const uint8_t* fp8_step_table(DType dtype, Combine op);
 
 // What a rank contributes: dst[i] = src[i] * scalar when the reduction
 // pre-multiplies (avg on floats, premulsum), else a copy. dst may equal src.

@@ -18,6 +18,7 @@
 #include "harness/check/expectation_memo.h"
 #include "harness/model/data.h"
 #include "impl/element_ops.h"
+#include "impl/kernels.h"
 #include "properties/properties.h"
 
 namespace collcheck {
@@ -257,6 +258,7 @@ class CallChecker {
       if constexpr (sizeof(T) == 1) return premul_bits_fast(red_, x);  // a table
       else return premul_bits_as<T>(red_, x);
     };
+    [[maybe_unused]] const uint8_t* steps = fp8_step_table(c_.dtype, red_.combine);
     std::vector<int> prog, block_prog;
     std::vector<T> cols;  // the replay's stack, one column of kOrderBlock values per depth
     std::vector<bool> used(P);
@@ -294,7 +296,9 @@ class CallChecker {
         } else {
           T* a = &cols[(depth - 2) * kOrderBlock];
           const T* b = &cols[--depth * kOrderBlock];
-          if (red_.combine == Combine::Sum)
+          if constexpr (std::is_same_v<T, e4m3_t> || std::is_same_v<T, e5m2_t>) {  // fp8: a load a step
+            for (size_t k = 0; k < n; ++k) a[k] = T{steps[static_cast<size_t>(a[k].bits) << 8 | b[k].bits]};
+          } else if (red_.combine == Combine::Sum)
             for (size_t k = 0; k < n; ++k) a[k] = Ops::sum(a[k], b[k]);
           else
             for (size_t k = 0; k < n; ++k) a[k] = Ops::prod(a[k], b[k]);

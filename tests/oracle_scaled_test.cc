@@ -1,6 +1,7 @@
 // The oracle's product model multiplies magnitudes with their exponents kept
-// apart (harness/check/oracle_scaled.h). ScaledProduct, its fast way, must
-// give the Scaled that multiplying the same factors one by one gives, bit for
+// apart (harness/check/oracle_scaled.h). ScaledProducts, its fast way, must
+// give the Scaled that multiplying the same factors one by one gives (all of
+// them, those below 1 and those above 1), bit for
 // bit: factors of every kind (narrow floats' few-bit values, any double,
 // subnormal doubles, values next to 1) and counts up to p = 600; and past its
 // renormalization (every kRun factors), 5 kRun + 5 factors whose significands
@@ -42,15 +43,15 @@ double draw_factor(std::mt19937_64& rng) {
 
 bool same(const Scaled& a, const Scaled& b) { return a.e == b.e && std::memcmp(&a.m, &b.m, 10) == 0; }
 
-TEST(ScaledProduct, GivesTheScaledOfTheSameFactorsInTheSameOrderBitForBit) {
+TEST(ScaledProducts, GiveTheScaledOfTheSameFactorsInTheSameOrderBitForBit) {
   const uint64_t seed = (uint64_t{std::random_device{}()} << 32) | std::random_device{}();
   std::printf("[ seed     ] %#llx\n", static_cast<unsigned long long>(seed));
   std::mt19937_64 rng(seed);
   int checked = 0;
   for (int trial = 0; trial < 3000; ++trial) {
-    const size_t n = trial % 100 == 0 ? 5 * ScaledProduct::kRun + 5 : 1 + rng() % 600;
-    Scaled chain = Scaled::of(1), chain_below = Scaled::of(1);
-    ScaledProduct fast, fast_below;
+    const size_t n = trial % 100 == 0 ? 5 * ScaledProducts::kRun + 5 : 1 + rng() % 600;
+    Scaled chain = Scaled::of(1), chain_below = Scaled::of(1), chain_above = Scaled::of(1);
+    std::vector<double> factors;
     const bool long_run = n > 600;
     for (size_t i = 0; i < n; ++i) {
       // A long run's factors have significands next to 0.5, so that their
@@ -58,21 +59,23 @@ TEST(ScaledProduct, GivesTheScaledOfTheSameFactorsInTheSameOrderBitForBit) {
       const double v = long_run ? std::ldexp(1.0 + static_cast<double>(rng() % 1000) * 0x1.0p-40,
                                              static_cast<int>(rng() % 41) - 20)
                                 : draw_factor(rng);
+      factors.push_back(v);
       chain = chain * Scaled::of(v);
       if (v < 1) chain_below = chain_below * Scaled::of(v);
+      if (v > 1) chain_above = chain_above * Scaled::of(v);
       double f;
       int64_t e;
-      ScaledProduct::split(v, f, e);
+      ScaledProducts::split(v, f, e);
       ASSERT_GE(f, 0.5);
       ASSERT_LT(f, 1.0);
       ASSERT_EQ(std::ldexp(f, static_cast<int>(e)), v);
-      fast.times(f, e, true);
-      fast_below.times(f, e, v < 1);
     }
-    const Scaled got = fast.value(), got_below = fast_below.value();
+    const ScaledProducts fast = ScaledProducts::of(factors);
+    const Scaled& got = fast.all();
     ASSERT_TRUE(same(got, chain)) << "trial " << trial << ", " << n << " factors: " << static_cast<double>(got.m)
                                   << " 2^" << got.e << " against " << static_cast<double>(chain.m) << " 2^" << chain.e;
-    ASSERT_TRUE(same(got_below, chain_below)) << "trial " << trial << " (the factors below 1)";
+    ASSERT_TRUE(same(fast.below(), chain_below)) << "trial " << trial << " (the factors below 1)";
+    ASSERT_TRUE(same(fast.above(), chain_above)) << "trial " << trial << " (the factors above 1)";
     ++checked;
   }
   std::printf("%d products the same bit for bit\n", checked);

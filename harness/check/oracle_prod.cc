@@ -85,21 +85,13 @@ ProdModel prod_model(DType t, std::span<const double> a) {
     lo1 = std::min(lo1, v);
     hi2 = std::max(hi2, std::min(hi1, v));
     hi1 = std::max(hi1, v);
-  }
-  ScaledProduct x, lo, hi;  // three chains side by side
-  for (const double v : a) {
-    double f;
-    int64_t e;
-    ScaledProduct::split(v, f, e);
-    x.times(f, e, true);
-    lo.times(f, e, v < 1);
-    hi.times(f, e, v > 1);
     below += v < 1;
     above += v > 1;
   }
-  m.x = x.value();
-  amin = lo.value();
-  bmax = hi.value();
+  const ScaledProducts prods = ScaledProducts::of(a);
+  m.x = prods.all();
+  amin = prods.below();
+  bmax = prods.above();
   // Each product of n factors errs by at most n ulps of long double.
   const Scaled down = Scaled::of(1 - 2 * static_cast<LD>(n) * kLdEps), up = Scaled::of(1 + 2 * static_cast<LD>(n) * kLdEps);
   m.amin = amin * down;

@@ -6,6 +6,8 @@
 #include <cstdint>
 #include <cstring>
 #include <limits>
+#include <span>
+#include <algorithm>
 
 #include "harness/check/oracle_detail.h"
 
@@ -63,19 +65,22 @@ struct Scaled {
   }
 };
 
-// A product of positive finite magnitudes, factor by factor, with the
-// exponents summed apart: the significands (in [0.5, 1)) multiply in long
-// double, renormalized once every kRun factors, not at each. Their product
-// over kRun factors is at least 2^-kRun, far inside long double's range, and
-// a rounding does not change when its operands are scaled by powers of two,
-// so every step rounds as Scaled's operator* would: value() is the Scaled
-// that multiplying the same factors in the same order gives, bit for bit, at
-// a fraction of the cost (no exponent field is read or written per factor).
-struct ScaledProduct {
+// Three products of positive finite magnitudes side by side, factor by
+// factor: of every factor, of those below 1, and of those above 1 (a factor
+// a product does not take counts as 1, exactly). The exponents are summed
+// apart and the significands (in [0.5, 1)) multiply in long double,
+// renormalized once every kRun factors, not at each. Their product over kRun
+// factors is at least 2^-kRun, far inside long double's range, and a rounding
+// does not change when its operands are scaled by powers of two, so every
+// step rounds as Scaled's operator* would: all(), below() and above() are the
+// Scaled that multiplying the same factors in the same order gives, bit for
+// bit, at a fraction of the cost (no exponent field is read or written per
+// factor). The three share one count to the renormalization, and their
+// significands are locals of times' caller's loop (in x87 registers), not
+// members read and written through memory at each factor.
+class ScaledProducts {
+ public:
   static constexpr uint32_t kRun = 4096;
-  LD m = 1;
-  int64_t e = 0;
-  uint32_t run = 0;  // factors since the last renormalization
   // v = f * 2^e with f in [0.5, 1): from v's bits where it is a normal double.
   static void split(double v, double& f, int64_t& e) {
     uint64_t bits;
@@ -91,33 +96,71 @@ struct ScaledProduct {
     f = std::frexp(v, &ex);
     e = ex;
   }
-  // Times 2^e f (f from split), or times 1 (exact) where `take` is false:
-  // chosen by masks, not a branch (on random data near 1, the branches on
-  // v < 1 and v > 1 were mispredicted half the time: most of a p = 62
-  // product case's model).
-  void times(double f, int64_t fe, bool take) {
-    const uint64_t mask = uint64_t{0} - static_cast<uint64_t>(take);
-    uint64_t fb, one;
+  // The products of `a`'s magnitudes (positive, finite), in a's order.
+  static ScaledProducts of(std::span<const double> a) {
+    LD all = 1, below = 1, above = 1;
+    int64_t e_all = 0, e_below = 0, e_above = 0;
+    for (size_t start = 0; start < a.size(); start += kRun) {
+      if (start > 0) {
+        renormalize(all, e_all);
+        renormalize(below, e_below);
+        renormalize(above, e_above);
+      }
+      // A run of factors in a loop of its own, with nothing in it that takes
+      // a significand's address: GCC keeps the three in x87 registers there,
+      // where a renormalization test inside the loop had them stored and
+      // reloaded at every factor (an 80-bit store's reload stalls).
+      const size_t end = std::min(a.size(), start + kRun);
+      for (size_t i = start; i < end; ++i) {
+        const double v = a[i];
+        double f;
+        int64_t fe;
+        split(v, f, fe);
+        // A factor is taken or not by masks, not a branch (on random data
+        // near 1, the branches on v < 1 and v > 1 were mispredicted half the
+        // time: most of a p = 62 product case's model).
+        const uint64_t mb = uint64_t{0} - static_cast<uint64_t>(v < 1), ma = uint64_t{0} - static_cast<uint64_t>(v > 1);
+        all *= static_cast<LD>(f);
+        below *= static_cast<LD>(pick(f, mb));
+        above *= static_cast<LD>(pick(f, ma));
+        e_all += fe;
+        e_below += static_cast<int64_t>(static_cast<uint64_t>(fe) & mb);
+        e_above += static_cast<int64_t>(static_cast<uint64_t>(fe) & ma);
+      }
+    }
+    ScaledProducts out;
+    out.all_ = scaled(all, e_all);
+    out.below_ = scaled(below, e_below);
+    out.above_ = scaled(above, e_above);
+    return out;
+  }
+  const Scaled& all() const { return all_; }
+  const Scaled& below() const { return below_; }
+  const Scaled& above() const { return above_; }
+
+ private:
+  // f where the mask is all ones, else 1.
+  static double pick(double f, uint64_t mask) {
     const double kOne = 1.0;
+    uint64_t fb, one;
     std::memcpy(&fb, &f, 8);
     std::memcpy(&one, &kOne, 8);
     fb = (fb & mask) | (one & ~mask);
     double g;
     std::memcpy(&g, &fb, 8);
-    m *= static_cast<LD>(g);
-    e += static_cast<int64_t>(static_cast<uint64_t>(fe) & mask);
-    if (++run == kRun) {
-      run = 0;
-      const Scaled s = value();
-      m = s.m;
-      e = s.e;
-    }
+    return g;
   }
-  Scaled value() const {
+  static Scaled scaled(LD m, int64_t e) {
     Scaled s = Scaled::of(m);
     s.e += e;
     return s;
   }
+  static void renormalize(LD& m, int64_t& e) {
+    const Scaled s = scaled(m, e);
+    m = s.m;
+    e = s.e;
+  }
+  Scaled all_, below_, above_;
 };
 
 }  // namespace collcheck::oracle_detail

@@ -8,6 +8,7 @@
 #include "harness/check/oracle_detail.h"
 #include "impl/element_ops.h"
 #include "impl/float_formats.h"
+#include "impl/kernels.h"
 
 namespace collcheck {
 
@@ -28,8 +29,9 @@ double widen(uint64_t b) {
 // (each unordered split once: A holds the subset's lowest rank), combined
 // with the element step. A subset of k ranks has at most (2k-3)!! outcomes
 // before duplicates go (1, 1, 3, 15, 105): 225 in all at p = 5.
+// `steps` (fp8 only): fp8_step_table's sums, one load a step.
 template <typename T>
-size_t tree_outcomes(const uint64_t* y, size_t p, uint64_t* out) {
+size_t tree_outcomes(const uint64_t* y, size_t p, uint64_t* out, [[maybe_unused]] const uint8_t* steps) {
   using Ops = ElementOps<T>;
   uint64_t buf[256];
   uint16_t off[32], len[32];
@@ -52,11 +54,15 @@ size_t tree_outcomes(const uint64_t* y, size_t p, uint64_t* out) {
     for (size_t sub = (rest - 1) & rest;; sub = (sub - 1) & rest) {
       const size_t a = sub | low, b = mask ^ a;
       for (size_t ia = 0; ia < len[a]; ++ia) {
-        const T x = Ops::from_bits(buf[off[a] + ia]);
-        for (size_t ib = 0; ib < len[b]; ++ib) {
-          const uint64_t v = Ops::to_bits(Ops::sum(x, Ops::from_bits(buf[off[b] + ib])));
-          if constexpr (sizeof(T) == 1) seen[v >> 6] |= uint64_t{1} << (v & 63);
-          else s[m++] = v;
+        if constexpr (sizeof(T) == 1) {
+          const uint8_t* row = steps + (buf[off[a] + ia] << 8);
+          for (size_t ib = 0; ib < len[b]; ++ib) {
+            const uint64_t v = row[buf[off[b] + ib]];
+            seen[v >> 6] |= uint64_t{1} << (v & 63);
+          }
+        } else {
+          const T x = Ops::from_bits(buf[off[a] + ia]);
+          for (size_t ib = 0; ib < len[b]; ++ib) s[m++] = Ops::to_bits(Ops::sum(x, Ops::from_bits(buf[off[b] + ib])));
         }
       }
       if (sub == 0) break;
@@ -93,6 +99,7 @@ SmallSumOracle::SmallSumOracle(const Reduction& red, size_t ranks) : red_(red), 
   const double E = static_cast<double>(static_cast<LD>(steps_error(red.dtype, static_cast<int>(ranks) - 1)) *
                                        (1 + oracle_detail::kWiden));
   overflow_scale_ = (1 + ref_err) * (1 + E) * (1 + 0x1p-30);
+  steps_ = fp8_step_table(red.dtype, Combine::Sum);
   fn_ = visit_dtype(red.dtype, [](auto tag) -> Fn {
     using T = decltype(tag);
     if constexpr (std::is_integral_v<T>) return nullptr;
@@ -121,7 +128,7 @@ bool SmallSumOracle::derive(const SmallSumOracle& self, std::span<const uint64_t
   }
   if (!(pos * self.overflow_scale_ < self.max_finite_) || !(neg * self.overflow_scale_ < self.max_finite_)) return false;
   uint64_t out[128];
-  const size_t n = tree_outcomes<T>(y, p, out);
+  const size_t n = tree_outcomes<T>(y, p, out, self.steps_);
   for (size_t k = 0; k < n; ++k)
     if (!std::isfinite(widen<T>(out[k]))) return false;  // not reachable past the test above; the full way's if it were
   e.kind = n == 1 ? CheckKind::Bitwise : CheckKind::OneOf;

@@ -47,6 +47,7 @@ class SmallSumOracle {
   // full way's (1 + reference error) (1 + E(p-1)), and the margin.
   double overflow_scale_ = 0;
   Fn fn_ = nullptr;
+  const uint8_t* steps_ = nullptr;  // fp8: fp8_step_table's sums
 };
 
 }  // namespace collcheck
