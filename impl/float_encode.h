@@ -89,15 +89,74 @@ inline uint32_t encode(double x) {
   return sign | (static_cast<uint32_t>(e + s.bias) << s.man_bits) | (static_cast<uint32_t>(n) & ((1u << s.man_bits) - 1u));
 }
 
+// fp8 by a table of encode's answers. Below its binade's round bit, only
+// whether any bit of a double's fraction is set can matter to the rounding
+// (the sticky bit), and outside a window of exponents the answer is zero or
+// saturation whatever the fraction: so (the exponent clamped to the window,
+// the top man_bits + 1 bits of the fraction, the sticky bit) decides the
+// answer, and a table of encode's answer for each such triple (672 entries
+// for e4m3, 560 for e5m2) gives encode's bits with a load, where encode's
+// steps were most of an fp8 input fill. tests/float_formats_test.cc holds it
+// to encode on doubles of every kind.
+template <SmallFloat F>
+struct Fp8Table {
+  static constexpr SmallFloatSpec s = kSpecs[static_cast<int>(F)];
+  static_assert(1 + s.exp_bits + s.man_bits == 8, "Fp8Table: the 8-bit formats");
+  static constexpr int kTop = s.man_bits + 1;        // the fraction's kept bits and the round bit
+  static constexpr int kEmin = 1 - s.bias;           // the least normal exponent
+  static constexpr int kLow = kEmin - s.man_bits - 1;  // below it, every value rounds to zero
+  // Above the largest finite value's exponent, every value saturates.
+  static constexpr int kHigh = [] {
+    int e = 0;
+    for (double m = s.max_finite; m >= 2; m /= 2) ++e;
+    return e + 1;
+  }();
+  static constexpr int kRows = kHigh - kLow + 2;  // kLow - 1 (zero) .. kHigh (saturated)
+  uint8_t bits[kRows << (kTop + 1)];
+  Fp8Table();
+  static const Fp8Table& get() {
+    static const Fp8Table t;
+    return t;
+  }
+  [[gnu::noinline, gnu::cold]] static uint32_t encode_special(double x) { return float_encode::encode<F>(x); }
+  // The fill's loop inlines this; what it rarely takes (a NaN or an Inf,
+  // the table's first use) is called out of line.
+  [[gnu::always_inline]] static uint32_t encode(double x) {
+    const uint64_t b = std::bit_cast<uint64_t>(x);
+    const uint32_t sign = static_cast<uint32_t>(b >> 63) << 7;
+    const int biased = static_cast<int>((b >> 52) & 0x7ff);
+    if (biased == 0x7ff) [[unlikely]] return encode_special(x);
+    const int e = std::clamp(biased - 1023, kLow - 1, kHigh);
+    const uint64_t top = (b >> (52 - kTop)) & ((uint64_t{1} << kTop) - 1);
+    const uint64_t sticky = (b & ((uint64_t{1} << (52 - kTop)) - 1)) != 0;
+    const size_t i = (static_cast<size_t>(e - (kLow - 1)) << (kTop + 1)) | static_cast<size_t>(top << 1 | sticky);
+    return sign | get().bits[i];
+  }
+};
+
+// Each entry is encode's answer for the least double of its triple (a zero
+// entry's is a value far below half the least subnormal: zero).
+template <SmallFloat F>
+Fp8Table<F>::Fp8Table() {
+  for (int row = 0; row < kRows; ++row)
+    for (uint64_t top = 0; top < (uint64_t{1} << kTop); ++top)
+      for (uint64_t sticky = 0; sticky < 2; ++sticky) {
+        const uint64_t biased = static_cast<uint64_t>(kLow - 1 + row + 1023);
+        const double x = std::bit_cast<double>(biased << 52 | top << (52 - kTop) | sticky);
+        bits[static_cast<size_t>(row) << (kTop + 1) | static_cast<size_t>(top << 1 | sticky)] =
+            static_cast<uint8_t>(float_encode::encode<F>(x));
+      }
+}
+
 // A floating dtype's element bits for a double (to_element_bits's floats),
 // with the dtype known at compile time.
 template <DType T>
-inline uint64_t float_bits(double v) {
+[[gnu::always_inline]] inline uint64_t float_bits(double v) {
   static_assert(dtype_is_float(T), "float_bits: a floating dtype");
   if constexpr (T == DType::Float16) return encode<SmallFloat::F16>(v);
   else if constexpr (T == DType::BFloat16) return encode<SmallFloat::BF16>(v);
-  else if constexpr (T == DType::Fp8E4M3) return encode<SmallFloat::E4M3>(v);
-  else if constexpr (T == DType::Fp8E5M2) return encode<SmallFloat::E5M2>(v);
+  else if constexpr (T == DType::Fp8E4M3) return Fp8Table<SmallFloat::E4M3>::encode(v);
+  else if constexpr (T == DType::Fp8E5M2) return Fp8Table<SmallFloat::E5M2>::encode(v);
   else if constexpr (T == DType::Float32) return std::bit_cast<uint32_t>(static_cast<float>(v));
   else return std::bit_cast<uint64_t>(v);
 }

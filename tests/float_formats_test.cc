@@ -6,8 +6,10 @@
 #include <bit>
 #include <cmath>
 #include <cstdio>
+#include <limits>
 #include <random>
 
+#include "impl/float_encode.h"
 #include "impl/float_formats.h"
 
 using namespace collcheck;
@@ -27,6 +29,20 @@ const Fmt kFormats[] = {{SmallFloat::F16, "float16", 1u << 16},
 bool same_value(double a, double b) {
   if (std::isnan(a) || std::isnan(b)) return std::isnan(a) && std::isnan(b);
   return a == b && std::signbit(a) == std::signbit(b);
+}
+
+// The i-th of a stream of doubles for an encoder of `spec`: one in four any
+// bit pattern (any magnitude, NaNs and Infs); the others a random significand
+// at an exponent from two below the least subnormal to two above the largest,
+// one in four of them cut to a tie of the format's rounding.
+double draw_double(std::mt19937_64& rng, const SmallFloatSpec& spec, int i) {
+  if (i % 4 == 0) return std::bit_cast<double>(rng());
+  const int emax = std::ilogb(spec.max_finite), emin = std::ilogb(spec.min_subnormal);
+  const double m = 1.0 + static_cast<double>(rng() >> 12) * 0x1p-52;
+  const int e = emin - 2 + static_cast<int>(rng() % static_cast<uint64_t>(emax - emin + 5));
+  const double x = std::ldexp(rng() % 2 ? -m : m, e);
+  if (i % 4 == 1) return std::nearbyint(std::ldexp(x, -e + spec.man_bits + 1)) * std::ldexp(1.0, e - spec.man_bits - 1);
+  return x;
 }
 
 }  // namespace
@@ -225,21 +241,8 @@ TEST(FloatFormats, TheBitEncoderMatchesTheReferenceEncoder) {
                      static_cast<double>(INFINITY), 4.9e-324, 2.2e-308, spec.min_subnormal / 2,
                      std::nextafter(spec.min_subnormal / 2, 1.0), spec.min_normal})
       for (double sg : {1.0, -1.0}) ASSERT_TRUE(same_enc(sg * x));
-    const int emax = std::ilogb(M), emin = std::ilogb(spec.min_subnormal);
-    for (int i = 0; i < 1000000; ++i) {
-      double x;
-      if (i % 4 == 0) {
-        x = std::bit_cast<double>(rng());  // any magnitude, NaNs and Infs
-      } else {
-        // Around the format's range: a random significand at an exponent from
-        // two below the least subnormal to two above the largest.
-        const double m = 1.0 + static_cast<double>(rng() >> 12) * 0x1p-52;
-        const int e = emin - 2 + static_cast<int>(rng() % static_cast<uint64_t>(emax - emin + 5));
-        x = std::ldexp(rng() % 2 ? -m : m, e);
-        if (i % 4 == 1) x = std::nearbyint(std::ldexp(x, -e + spec.man_bits + 1)) * std::ldexp(1.0, e - spec.man_bits - 1);  // ties
-      }
-      if (!same_enc(x)) return;
-    }
+    for (int i = 0; i < 1000000; ++i)
+      if (!same_enc(draw_double(rng, spec, i))) return;
     std::printf("[ checked ] %s: %zu doubles encoded\n", fm.name, encoded);
   }
 }
@@ -272,4 +275,50 @@ TEST(FloatFormats, EveryEncoderIsSymmetricInTheSign) {
     ASSERT_EQ(std::bit_cast<uint32_t>(static_cast<float>(-m)), std::bit_cast<uint32_t>(static_cast<float>(m)) | 0x80000000u)
         << std::hexfloat << m;
   }
+}
+
+// The input fill's fp8 encoder (float_encode::Fp8Table: a table of encode's
+// answers by exponent, top fraction bits and sticky bit) gives encode's bits
+// for every double: every fp8 value and the midpoints between neighbours (and
+// the doubles next to them), both signs, every table entry's least and
+// greatest double, the specials, and a million drawn doubles, on a fresh seed.
+TEST(FloatFormats, TheFp8TableIsTheEncoder) {
+  const uint64_t seed = (static_cast<uint64_t>(std::random_device{}()) << 32) ^ std::random_device{}();
+  std::printf("[ seed    ] seed %#llx\n", static_cast<unsigned long long>(seed));
+  std::mt19937_64 rng(seed);
+  const auto check = [&]<SmallFloat F>(const char* name) {
+    const auto& spec = small_float_spec(F);
+    size_t checked = 0;
+    const auto same = [&](double x) {
+      ++checked;
+      const uint32_t want = float_encode::encode<F>(x), got = float_encode::Fp8Table<F>::encode(x);
+      if (want == got) return true;
+      ADD_FAILURE() << name << ": the table gives " << std::hex << got << " for " << std::hexfloat << x
+                    << ", encode " << want;
+      return false;
+    };
+    for (uint32_t b = 0; b < 256; ++b) {
+      const double v = small_float_decode(F, b), next = small_float_decode(F, (b + 1) & 0xff);
+      if (!std::isfinite(v)) continue;
+      for (double x : {v, -v}) ASSERT_TRUE(same(x));
+      if (!std::isfinite(next) || (next > v) != (v >= 0)) continue;
+      const double mid = (v + next) / 2;
+      for (double x : {mid, std::nextafter(mid, 0.0), std::nextafter(mid, INFINITY), -mid}) ASSERT_TRUE(same(x));
+    }
+    // Each exponent's doubles with the low fraction bits all clear and all set.
+    for (int e = -1022; e <= 1023; ++e)
+      for (uint64_t top = 0; top < 16; ++top)
+        for (uint64_t low : {uint64_t{0}, uint64_t{1}, (uint64_t{1} << 48) - 1}) {
+          const uint64_t bits = static_cast<uint64_t>(e + 1023) << 52 | top << 48 | low;
+          ASSERT_TRUE(same(std::bit_cast<double>(bits)));
+        }
+    for (double x : {0.0, 4.9e-324, 2.2e-308, spec.max_finite, 1e300, static_cast<double>(INFINITY),
+                     std::numeric_limits<double>::quiet_NaN()})
+      for (double sg : {1.0, -1.0}) ASSERT_TRUE(same(sg * x));
+    for (int i = 0; i < 1000000; ++i)
+      if (!same(draw_double(rng, spec, i))) return;
+    std::printf("[ checked ] %s: %zu doubles\n", name, checked);
+  };
+  check.operator()<SmallFloat::E4M3>("fp8_e4m3");
+  check.operator()<SmallFloat::E5M2>("fp8_e5m2");
 }
