@@ -100,19 +100,23 @@ class ScaledProducts {
   static ScaledProducts of(std::span<const double> a) {
     LD all = 1, below = 1, above = 1;
     int64_t e_all = 0, e_below = 0, e_above = 0;
-    for (size_t start = 0; start < a.size(); start += kRun) {
-      if (start > 0) {
+    // A block's factors are split first, each product's (f, or 1 where that
+    // product does not take it) into an array of its own; then the products
+    // multiply those, one product at a time. With two or three products in
+    // one loop GCC kept all but one in memory, and an 80-bit store's reload
+    // stalls at every factor: the loop of three took five times a multiply's
+    // latency a factor, where one at a time takes three.
+    constexpr size_t kBlock = 256;  // divides kRun
+    double f_all[kBlock], f_below[kBlock], f_above[kBlock];
+    for (size_t start = 0; start < a.size(); start += kBlock) {
+      if (start > 0 && start % kRun == 0) {
         renormalize(all, e_all);
         renormalize(below, e_below);
         renormalize(above, e_above);
       }
-      // A run of factors in a loop of its own, with nothing in it that takes
-      // a significand's address: GCC keeps the three in x87 registers there,
-      // where a renormalization test inside the loop had them stored and
-      // reloaded at every factor (an 80-bit store's reload stalls).
-      const size_t end = std::min(a.size(), start + kRun);
-      for (size_t i = start; i < end; ++i) {
-        const double v = a[i];
+      const size_t n = std::min(kBlock, a.size() - start);
+      for (size_t k = 0; k < n; ++k) {
+        const double v = a[start + k];
         double f;
         int64_t fe;
         split(v, f, fe);
@@ -120,13 +124,16 @@ class ScaledProducts {
         // near 1, the branches on v < 1 and v > 1 were mispredicted half the
         // time: most of a p = 62 product case's model).
         const uint64_t mb = uint64_t{0} - static_cast<uint64_t>(v < 1), ma = uint64_t{0} - static_cast<uint64_t>(v > 1);
-        all *= static_cast<LD>(f);
-        below *= static_cast<LD>(pick(f, mb));
-        above *= static_cast<LD>(pick(f, ma));
+        f_all[k] = f;
+        f_below[k] = pick(f, mb);
+        f_above[k] = pick(f, ma);
         e_all += fe;
         e_below += static_cast<int64_t>(static_cast<uint64_t>(fe) & mb);
         e_above += static_cast<int64_t>(static_cast<uint64_t>(fe) & ma);
       }
+      all = times(all, f_all, n);
+      below = times(below, f_below, n);
+      above = times(above, f_above, n);
     }
     ScaledProducts out;
     out.all_ = scaled(all, e_all);
@@ -139,6 +146,12 @@ class ScaledProducts {
   const Scaled& above() const { return above_; }
 
  private:
+  // m times f[0], f[1], ..., f[n-1], in that order, in long double: a loop
+  // of one product, which GCC keeps on the x87 stack.
+  [[gnu::noinline]] static LD times(LD m, const double* f, size_t n) {
+    for (size_t k = 0; k < n; ++k) m *= static_cast<LD>(f[k]);
+    return m;
+  }
   // f where the mask is all ones, else 1.
   static double pick(double f, uint64_t mask) {
     const double kOne = 1.0;
