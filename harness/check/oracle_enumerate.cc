@@ -17,6 +17,7 @@
 #include "harness/check/oracle.h"
 #include "harness/check/oracle_detail.h"
 #include "impl/element_ops.h"
+#include "impl/kernels.h"
 
 namespace collcheck {
 
@@ -111,18 +112,15 @@ bool all_order_outcomes_of(std::span<const uint64_t> ys, uint64_t nan, std::vect
   return true;
 }
 
-// Every combining step of two 1-byte values, canonicalised: one load. Made
-// once per dtype and combine (64 KiB), on first use.
+// Every combining step of two fp8 values, canonicalised: one load. The
+// reduce kernels' table of every pair's step (fp8_step_table), with each NaN
+// made `nan`; made once per dtype and combine (64 KiB), on first use.
 template <typename T, Combine C>
 const std::array<uint8_t, 65536>& byte_steps(uint64_t nan) {
   static const auto table = [nan] {
-    using Ops = ElementOps<T>;
+    const uint8_t* steps = fp8_step_table(dtype_of<T>, C);
     std::array<uint8_t, 65536> t{};
-    for (uint32_t a = 0; a < 256; ++a)
-      for (uint32_t b = 0; b < 256; ++b) {
-        const uint64_t r = Ops::to_bits(combine_elements(C, Ops::from_bits(a), Ops::from_bits(b)));
-        t[a << 8 | b] = static_cast<uint8_t>(is_nan_of<T>(r) ? nan : r);
-      }
+    for (size_t i = 0; i < t.size(); ++i) t[i] = static_cast<uint8_t>(is_nan_of<T>(steps[i]) ? nan : steps[i]);
     return t;
   }();
   return table;
@@ -236,7 +234,7 @@ bool outcomes_with_work(const Reduction& red, std::span<const uint64_t> ys, std:
   return visit_dtype(red.dtype, [&](auto tag) -> bool {
     using T = decltype(tag);
     if (ys.size() <= 2 && !general) return one_or_two_outcomes<T>(red.combine, ys, nan, out, cap, budget, work);
-    if constexpr (sizeof(T) == 1) {
+    if constexpr (std::is_same_v<T, e4m3_t> || std::is_same_v<T, e5m2_t>) {  // fp8_step_table's dtypes
       if (!general) {
         switch (red.combine) {
           case Combine::Sum: return all_order_outcomes_of_bytes<T, Combine::Sum>(ys, nan, out, cap, budget, work);
